@@ -1,0 +1,135 @@
+// The Python surface of torchneuron_ext._C: runtime queries and knobs the
+// torch.neuron device module is built on. Registrations with PyTorch happen
+// in the other translation units when this library is loaded.
+#include <torch/csrc/Generator.h>
+#include <torch/extension.h>
+
+#include "aten/op_tracking.h"
+#include "backend/allocator.h"
+#include "backend/generator.h"
+#include "runtime/device.h"
+#include "runtime/memory.h"
+
+namespace py = pybind11;
+
+namespace torchneuron {
+namespace {
+
+template <typename F>
+auto guarded(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const c10::Error&) {
+    throw;
+  } catch (...) {
+    rethrow_runtime_error();
+  }
+  throw std::logic_error("unreachable");
+}
+
+void add_stat(py::dict& d, const std::string& name, const neuron_rt::Stat (&s)[neuron_rt::kNumPools]) {
+  const char* pools[] = {"all", "small_pool", "large_pool"};
+  for (int p = 0; p < neuron_rt::kNumPools; ++p) {
+    const std::string prefix = name + "." + pools[p] + ".";
+    d[py::str(prefix + "current")] = s[p].current;
+    d[py::str(prefix + "peak")] = s[p].peak;
+    d[py::str(prefix + "allocated")] = s[p].allocated;
+    d[py::str(prefix + "freed")] = s[p].freed;
+  }
+}
+
+py::dict memory_stats(int device) {
+  const neuron_rt::MemoryStats s = guarded([&] { return neuron_rt::core_allocator(device).stats(); });
+  py::dict d;
+  add_stat(d, "allocated_bytes", s.allocated_bytes);
+  add_stat(d, "reserved_bytes", s.reserved_bytes);
+  add_stat(d, "active_bytes", s.active_bytes);
+  add_stat(d, "requested_bytes", s.requested_bytes);
+  add_stat(d, "allocation", s.allocation);
+  add_stat(d, "segment", s.segment);
+  add_stat(d, "active", s.active);
+  d["num_alloc_retries"] = s.num_alloc_retries;
+  d["num_ooms"] = s.num_ooms;
+  d["num_tensor_frees"] = s.num_tensor_frees;
+  d["allocation_requests"] = s.allocation_requests;
+  d["num_device_alloc"] = s.num_device_alloc;
+  d["num_device_free"] = s.num_device_free;
+  d["adopted_bytes.all.current"] = s.adopted_bytes;
+  return d;
+}
+
+py::list memory_snapshot(int device) {
+  py::list out;
+  for (const auto& seg : guarded([&] { return neuron_rt::core_allocator(device).snapshot(); })) {
+    py::dict d;
+    d["address"] = seg.address;
+    d["size"] = seg.size;
+    d["requested_size"] = seg.requested;
+    d["state"] = seg.in_use ? "active_allocated" : "inactive";
+    d["pool"] = seg.small ? "small" : "large";
+    out.append(d);
+  }
+  return out;
+}
+
+}  // namespace
+}  // namespace torchneuron
+
+PYBIND11_MODULE(_C, m) {
+  using namespace torchneuron;
+  m.doc() = "torchneuron_ext native runtime: an emulated AWS NeuronCore device for PyTorch";
+
+  m.def("_init", [] {
+    const auto& cfg = neuron_rt::core_config();
+    if (!cfg.error.empty()) throw py::value_error(cfg.error);
+    if (neuron_rt::in_bad_fork()) {
+      throw std::runtime_error(
+          "Cannot re-initialize neuron in forked subprocess. To use the neuron device with multiprocessing, "
+          "you must use the 'spawn' start method.");
+    }
+    neuron_rt::mark_initialized();
+  });
+  m.def("_is_initialized", &neuron_rt::is_initialized);
+  m.def("_is_in_bad_fork", &neuron_rt::in_bad_fork);
+  m.def("_config_error", [] { return neuron_rt::core_config().error; });
+  m.def("_config_source", [] { return neuron_rt::core_config().source; });
+  m.def("_physical_core_ids", [] { return neuron_rt::core_config().physical_ids; });
+  m.def("_device_count", &neuron_rt::device_count);
+  m.def("_current_device", &neuron_rt::current_device);
+  m.def("_set_device", [](int d) { guarded([&] { neuron_rt::set_device(d); }); });
+  m.def("_exchange_device", [](int d) { return guarded([&] { return neuron_rt::exchange_device(d); }); });
+  m.def("_check_device", [](int d) { guarded([&] { neuron_rt::check_device_index(d); }); });
+
+  m.def("_get_default_generator", [](int d) {
+    const at::Generator& gen = default_generator(static_cast<c10::DeviceIndex>(d));
+    return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(gen));
+  });
+
+  m.def("_memory_stats", &memory_stats);
+  m.def("_memory_snapshot", &memory_snapshot);
+  m.def("_empty_cache", [] {
+    for (int d = 0; d < neuron_rt::device_count(); ++d) neuron_rt::core_allocator(d).empty_cache();
+  });
+  m.def("_reset_peak_memory_stats", [](int d) { guarded([&] { neuron_rt::core_allocator(d).reset_peak(); }); });
+  m.def("_reset_accumulated_memory_stats",
+        [](int d) { guarded([&] { neuron_rt::core_allocator(d).reset_accumulated(); }); });
+  m.def("_mem_get_info", [](int d) { return guarded([&] { return neuron_rt::core_allocator(d).mem_info(); }); });
+  m.def("_hbm_capacity", [](int d) { return guarded([&] { return neuron_rt::core_allocator(d).capacity(); }); });
+  m.def("_set_hbm_capacity",
+        [](int d, uint64_t bytes) { guarded([&] { neuron_rt::core_allocator(d).set_capacity(bytes); }); });
+  m.def("_parse_bytes", [](const std::string& s) -> py::object {
+    uint64_t v = 0;
+    if (!neuron_rt::parse_bytes(s, &v)) return py::none();
+    return py::int_(v);
+  });
+  m.def("_format_bytes", &neuron_rt::format_bytes);
+
+  m.def("_op_counts", [] {
+    py::list out;
+    for (const auto& c : op_counts()) out.append(py::make_tuple(c.name, tier_name(c.tier), c.calls));
+    return out;
+  });
+  m.def("_clear_op_tracking", &clear_op_tracking);
+  m.def("_set_warn_on_generic", &set_warn_on_generic);
+  m.def("_warn_on_generic", &warn_on_generic);
+}

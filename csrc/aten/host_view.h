@@ -1,0 +1,48 @@
+// Zero-copy bridge between neuron tensors and host ATen kernels. Device
+// memory is host RAM, so a neuron tensor can be presented to a CPU kernel as
+// a CPU tensor over the very same bytes, and a buffer a CPU kernel produced
+// can become a neuron tensor without a copy.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Allocator.h>
+
+namespace torchneuron {
+
+// A CPU tensor aliasing `t`'s bytes with the same sizes, strides, offset,
+// dtype and conj/neg bits. Its storage is resizable: growing it allocates
+// neuron memory on the current device (see `adopt_into`).
+at::Tensor host_view(const at::Tensor& t);
+
+// After a host kernel has written through `view`, make `device_tensor` agree
+// with it: the same sizes/strides/offset, and, if the kernel reallocated the
+// view's storage, that new buffer (taken into neuron accounting, no copy).
+void sync_back(const at::Tensor& device_tensor, const at::Tensor& view);
+
+// A neuron tensor on `device` over the bytes of the CPU tensor `cpu`. When
+// this is the only user of `cpu`'s storage the buffer is adopted (no copy);
+// otherwise the data is copied into fresh neuron memory.
+at::Tensor adopt_host_tensor(const at::Tensor& cpu, c10::DeviceIndex device);
+
+// A neuron tensor over `device_storage` with `view`'s geometry: how a host
+// kernel's view of an input becomes a view of the neuron tensor.
+at::Tensor device_view_like(const at::Tensor& view, const c10::Storage& device_storage,
+                            const at::Tensor& device_base);
+
+// True when the DataPtr was produced by the neuron device allocator.
+bool is_neuron_dataptr(const c10::DataPtr& ptr);
+
+// Switches the runtime's current device for a scope (cheaper than a full
+// c10::DeviceGuard on the hot path).
+class CurrentDeviceScope {
+ public:
+  explicit CurrentDeviceScope(c10::DeviceIndex device);
+  ~CurrentDeviceScope();
+  CurrentDeviceScope(const CurrentDeviceScope&) = delete;
+  CurrentDeviceScope& operator=(const CurrentDeviceScope&) = delete;
+
+ private:
+  int previous_;
+};
+
+}  // namespace torchneuron

@@ -1,0 +1,136 @@
+// The kernels a device must provide itself: allocation, views that share
+// device storage, resizing, and copies between devices. Everything else can
+// run through the generic zero-copy path (generic_fallback.cpp).
+#include <ATen/EmptyTensor.h>
+#include <ATen/core/op_registration/adaption.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_cpu_dispatch.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/set_native.h>
+#include <ATen/ops/view_native.h>
+#include <torch/library.h>
+
+#include "../backend/allocator.h"
+#include "../runtime/device.h"
+#include "host_view.h"
+
+namespace torchneuron {
+namespace {
+
+constexpr auto kNeuron = c10::DeviceType::PrivateUse1;
+
+c10::DeviceIndex target_device(std::optional<c10::Device> device) {
+  if (device.has_value() && device->has_index()) return device->index();
+  return static_cast<c10::DeviceIndex>(neuron_rt::current_device());
+}
+
+at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                               std::optional<bool> pin_memory, std::optional<c10::MemoryFormat> memory_format) {
+  TORCH_CHECK(!pin_memory.value_or(false), "Only dense CPU tensors can be pinned; neuron tensors live in HBM.");
+  TORCH_CHECK(layout.value_or(c10::kStrided) == c10::kStrided, "neuron supports only the strided layout, not ",
+              layout.value());
+  CurrentDeviceScope scope(target_device(device));
+  return at::detail::empty_generic(size, device_allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                   c10::dtype_or_default(dtype), memory_format);
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
+                         std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                         std::optional<bool> pin_memory) {
+  TORCH_CHECK(!pin_memory.value_or(false), "Only dense CPU tensors can be pinned; neuron tensors live in HBM.");
+  TORCH_CHECK(layout.value_or(c10::kStrided) == c10::kStrided, "neuron supports only the strided layout, not ",
+              layout.value());
+  CurrentDeviceScope scope(target_device(device));
+  return at::detail::empty_strided_generic(size, stride, device_allocator(),
+                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                           c10::dtype_or_default(dtype));
+}
+
+at::Tensor as_strided(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride,
+                      std::optional<int64_t> storage_offset) {
+  return at::native::as_strided_tensorimpl(self, size, stride, storage_offset);
+}
+
+at::Tensor view(const at::Tensor& self, c10::IntArrayRef size) { return at::native::view(self, size); }
+
+at::Tensor reshape_alias(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride) {
+  return at::native::_reshape_alias(self, size, stride);
+}
+
+const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
+                          std::optional<c10::MemoryFormat> memory_format) {
+  CurrentDeviceScope scope(self.device().index());
+  auto* impl = self.unsafeGetTensorImpl();
+  at::native::resize_impl_cpu_(impl, size, /*stride=*/std::nullopt);
+  if (memory_format.has_value()) {
+    TORCH_CHECK(*memory_format != c10::MemoryFormat::Preserve, "Unsupported memory format ", *memory_format);
+    impl->empty_tensor_restride(*memory_format);
+  }
+  return self;
+}
+
+at::Tensor& set_source_storage_offset(at::Tensor& self, c10::Storage source, int64_t storage_offset,
+                                      c10::IntArrayRef size, c10::IntArrayRef stride) {
+  CurrentDeviceScope scope(self.device().index());
+  return at::native::set_storage_cpu_(self, std::move(source), storage_offset, size, stride);
+}
+
+at::Tensor& set_source_storage(at::Tensor& self, c10::Storage source) {
+  const int64_t numel = static_cast<int64_t>(source.nbytes() / self.dtype().itemsize());
+  return set_source_storage_offset(self, std::move(source), 0, {numel}, {});
+}
+
+at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
+  return set_source_storage_offset(self, source.storage(), source.storage_offset(), source.sizes(),
+                                   source.strides());
+}
+
+at::Tensor& set_empty(at::Tensor& self) {
+  c10::Storage empty(c10::Storage::use_byte_size_t(), 0, device_allocator(), /*resizable=*/true);
+  return set_source_storage_offset(self, std::move(empty), 0, {0}, {});
+}
+
+// Every combination of CPU and neuron memory is host memory here, so each
+// copy is one host copy over zero-copy views: dtype conversion, broadcasting
+// and strides are handled by the CPU copy kernel.
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
+  TORCH_CHECK(self.device().type() == kNeuron || self.device().type() == c10::DeviceType::CPU ||
+                  dst.device().type() == kNeuron || dst.device().type() == c10::DeviceType::CPU,
+              "neuron can copy only to and from CPU and neuron tensors, not from ", self.device(), " to ",
+              dst.device());
+  at::Tensor src_host = self.device().type() == kNeuron ? host_view(self) : self;
+  at::Tensor dst_host = dst.device().type() == kNeuron ? host_view(dst) : dst;
+  dst_host.copy_(src_host);
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  TORCH_CHECK(dst.defined(), "dst is undefined");
+  if (dst.device().type() == kNeuron) {
+    resize_(dst, self.sizes(), std::nullopt);
+  } else {
+    dst.resize_(self.sizes());
+  }
+  return copy_from(self, dst, false);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", empty_memory_format);
+  m.impl("empty_strided", empty_strided);
+  m.impl("as_strided", as_strided);
+  m.impl("view", view);
+  m.impl("_reshape_alias", reshape_alias);
+  m.impl("resize_", resize_);
+  m.impl("set_.source_Storage", set_source_storage);
+  m.impl("set_.source_Storage_storage_offset", set_source_storage_offset);
+  m.impl("set_.source_Tensor", set_source_tensor);
+  m.impl("set_", set_empty);
+  m.impl("_copy_from", copy_from);
+  m.impl("_copy_from_and_resize", copy_from_and_resize);
+}
+
+}  // namespace torchneuron

@@ -1,0 +1,259 @@
+#include "allocator.h"
+
+#include <c10/util/Exception.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+
+#include "../runtime/device.h"
+#include "../runtime/memory.h"
+
+namespace torchneuron {
+
+void rethrow_runtime_error() {
+  try {
+    throw;
+  } catch (const neuron_rt::OutOfMemory& e) {
+    TORCH_CHECK_WITH(OutOfMemoryError, false, e.what());
+  } catch (const std::out_of_range& e) {
+    TORCH_CHECK_INDEX(false, e.what());
+  } catch (const std::invalid_argument& e) {
+    TORCH_CHECK_VALUE(false, e.what());
+  } catch (const c10::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, e.what());
+  }
+}
+
+namespace {
+
+using c10::CachingDeviceAllocator::DeviceStats;
+
+// One deleter per core, so freeing needs no pointer lookup.
+template <int D>
+void free_on_core(void* ptr) {
+  neuron_rt::core_allocator(D).free(ptr);
+}
+
+template <int... Ds>
+constexpr std::array<c10::DeleterFnPtr, sizeof...(Ds)> make_deleters(std::integer_sequence<int, Ds...>) {
+  return {&free_on_core<Ds>...};
+}
+constexpr auto kDeleters = make_deleters(std::make_integer_sequence<int, 64>{});
+
+void free_any(void* ptr) {
+  if (ptr == nullptr) return;
+  int d = neuron_rt::device_of_pointer(ptr);
+  if (d >= 0) neuron_rt::core_allocator(d).free(ptr);
+}
+
+void copy_stat(const neuron_rt::Stat (&from)[neuron_rt::kNumPools], c10::CachingAllocator::StatArray& to) {
+  for (int p = 0; p < neuron_rt::kNumPools; ++p) {
+    to[p].current = from[p].current;
+    to[p].peak = from[p].peak;
+    to[p].allocated = from[p].allocated;
+    to[p].freed = from[p].freed;
+  }
+}
+
+class NeuronDeviceAllocator final : public c10::DeviceAllocator {
+ public:
+  c10::DataPtr allocate(size_t nbytes) override {
+    const int device = neuron_rt::current_device();
+    void* ptr = nullptr;
+    if (nbytes > 0) {
+      try {
+        ptr = neuron_rt::core_allocator(device).malloc(nbytes);
+      } catch (...) {
+        rethrow_runtime_error();
+      }
+    }
+    return {ptr, ptr, kDeleters[device], c10::Device(c10::DeviceType::PrivateUse1, device)};
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override { return &free_any; }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override { std::memcpy(dest, src, count); }
+
+  bool initialized() override { return neuron_rt::is_initialized(); }
+
+  void emptyCache(c10::MempoolId_t /*mempool_id*/) override {
+    for (int d = 0; d < neuron_rt::device_count(); ++d) neuron_rt::core_allocator(d).empty_cache();
+  }
+
+  // Kernels run synchronously, so a block is never still in use by another
+  // stream when it is freed; there is nothing to defer.
+  void recordStream(const c10::DataPtr& /*ptr*/, c10::Stream /*stream*/) override {}
+
+  DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    neuron_rt::MemoryStats s;
+    try {
+      s = neuron_rt::core_allocator(device).stats();
+    } catch (...) {
+      rethrow_runtime_error();
+    }
+    DeviceStats out;
+    copy_stat(s.allocation, out.allocation);
+    copy_stat(s.segment, out.segment);
+    copy_stat(s.active, out.active);
+    copy_stat(s.allocated_bytes, out.allocated_bytes);
+    copy_stat(s.reserved_bytes, out.reserved_bytes);
+    copy_stat(s.active_bytes, out.active_bytes);
+    copy_stat(s.requested_bytes, out.requested_bytes);
+    out.num_alloc_retries = s.num_alloc_retries;
+    out.num_ooms = s.num_ooms;
+    out.num_device_alloc = s.num_device_alloc;
+    out.num_device_free = s.num_device_free;
+    return out;
+  }
+
+  void resetAccumulatedStats(c10::DeviceIndex device) override {
+    try {
+      neuron_rt::core_allocator(device).reset_accumulated();
+    } catch (...) {
+      rethrow_runtime_error();
+    }
+  }
+
+  void resetPeakStats(c10::DeviceIndex device) override {
+    try {
+      neuron_rt::core_allocator(device).reset_peak();
+    } catch (...) {
+      rethrow_runtime_error();
+    }
+  }
+
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    try {
+      auto [free, total] = neuron_rt::core_allocator(device).mem_info();
+      return {static_cast<size_t>(free), static_cast<size_t>(total)};
+    } catch (...) {
+      rethrow_runtime_error();
+    }
+    return {0, 0};
+  }
+};
+
+NeuronDeviceAllocator g_device_allocator;
+
+// Pinned host memory: page-locked on real hardware, ordinary aligned host
+// memory here. We keep the live ranges so is_pinned() answers truthfully.
+class NeuronHostAllocator final : public at::HostAllocator {
+ public:
+  c10::DataPtr allocate(size_t nbytes) override {
+    void* ptr = nullptr;
+    if (nbytes > 0) {
+      if (posix_memalign(&ptr, 64, nbytes) != 0 || ptr == nullptr) {
+        TORCH_CHECK_WITH(OutOfMemoryError, false, "pinned host allocation of ", nbytes, " bytes failed");
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      live_.emplace(reinterpret_cast<uintptr_t>(ptr), nbytes);
+      stats_.allocations.increase(1);
+      stats_.allocated_bytes.increase(nbytes);
+      stats_.active_requests.increase(1);
+      stats_.active_bytes.increase(nbytes);
+      stats_.num_host_alloc++;
+    }
+    return {ptr, ptr, &free_pinned, c10::Device(c10::DeviceType::CPU)};
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override { return &free_pinned; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override { std::memcpy(dest, src, count); }
+  bool record_event(void* /*ptr*/, void* /*ctx*/, c10::Stream /*stream*/) override { return true; }
+  void empty_cache() override {}
+  at::HostStats get_stats() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+  }
+  void reset_accumulated_stats() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto* s : {&stats_.allocations, &stats_.allocated_bytes, &stats_.active_requests, &stats_.active_bytes})
+      s->reset_accumulated();
+  }
+  void reset_peak_stats() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto* s : {&stats_.allocations, &stats_.allocated_bytes, &stats_.active_requests, &stats_.active_bytes})
+      s->reset_peak();
+  }
+
+  bool contains(const void* p) {
+    auto addr = reinterpret_cast<uintptr_t>(p);
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.upper_bound(addr);
+    if (it == live_.begin()) return false;
+    --it;
+    return addr >= it->first && addr < it->first + it->second;
+  }
+
+  void release(void* ptr) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = live_.find(reinterpret_cast<uintptr_t>(ptr));
+      if (it != live_.end()) {
+        stats_.allocations.decrease(1);
+        stats_.allocated_bytes.decrease(it->second);
+        stats_.active_requests.decrease(1);
+        stats_.active_bytes.decrease(it->second);
+        stats_.num_host_free++;
+        live_.erase(it);
+      }
+    }
+    std::free(ptr);
+  }
+
+ private:
+  static void free_pinned(void* ptr);
+  std::mutex mu_;
+  std::map<uintptr_t, size_t> live_;
+  at::HostStats stats_;
+};
+
+NeuronHostAllocator g_host_allocator;
+
+void NeuronHostAllocator::free_pinned(void* ptr) {
+  if (ptr != nullptr) g_host_allocator.release(ptr);
+}
+
+struct AdoptedBuffer {
+  c10::DataPtr cpu;
+  size_t nbytes;
+  int device;
+};
+
+void release_adopted(void* ctx) {
+  auto* buf = static_cast<AdoptedBuffer*>(ctx);
+  neuron_rt::core_allocator(buf->device).release_adopted(buf->nbytes);
+  delete buf;
+}
+
+}  // namespace
+
+c10::DeviceAllocator* device_allocator() { return &g_device_allocator; }
+at::HostAllocator* host_allocator() { return &g_host_allocator; }
+bool is_neuron_deleter(c10::DeleterFnPtr deleter) {
+  if (deleter == &free_any || deleter == &release_adopted) return true;
+  for (auto d : kDeleters)
+    if (d == deleter) return true;
+  return false;
+}
+bool is_pinned_ptr(const void* ptr) { return g_host_allocator.contains(ptr); }
+
+c10::DataPtr adopt_host_buffer(c10::DataPtr&& cpu, size_t nbytes, c10::DeviceIndex device) {
+  try {
+    neuron_rt::core_allocator(device).adopt(nbytes);
+  } catch (...) {
+    rethrow_runtime_error();
+  }
+  void* data = cpu.get();
+  auto* ctx = new AdoptedBuffer{std::move(cpu), nbytes, device};
+  return {data, ctx, &release_adopted, c10::Device(c10::DeviceType::PrivateUse1, device)};
+}
+
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_device_allocator);
+REGISTER_HOST_ALLOCATOR(at::kPrivateUse1, &g_host_allocator);
+
+}  // namespace torchneuron

@@ -1,0 +1,29 @@
+// PyTorch's view of the simulated HBM: a c10::DeviceAllocator over the
+// runtime's per-core caching allocators, and the pinned host allocator.
+#pragma once
+
+#include <ATen/core/CachingHostAllocator.h>
+#include <c10/core/Allocator.h>
+#include <c10/core/CachingDeviceAllocator.h>
+
+namespace torchneuron {
+
+c10::DeviceAllocator* device_allocator();
+at::HostAllocator* host_allocator();
+
+// Takes a buffer a host kernel allocated (CPU DataPtr) into device `device`'s
+// accounting without copying: the returned DataPtr is a neuron DataPtr whose
+// deleter releases the accounting and then the host buffer.
+c10::DataPtr adopt_host_buffer(c10::DataPtr&& cpu, size_t nbytes, c10::DeviceIndex device);
+
+// True for the deleters of neuron memory (allocated or adopted).
+bool is_neuron_deleter(c10::DeleterFnPtr deleter);
+
+// True when `ptr` lies in a live pinned host allocation.
+bool is_pinned_ptr(const void* ptr);
+
+// Runs `fn` and turns runtime exceptions into PyTorch ones
+// (neuron_rt::OutOfMemory -> torch.OutOfMemoryError, bad index -> IndexError...).
+void rethrow_runtime_error();
+
+}  // namespace torchneuron

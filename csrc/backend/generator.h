@@ -1,0 +1,39 @@
+// The neuron random-number generator. It drives the CPU's Philox-free
+// mt19937 engine (at::CPUGeneratorImpl), so a seeded program draws exactly
+// the numbers it would draw on CPU; kernels receive the engine itself.
+#pragma once
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Generator.h>
+
+namespace torchneuron {
+
+class NeuronGeneratorImpl final : public c10::GeneratorImpl {
+ public:
+  explicit NeuronGeneratorImpl(c10::DeviceIndex device, uint64_t seed = c10::default_rng_seed_val);
+
+  void set_current_seed(uint64_t seed) override;
+  void set_offset(uint64_t offset) override;
+  uint64_t get_offset() const override;
+  uint64_t current_seed() const override;
+  uint64_t seed() override;
+  void set_state(const c10::TensorImpl& new_state) override;
+  c10::intrusive_ptr<c10::TensorImpl> get_state() const override;
+  static c10::DeviceType device_type() { return c10::DeviceType::PrivateUse1; }
+
+  // The CPU generator whose state this generator is; host kernels draw from it.
+  const at::Generator& engine() const { return engine_; }
+
+ private:
+  NeuronGeneratorImpl* clone_impl() const override;
+  at::Generator engine_;
+};
+
+const at::Generator& default_generator(c10::DeviceIndex device);
+at::Generator new_generator(c10::DeviceIndex device);
+
+// The CPU generator a host kernel should draw from for `gen` on `device`:
+// the engine of `gen`, or of the device's default generator when absent.
+at::Generator host_engine_for(const std::optional<at::Generator>& gen, c10::DeviceIndex device);
+
+}  // namespace torchneuron

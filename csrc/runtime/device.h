@@ -1,0 +1,48 @@
+// The simulated Neuron runtime: which logical NeuronCores exist and which one
+// each host thread is using. No PyTorch types here, so this layer can be read
+// (and tested) as a runtime of its own.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace neuron_rt {
+
+// Result of parsing NEURON_RT_VISIBLE_CORES / NEURON_RT_NUM_CORES once per
+// process. A bad value is remembered, not thrown from a noexcept path: the
+// device count becomes 0 and `config_error()` says what was wrong.
+struct CoreConfig {
+  std::vector<int> physical_ids;  // logical index -> physical core id
+  std::string error;              // non-empty when the environment was invalid
+  std::string source;             // which variable decided the count
+};
+
+const CoreConfig& core_config();
+
+// Number of logical NeuronCores visible to this process (0 when the
+// configuration is invalid). Never throws.
+int device_count() noexcept;
+
+// Throws std::invalid_argument naming the valid range when `index` is not a
+// visible core.
+void check_device_index(int index);
+
+// The calling thread's current core (default 0).
+int current_device() noexcept;
+void set_device(int index);
+int exchange_device(int index);
+
+// Parse a core list such as "0-3" or "1,3" (exposed for tests and messages).
+std::vector<int> parse_core_list(const std::string& text, std::string* error);
+
+// Fork safety: set in a forked child when the parent had initialised the
+// runtime. Touching the device there is an error.
+bool in_bad_fork() noexcept;
+void mark_initialized() noexcept;
+bool is_initialized() noexcept;
+
+// Monotonic clock shared by events, timing and traces (nanoseconds).
+int64_t now_ns() noexcept;
+
+}  // namespace neuron_rt

@@ -1,0 +1,309 @@
+#include "memory.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <sstream>
+
+#include "device.h"
+
+namespace neuron_rt {
+namespace {
+
+constexpr size_t kAlignment = 64;
+
+uint64_t default_capacity() {
+  const char* env = std::getenv("NEURON_EMU_HBM_SIZE");
+  uint64_t bytes = kDefaultHbmBytes;
+  if (env != nullptr && *env != '\0' && !parse_bytes(env, &bytes)) {
+    throw std::invalid_argument(std::string("NEURON_EMU_HBM_SIZE='") + env +
+                                "' is not a size; use bytes or a unit, e.g. \"24GiB\" or \"512MiB\".");
+  }
+  return bytes;
+}
+
+}  // namespace
+
+size_t round_size(size_t nbytes) {
+  if (nbytes <= kMinBlock) return kMinBlock;
+  if (nbytes < (16u << 20)) {
+    // Four size classes per power of two: at most 25% rounding waste, and
+    // freed blocks are reused by requests of nearby sizes.
+    size_t p = size_t(1) << (63 - __builtin_clzll(nbytes - 1));  // highest power of two below
+    size_t step = std::max<size_t>(p / 4, kMinBlock);
+    return (nbytes + step - 1) / step * step;
+  }
+  const size_t step = 2u << 20;
+  return (nbytes + step - 1) / step * step;
+}
+
+bool parse_bytes(const std::string& text, uint64_t* out) {
+  std::string s;
+  for (char c : text)
+    if (c != ' ' && c != '_') s.push_back(c);
+  if (s.empty()) return false;
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (end == s.c_str() || !(v > 0) || !std::isfinite(v)) return false;
+  std::string unit(end);
+  for (auto& c : unit) c = static_cast<char>(std::tolower(c));
+  double mult = 1;
+  if (unit.empty() || unit == "b") mult = 1;
+  else if (unit == "k" || unit == "kb" || unit == "kib") mult = 1024.0;
+  else if (unit == "m" || unit == "mb" || unit == "mib") mult = 1024.0 * 1024;
+  else if (unit == "g" || unit == "gb" || unit == "gib") mult = 1024.0 * 1024 * 1024;
+  else if (unit == "t" || unit == "tb" || unit == "tib") mult = 1024.0 * 1024 * 1024 * 1024;
+  else return false;
+  *out = static_cast<uint64_t>(v * mult);
+  return *out > 0;
+}
+
+std::string format_bytes(uint64_t n) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[64];
+  if (u == 0) std::snprintf(buf, sizeof(buf), "%llu B", static_cast<unsigned long long>(n));
+  else std::snprintf(buf, sizeof(buf), "%.2f %s", v, units[u]);
+  return buf;
+}
+
+void CoreAllocator::count_alloc_locked(const Block& b) {
+  for (int p : {int(kAll), b.small ? int(kSmall) : int(kLarge)}) {
+    stats_.allocated_bytes[p].increase(b.size);
+    stats_.active_bytes[p].increase(b.size);
+    stats_.requested_bytes[p].increase(b.requested);
+    stats_.allocation[p].increase(1);
+    stats_.active[p].increase(1);
+  }
+}
+
+void* CoreAllocator::malloc(size_t nbytes) {
+  if (in_bad_fork()) {
+    throw std::runtime_error(
+        "Cannot re-initialize neuron in forked subprocess. To use the neuron device with "
+        "multiprocessing, you must use the 'spawn' start method.");
+  }
+  const size_t rounded = round_size(nbytes);
+  const bool small = rounded <= kSmallLimit;
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.allocation_requests++;
+  auto& free_list = small ? free_small_ : free_large_;
+  // Best fit among cached blocks, accepting at most 25% slack.
+  auto it = free_list.lower_bound(rounded);
+  if (it != free_list.end() && it->first <= rounded + rounded / 4) {
+    void* ptr = it->second;
+    free_list.erase(it);
+    Block& b = blocks_.at(ptr);
+    b.in_use = true;
+    b.requested = nbytes;
+    count_alloc_locked(b);
+    return ptr;
+  }
+  if (stats_.reserved_bytes[kAll].current + rounded > capacity_ && (!free_small_.empty() || !free_large_.empty())) {
+    stats_.num_alloc_retries++;
+    release_cached_locked();
+  }
+  if (stats_.reserved_bytes[kAll].current + rounded > capacity_) throw_oom_locked(nbytes, rounded);
+  void* ptr = nullptr;
+  if (posix_memalign(&ptr, kAlignment, rounded) != 0 || ptr == nullptr) {
+    stats_.num_alloc_retries++;
+    release_cached_locked();
+    if (posix_memalign(&ptr, kAlignment, rounded) != 0 || ptr == nullptr) throw_oom_locked(nbytes, rounded);
+  }
+  Block b{rounded, nbytes, small, true};
+  blocks_.emplace(ptr, b);
+  stats_.num_device_alloc++;
+  for (int p : {int(kAll), small ? int(kSmall) : int(kLarge)}) {
+    stats_.reserved_bytes[p].increase(rounded);
+    stats_.segment[p].increase(1);
+  }
+  count_alloc_locked(b);
+  return ptr;
+}
+
+void CoreAllocator::free(void* ptr) {
+  if (ptr == nullptr) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = blocks_.find(ptr);
+  if (it == blocks_.end() || !it->second.in_use) {
+    // A double free or a foreign pointer: report it rather than corrupt the cache.
+    std::fprintf(stderr, "[neuron] warning: free of a pointer not allocated on neuron:%d ignored\n", device_);
+    return;
+  }
+  Block& b = it->second;
+  b.in_use = false;
+  stats_.num_tensor_frees++;
+  for (int p : {int(kAll), b.small ? int(kSmall) : int(kLarge)}) {
+    stats_.allocated_bytes[p].decrease(b.size);
+    stats_.active_bytes[p].decrease(b.size);
+    stats_.requested_bytes[p].decrease(b.requested);
+    stats_.allocation[p].decrease(1);
+    stats_.active[p].decrease(1);
+  }
+  (b.small ? free_small_ : free_large_).emplace(b.size, ptr);
+}
+
+bool CoreAllocator::owns(const void* ptr) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Interior pointers count too: tensors are views into blocks.
+  for (const auto& [base, b] : blocks_) {
+    auto a = reinterpret_cast<uintptr_t>(base);
+    auto p = reinterpret_cast<uintptr_t>(ptr);
+    if (b.in_use && p >= a && p < a + b.size) return true;
+  }
+  return false;
+}
+
+void CoreAllocator::adopt(size_t nbytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stats_.reserved_bytes[kAll].current + nbytes > capacity_) {
+    stats_.num_alloc_retries++;
+    release_cached_locked();
+    if (stats_.reserved_bytes[kAll].current + nbytes > capacity_) throw_oom_locked(nbytes, nbytes);
+  }
+  const bool small = nbytes <= kSmallLimit;
+  stats_.allocation_requests++;
+  stats_.adopted_bytes += nbytes;
+  Block b{nbytes, nbytes, small, true};
+  for (int p : {int(kAll), small ? int(kSmall) : int(kLarge)}) {
+    stats_.reserved_bytes[p].increase(nbytes);
+    stats_.segment[p].increase(1);
+  }
+  count_alloc_locked(b);
+}
+
+void CoreAllocator::release_adopted(size_t nbytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const bool small = nbytes <= kSmallLimit;
+  stats_.num_tensor_frees++;
+  stats_.adopted_bytes -= nbytes;
+  for (int p : {int(kAll), small ? int(kSmall) : int(kLarge)}) {
+    stats_.allocated_bytes[p].decrease(nbytes);
+    stats_.active_bytes[p].decrease(nbytes);
+    stats_.requested_bytes[p].decrease(nbytes);
+    stats_.allocation[p].decrease(1);
+    stats_.active[p].decrease(1);
+    stats_.reserved_bytes[p].decrease(nbytes);
+    stats_.segment[p].decrease(1);
+  }
+}
+
+void CoreAllocator::release_cached_locked() {
+  for (auto* list : {&free_small_, &free_large_}) {
+    for (auto& [size, ptr] : *list) {
+      const bool small = list == &free_small_;
+      for (int p : {int(kAll), small ? int(kSmall) : int(kLarge)}) {
+        stats_.reserved_bytes[p].decrease(size);
+        stats_.segment[p].decrease(1);
+      }
+      stats_.num_device_free++;
+      blocks_.erase(ptr);
+      std::free(ptr);
+    }
+    list->clear();
+  }
+}
+
+void CoreAllocator::throw_oom_locked(size_t requested, size_t rounded) {
+  stats_.num_ooms++;
+  const uint64_t reserved = stats_.reserved_bytes[kAll].current;
+  const uint64_t allocated = stats_.allocated_bytes[kAll].current;
+  std::ostringstream msg;
+  msg << "neuron:" << device_ << " out of memory. Tried to allocate " << format_bytes(requested);
+  if (rounded != requested) msg << " (" << format_bytes(rounded) << " after rounding)";
+  msg << ". NeuronCore " << device_ << " has a total HBM capacity of " << format_bytes(capacity_) << ", of which "
+      << format_bytes(allocated) << " is allocated by tensors and " << format_bytes(reserved - allocated)
+      << " is reserved but unallocated (cached); " << format_bytes(capacity_ > reserved ? capacity_ - reserved : 0)
+      << " is free. Free tensors you no longer need, reduce the batch size, or raise the emulated capacity "
+         "with NEURON_EMU_HBM_SIZE or torchneuron_ext.set_hbm_capacity().";
+  throw OutOfMemory(msg.str());
+}
+
+void CoreAllocator::empty_cache() {
+  std::lock_guard<std::mutex> lock(mu_);
+  release_cached_locked();
+}
+
+MemoryStats CoreAllocator::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void CoreAllocator::reset_peak() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int p = 0; p < kNumPools; ++p)
+    for (Stat* s : {&stats_.allocated_bytes[p], &stats_.reserved_bytes[p], &stats_.active_bytes[p],
+                    &stats_.requested_bytes[p], &stats_.allocation[p], &stats_.segment[p], &stats_.active[p]})
+      s->reset_peak();
+}
+
+void CoreAllocator::reset_accumulated() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int p = 0; p < kNumPools; ++p)
+    for (Stat* s : {&stats_.allocated_bytes[p], &stats_.reserved_bytes[p], &stats_.active_bytes[p],
+                    &stats_.requested_bytes[p], &stats_.allocation[p], &stats_.segment[p], &stats_.active[p]})
+      s->reset_accumulated();
+  stats_.num_alloc_retries = 0;
+  stats_.num_ooms = 0;
+  stats_.num_tensor_frees = 0;
+  stats_.allocation_requests = 0;
+  stats_.num_device_alloc = 0;
+  stats_.num_device_free = 0;
+}
+
+uint64_t CoreAllocator::capacity() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return capacity_;
+}
+
+void CoreAllocator::set_capacity(uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (bytes < static_cast<uint64_t>(stats_.reserved_bytes[kAll].current)) release_cached_locked();
+  if (bytes < static_cast<uint64_t>(stats_.reserved_bytes[kAll].current)) {
+    throw std::invalid_argument("cannot set the HBM capacity of neuron:" + std::to_string(device_) + " to " +
+                                format_bytes(bytes) + ": " + format_bytes(stats_.reserved_bytes[kAll].current) +
+                                " is already in use. Free tensors first.");
+  }
+  capacity_ = bytes;
+}
+
+std::pair<uint64_t, uint64_t> CoreAllocator::mem_info() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t reserved = stats_.reserved_bytes[kAll].current;
+  return {capacity_ > reserved ? capacity_ - reserved : 0, capacity_};
+}
+
+std::vector<CoreAllocator::Segment> CoreAllocator::snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Segment> out;
+  for (const auto& [ptr, b] : blocks_)
+    out.push_back({reinterpret_cast<uintptr_t>(ptr), b.size, b.requested, b.in_use, b.small});
+  std::sort(out.begin(), out.end(), [](const Segment& a, const Segment& b) { return a.address < b.address; });
+  return out;
+}
+
+CoreAllocator& core_allocator(int device) {
+  static std::vector<std::unique_ptr<CoreAllocator>>* allocators = [] {
+    auto* v = new std::vector<std::unique_ptr<CoreAllocator>>();
+    const uint64_t cap = default_capacity();
+    for (int i = 0; i < device_count(); ++i) v->push_back(std::make_unique<CoreAllocator>(i, cap));
+    return v;
+  }();
+  check_device_index(device);
+  return *(*allocators)[device];
+}
+
+int device_of_pointer(const void* ptr) {
+  for (int d = 0; d < device_count(); ++d)
+    if (core_allocator(d).owns(ptr)) return d;
+  return -1;
+}
+
+}  // namespace neuron_rt

@@ -1,0 +1,125 @@
+// Simulated HBM: one caching allocator per logical NeuronCore, backed by host
+// RAM, with a capacity the emulator enforces and the statistics users know
+// from torch.cuda. No PyTorch types.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace neuron_rt {
+
+// Thrown when a request cannot fit in the core's HBM even after the cache
+// has been released. The backend turns it into torch.OutOfMemoryError.
+struct OutOfMemory : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct Stat {
+  int64_t current = 0, peak = 0, allocated = 0, freed = 0;
+  void increase(int64_t n) {
+    current += n;
+    allocated += n;
+    if (current > peak) peak = current;
+  }
+  void decrease(int64_t n) {
+    current -= n;
+    freed += n;
+  }
+  void reset_accumulated() { allocated = freed = 0; }
+  void reset_peak() { peak = current; }
+};
+
+enum Pool { kAll = 0, kSmall = 1, kLarge = 2, kNumPools = 3 };
+
+struct MemoryStats {
+  Stat allocated_bytes[kNumPools];  // bytes in blocks handed to tensors
+  Stat reserved_bytes[kNumPools];   // bytes taken from the host (cached + in use)
+  Stat active_bytes[kNumPools];     // allocated and not yet released
+  Stat requested_bytes[kNumPools];  // bytes asked for, before rounding
+  Stat allocation[kNumPools];       // counts of blocks in use
+  Stat segment[kNumPools];          // counts of host segments
+  Stat active[kNumPools];
+  int64_t num_alloc_retries = 0;
+  int64_t num_ooms = 0;
+  int64_t num_tensor_frees = 0;
+  int64_t allocation_requests = 0;
+  int64_t num_device_alloc = 0;
+  int64_t num_device_free = 0;
+  int64_t adopted_bytes = 0;  // host-kernel outputs taken into the accounting
+};
+
+// Small requests share a pool, as in the caching allocators of CUDA and
+// Neuron: it keeps the large pool's blocks from being split by tiny tensors.
+constexpr size_t kSmallLimit = 1 << 20;
+constexpr size_t kMinBlock = 256;
+constexpr uint64_t kDefaultHbmBytes = 24ull << 30;  // a Trn2 logical core
+
+size_t round_size(size_t nbytes);
+
+class CoreAllocator {
+ public:
+  CoreAllocator(int device, uint64_t capacity) : device_(device), capacity_(capacity) {}
+
+  // Returns 64-byte aligned host memory that counts as this core's HBM.
+  void* malloc(size_t nbytes);
+  void free(void* ptr);
+  bool owns(const void* ptr) const;
+
+  // Output memory produced by a host kernel, counted against this core.
+  void adopt(size_t nbytes);
+  void release_adopted(size_t nbytes);
+
+  void empty_cache();
+  MemoryStats stats() const;
+  void reset_peak();
+  void reset_accumulated();
+  uint64_t capacity() const;
+  void set_capacity(uint64_t bytes);
+  // (free, total) as the device reports it: capacity less what is reserved.
+  std::pair<uint64_t, uint64_t> mem_info() const;
+
+  struct Segment {
+    uintptr_t address;
+    size_t size;
+    size_t requested;
+    bool in_use;
+    bool small;
+  };
+  std::vector<Segment> snapshot() const;
+
+ private:
+  struct Block {
+    size_t size;
+    size_t requested;
+    bool small;
+    bool in_use;
+  };
+  void release_cached_locked();
+  [[noreturn]] void throw_oom_locked(size_t requested, size_t rounded);
+  void count_alloc_locked(const Block& b);
+
+  int device_;
+  uint64_t capacity_;
+  mutable std::mutex mu_;
+  std::unordered_map<void*, Block> blocks_;
+  std::multimap<size_t, void*> free_small_;
+  std::multimap<size_t, void*> free_large_;
+  MemoryStats stats_;
+};
+
+// The per-core allocators, created on first use (capacity from
+// NEURON_EMU_HBM_SIZE, default 24 GiB).
+CoreAllocator& core_allocator(int device);
+// Which core owns `ptr`, or -1.
+int device_of_pointer(const void* ptr);
+// Parse "24GiB", "512MiB", "1.5G", "123456" into bytes.
+bool parse_bytes(const std::string& text, uint64_t* out);
+std::string format_bytes(uint64_t n);
+
+}  // namespace neuron_rt

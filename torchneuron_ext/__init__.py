@@ -1,0 +1,43 @@
+"""torchneuron_ext: AWS Trainium's `neuron` device, emulated on the host CPU.
+
+Importing this package (or just `import torch`, through the `torch.backends`
+entry point) registers the device: `torch.device("neuron")`, `torch.neuron`,
+`Tensor.neuron()`, and kernels for every ATen operator.
+"""
+from __future__ import annotations
+
+import torch
+
+from . import _C  # loading the library registers the device with PyTorch
+from . import neuron
+from .ops import clear_op_tracking, get_executed_ops, get_fallback_ops, get_op_counts, warn_on_generic_path
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "clear_op_tracking",
+    "get_executed_ops",
+    "get_fallback_ops",
+    "get_op_counts",
+    "neuron",
+    "set_hbm_capacity",
+    "warn_on_generic_path",
+]
+
+set_hbm_capacity = neuron.set_hbm_capacity
+
+
+def _register() -> None:
+    if torch._C._get_privateuse1_backend_name() != "neuron":
+        torch.utils.rename_privateuse1_backend("neuron")
+    if getattr(torch, "neuron", None) is not neuron:
+        torch._register_device_module("neuron", neuron)
+    if not hasattr(torch.Tensor, "is_neuron"):
+        torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
+
+
+_register()
+
+
+def _autoload() -> None:
+    """Entry point of the `torch.backends` group: `import torch` imports this package."""

@@ -1,0 +1,64 @@
+"""`torch.neuron`: the device module of the emulated neuron device, shaped like torch.cuda."""
+from __future__ import annotations
+
+from . import amp
+from ._lazy import _is_in_bad_fork, _lazy_init, init, is_initialized
+from .device import (
+    NeuronDeviceProperties,
+    current_device,
+    device,
+    device_count,
+    device_of,
+    get_amp_supported_dtype,
+    get_device_capability,
+    get_device_name,
+    get_device_properties,
+    is_available,
+    is_bf16_supported,
+    set_device,
+    synchronize,
+)
+from .memory import (
+    empty_cache,
+    get_hbm_capacity,
+    max_memory_allocated,
+    max_memory_reserved,
+    mem_get_info,
+    memory_allocated,
+    memory_reserved,
+    memory_snapshot,
+    memory_stats,
+    memory_summary,
+    reset_accumulated_memory_stats,
+    reset_max_memory_allocated,
+    reset_peak_memory_stats,
+    set_hbm_capacity,
+)
+from .random import (
+    default_generator,
+    get_rng_state,
+    get_rng_state_all,
+    initial_seed,
+    manual_seed,
+    manual_seed_all,
+    seed,
+    seed_all,
+    set_rng_state,
+    set_rng_state_all,
+)
+from .streams import Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream
+from . import device as _device_mod
+
+_utils = _device_mod  # torch.serialization looks up `_utils._get_device_index`
+
+__all__ = [
+    "Event", "NeuronDeviceProperties", "Stream", "StreamContext", "amp", "current_device", "current_stream",
+    "default_generator", "default_stream", "device", "device_count", "device_of", "empty_cache",
+    "get_amp_supported_dtype", "get_device_capability", "get_device_name", "get_device_properties",
+    "get_hbm_capacity", "get_rng_state", "get_rng_state_all", "init", "initial_seed", "is_available",
+    "is_bf16_supported", "is_initialized", "manual_seed", "manual_seed_all", "max_memory_allocated",
+    "max_memory_reserved", "mem_get_info", "memory_allocated", "memory_reserved", "memory_snapshot",
+    "memory_stats", "memory_summary", "reset_accumulated_memory_stats", "reset_max_memory_allocated",
+    "reset_peak_memory_stats", "seed", "seed_all", "set_device", "set_hbm_capacity", "set_rng_state",
+    "set_rng_state_all", "set_stream", "stream", "synchronize",
+]

@@ -1,0 +1,46 @@
+"""Lazy initialisation of the runtime and the fork guard (torch.cuda's shape)."""
+from __future__ import annotations
+
+import threading
+from typing import Callable
+
+from .. import _C
+
+_initialized = False
+_lock = threading.Lock()
+_queued_calls: list[Callable[[], None]] = []
+
+
+def is_initialized() -> bool:
+    """Whether the neuron runtime has been initialised in this process."""
+    return _initialized and not _C._is_in_bad_fork()
+
+
+def _is_in_bad_fork() -> bool:
+    return bool(_C._is_in_bad_fork())
+
+
+def _lazy_init() -> None:
+    """Initialise the runtime on first use; raise a clear error when it cannot be."""
+    global _initialized
+    if _initialized and not _C._is_in_bad_fork():
+        return
+    with _lock:
+        if _initialized and not _C._is_in_bad_fork():
+            return
+        if _C._is_in_bad_fork():
+            raise RuntimeError(
+                "Cannot re-initialize neuron in forked subprocess. To use the neuron device with "
+                "multiprocessing, you must use the 'spawn' start method "
+                "(multiprocessing.set_start_method('spawn') or torch.multiprocessing.spawn)."
+            )
+        _C._init()  # raises ValueError for a bad NEURON_RT_* configuration
+        _initialized = True
+        for call in _queued_calls:
+            call()
+        _queued_calls.clear()
+
+
+def init() -> None:
+    """Initialise the neuron runtime (normally done on first use)."""
+    _lazy_init()

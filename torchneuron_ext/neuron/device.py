@@ -1,0 +1,157 @@
+"""Device selection and properties: torch.neuron's answer to torch.cuda's device API."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Optional, Union
+
+import torch
+
+from .. import _C
+from ._lazy import _lazy_init
+
+DeviceLike = Union[torch.device, str, int, None]
+
+# A Trn2 logical NeuronCore (two physical NeuronCore-v3 cores).
+_INSTANCE_TYPE = "trn2.48xlarge"
+_CORE_TYPE = "NeuronCore-v3"
+_CAPABILITY = (3, 0)
+
+
+def is_available() -> bool:
+    """True when at least one (emulated) NeuronCore is visible."""
+    return _C._device_count() > 0
+
+
+def device_count() -> int:
+    """Number of logical NeuronCores visible (NEURON_RT_NUM_CORES / NEURON_RT_VISIBLE_CORES, default 2)."""
+    return _C._device_count()
+
+
+def _get_device_index(device: DeviceLike, optional: bool = False) -> int:
+    """Normalise `device` to an index on neuron; None means the current device."""
+    if isinstance(device, str):
+        device = torch.device(device)
+    if isinstance(device, torch.device):
+        if device.type != "neuron":
+            raise ValueError(f"Expected a neuron device, but got: {device}")
+        index = device.index
+    elif isinstance(device, int):
+        index = device
+    elif device is None:
+        index = None
+    else:
+        raise TypeError(f"Expected a torch.device, str or int for a neuron device, but got {type(device).__name__}")
+    if index is None:
+        if not optional:
+            raise ValueError(f"Expected a neuron device with a specified index or an integer, but got: {device}")
+        return current_device()
+    _C._check_device(index)
+    return index
+
+
+def current_device() -> int:
+    """Index of the calling thread's current NeuronCore."""
+    _lazy_init()
+    return _C._current_device()
+
+
+def set_device(device: DeviceLike) -> None:
+    """Set the calling thread's current NeuronCore."""
+    index = _get_device_index(device, optional=True)
+    _lazy_init()
+    _C._set_device(index)
+
+
+class device:
+    """Context manager that changes the current NeuronCore for its block."""
+
+    def __init__(self, device: DeviceLike):
+        self.idx = _get_device_index(device, optional=True) if device is not None else -1
+        self.prev_idx = -1
+
+    def __enter__(self) -> None:
+        if self.idx >= 0:
+            _lazy_init()
+            self.prev_idx = _C._exchange_device(self.idx)
+
+    def __exit__(self, *exc: Any) -> bool:
+        if self.prev_idx >= 0:
+            _C._set_device(self.prev_idx)
+        return False
+
+
+class device_of(device):
+    """Context manager that makes the device of `obj` (a neuron tensor) current."""
+
+    def __init__(self, obj: torch.Tensor):
+        super().__init__(obj.get_device() if obj.device.type == "neuron" else None)
+
+
+def synchronize(device: DeviceLike = None) -> None:
+    """Wait for all work on the device. Kernels run synchronously, so this only validates the device."""
+    _lazy_init()
+    index = _get_device_index(device, optional=True)
+    torch._C._accelerator_synchronizeDevice(index) if hasattr(torch._C, "_accelerator_synchronizeDevice") else None
+
+
+@dataclasses.dataclass(frozen=True)
+class NeuronDeviceProperties:
+    """What `torch.neuron.get_device_properties` reports for one logical NeuronCore."""
+
+    name: str
+    core_type: str
+    total_memory: int
+    physical_core_id: int
+    major: int
+    minor: int
+    multi_processor_count: int
+    emulated: bool = True
+
+    def __repr__(self) -> str:
+        return (
+            f"_NeuronDeviceProperties(name='{self.name}', core_type='{self.core_type}', "
+            f"total_memory={self.total_memory // (1024 * 1024)}MB, physical_core_id={self.physical_core_id}, "
+            f"emulated={self.emulated})"
+        )
+
+
+def get_device_properties(device: DeviceLike = None) -> NeuronDeviceProperties:
+    """Name, HBM capacity and identity of a logical NeuronCore."""
+    _lazy_init()
+    index = _get_device_index(device, optional=True)
+    import os
+
+    return NeuronDeviceProperties(
+        name=_INSTANCE_TYPE,
+        core_type=_CORE_TYPE,
+        total_memory=int(_C._hbm_capacity(index)),
+        physical_core_id=int(_C._physical_core_ids()[index]),
+        major=_CAPABILITY[0],
+        minor=_CAPABILITY[1],
+        multi_processor_count=os.cpu_count() or 1,
+    )
+
+
+def get_device_name(device: DeviceLike = None) -> str:
+    """The instance type the emulated core belongs to."""
+    return get_device_properties(device).name
+
+
+def get_device_capability(device: DeviceLike = None) -> tuple[int, int]:
+    """NeuronCore generation as (major, minor): (3, 0) for NeuronCore-v3 (Trn2)."""
+    _get_device_index(device, optional=True)
+    return _CAPABILITY
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """bfloat16 is Trainium's native low-precision format."""
+    return True
+
+
+def get_amp_supported_dtype() -> list[torch.dtype]:
+    """The dtypes torch.autocast("neuron") accepts."""
+    return [torch.bfloat16, torch.float16]
+
+
+def _optional_index(device: Optional[DeviceLike]) -> int:
+    return _get_device_index(device, optional=True)
