@@ -4,6 +4,7 @@
 // of inputs become views of the neuron inputs; in-place and out= arguments
 // are written where they live. Nothing is copied.
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/ivalue.h>
 #include <torch/library.h>
 
@@ -29,6 +30,40 @@ bool allows_cpu_tensor_args(const c10::OperatorName& name) {
          (n == "aten::tensor_split" && name.overload_name == "tensor_indices_or_sections");
 }
 
+bool is_generator_type(const c10::Argument& arg) {
+  const auto& type = arg.type();
+  if (type->kind() == c10::TypeKind::GeneratorType) return true;
+  return type->kind() == c10::TypeKind::OptionalType &&
+         type->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::GeneratorType;
+}
+
+// Some CPU kernels draw random numbers without taking a generator argument
+// (native_dropout, for one): they use the CPU's default generator. For the
+// duration of such a kernel the CPU default generator carries the neuron
+// device's state, so the numbers come from (and advance) the neuron
+// generator, as they would on a device with its own RNG.
+class DefaultGeneratorSwap {
+ public:
+  explicit DefaultGeneratorSwap(at::Generator engine)
+      : engine_(std::move(engine)), cpu_(at::detail::getDefaultCPUGenerator()) {
+    std::scoped_lock lock(cpu_.mutex(), engine_.mutex());
+    saved_ = cpu_.get_state();
+    cpu_.set_state(engine_.get_state());
+  }
+  ~DefaultGeneratorSwap() {
+    std::scoped_lock lock(cpu_.mutex(), engine_.mutex());
+    engine_.set_state(cpu_.get_state());
+    cpu_.set_state(saved_);
+  }
+  DefaultGeneratorSwap(const DefaultGeneratorSwap&) = delete;
+  DefaultGeneratorSwap& operator=(const DefaultGeneratorSwap&) = delete;
+
+ private:
+  at::Generator engine_;
+  at::Generator cpu_;
+  at::Tensor saved_;
+};
+
 struct Argument {
   at::Tensor device;  // the neuron tensor the caller passed
   at::Tensor host;    // its zero-copy CPU view
@@ -45,7 +80,12 @@ class GenericCall {
     find_device(base, num_args);
     CurrentDeviceScope scope(device_);
     for (size_t i = 0; i < num_args; ++i) to_host((*stack_)[base + i], schema.arguments()[i]);
-    op_.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack_);
+    if (!has_generator_arg_ && op_.hasTag(at::Tag::nondeterministic_seeded)) {
+      DefaultGeneratorSwap swap(host_engine_for(std::nullopt, device_));
+      op_.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack_);
+    } else {
+      op_.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack_);
+    }
     for (auto& a : mutated_) sync_back(a.device, a.host);
     const size_t num_rets = schema.returns().size();
     const size_t rbase = stack_->size() - num_rets;
@@ -122,8 +162,8 @@ class GenericCall {
       }
     } else if (v.isDevice() && v.toDevice().type() == kNeuron) {
       v = c10::Device(c10::DeviceType::CPU);
-    } else if (arg.type()->kind() == c10::TypeKind::OptionalType &&
-               arg.type()->cast<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::GeneratorType) {
+    } else if (is_generator_type(arg)) {
+      has_generator_arg_ = true;
       std::optional<at::Generator> gen;
       if (v.isGenerator()) gen = v.toGenerator();
       if (gen.has_value() && gen->device().type() == c10::DeviceType::CPU) {
@@ -131,8 +171,6 @@ class GenericCall {
                     "). Use torch.Generator(device=\"neuron\") for neuron tensors.");
       }
       v = host_engine_for(gen, device_);
-    } else if (v.isGenerator()) {
-      v = host_engine_for(v.toGenerator(), device_);
     }
   }
 
@@ -178,6 +216,7 @@ class GenericCall {
   c10::DeviceIndex device_ = -1;
   bool allows_cpu_ = false;
   bool cpu_seen_ = false;
+  bool has_generator_arg_ = false;
   std::unordered_map<c10::StorageImpl*, at::Tensor> storage_map_;
   std::unordered_map<c10::TensorImpl*, at::Tensor> impl_map_;
   std::vector<Argument> mutated_;

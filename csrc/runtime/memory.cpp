@@ -90,6 +90,7 @@ void* CoreAllocator::malloc(size_t nbytes) {
         "Cannot re-initialize neuron in forked subprocess. To use the neuron device with "
         "multiprocessing, you must use the 'spawn' start method.");
   }
+  if (!is_initialized()) mark_initialized();
   const size_t rounded = round_size(nbytes);
   const bool small = rounded <= kSmallLimit;
   std::lock_guard<std::mutex> lock(mu_);

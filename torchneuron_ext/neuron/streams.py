@@ -14,48 +14,60 @@ from ._lazy import _lazy_init
 from .device import DeviceLike, _get_device_index
 
 
-class Stream(torch.Stream):
-    """A neuron stream: `torch.neuron.Stream(device=None, priority=0)`."""
+class _NeuronKind(type):
+    """isinstance(x, torch.neuron.Stream) holds for any torch.Stream on neuron (likewise Event)."""
 
-    def __new__(cls, device: DeviceLike = None, priority: int = 0, **kwargs: Any) -> "Stream":
+    _base: type
+
+    def __instancecheck__(cls, obj: object) -> bool:
+        return isinstance(obj, cls._base) and getattr(obj, "device", None) is not None and obj.device.type == "neuron"
+
+
+class Stream(metaclass=_NeuronKind):
+    """A neuron stream: `torch.neuron.Stream(device=None, priority=0)`.
+
+    It is a plain `torch.Stream` on the neuron device, so it works everywhere
+    PyTorch's generic stream API does (torch's C++ methods accept only that
+    exact type, not subclasses).
+    """
+
+    _base = torch.Stream
+
+    def __new__(cls, device: DeviceLike = None, priority: int = 0, **kwargs: Any) -> torch.Stream:  # type: ignore[misc]
         _lazy_init()
         if "stream_id" in kwargs:
-            return super().__new__(cls, **kwargs)
+            return torch.Stream(**kwargs)
         index = _get_device_index(device, optional=True)
-        return super().__new__(cls, device=torch.device("neuron", index), priority=priority)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, torch.Stream) and super().__eq__(other)
-
-    def __hash__(self) -> int:
-        return super().__hash__()
+        return torch.Stream(device=torch.device("neuron", index), priority=priority)
 
 
-class Event(torch.Event):
-    """A neuron event: `torch.neuron.Event(enable_timing=False, blocking=False, interprocess=False)`."""
+class Event(metaclass=_NeuronKind):
+    """A neuron event: `torch.neuron.Event(enable_timing=False, blocking=False, interprocess=False)`.
 
-    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> "Event":
+    A plain `torch.Event` on the neuron device (see Stream for why).
+    """
+
+    _base = torch.Event
+
+    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> torch.Event:  # type: ignore[misc]
         if interprocess:
             raise NotImplementedError("interprocess events are not supported on the emulated neuron device")
-        return super().__new__(cls, device=torch.device("neuron"), enable_timing=enable_timing, blocking=blocking)
+        _lazy_init()
+        return torch.Event(device=torch.device("neuron"), enable_timing=enable_timing, blocking=blocking)
 
 
-def _wrap(s: torch.Stream) -> Stream:
-    return Stream(stream_id=s.stream_id, device_index=s.device_index, device_type=s.device_type)
-
-
-def current_stream(device: DeviceLike = None) -> Stream:
+def current_stream(device: DeviceLike = None) -> torch.Stream:
     """The calling thread's current stream on a device."""
     _lazy_init()
-    return _wrap(torch._C._accelerator_getStream(_get_device_index(device, optional=True)))
+    return torch._C._accelerator_getStream(_get_device_index(device, optional=True))
 
 
-def default_stream(device: DeviceLike = None) -> Stream:
+def default_stream(device: DeviceLike = None) -> torch.Stream:
     """The default stream of a device."""
     _lazy_init()
     index = _get_device_index(device, optional=True)
     type_code = torch._C._accelerator_getStream(index).device_type
-    return Stream(stream_id=0, device_index=index, device_type=type_code)
+    return torch.Stream(stream_id=0, device_index=index, device_type=type_code)
 
 
 def set_stream(stream: Optional[torch.Stream]) -> None:
