@@ -74,3 +74,28 @@ def test_accelerator_api_sees_neuron():
 
 def test_profiler_activity_alias():
     assert hasattr(torch.profiler.ProfilerActivity, "NEURON") or hasattr(torch._C._profiler.ProfilerActivity, "PrivateUse1")
+
+
+def test_importing_the_package_before_torch():
+    r = run_python("""
+        import torchneuron_ext, torch
+        print(torch.ones(1, device="neuron").device, torchneuron_ext.neuron is torch.neuron)
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["neuron:0", "True"]
+
+
+def test_info_command():
+    r = run_python("""
+        from torchneuron_ext.cli import main
+        raise SystemExit(main(["info"]))
+    """, env={"NEURON_RT_VISIBLE_CORES": "2,5"})
+    assert r.returncode == 0, r.stderr
+    assert "NeuronCores: 2 (from NEURON_RT_VISIBLE_CORES)" in r.stdout
+    assert "neuron:1  NeuronCore-v3 of trn2.48xlarge, physical core 5, HBM 24.00 GiB" in r.stdout
+    bad = run_python("""
+        from torchneuron_ext.cli import main
+        raise SystemExit(main(["info"]))
+    """, env={"NEURON_RT_NUM_CORES": "-1"})
+    assert bad.returncode == 1
+    assert "configuration error: NEURON_RT_NUM_CORES='-1' is invalid" in bad.stdout

@@ -6,9 +6,18 @@ entry point) registers the device: `torch.device("neuron")`, `torch.neuron`,
 """
 from __future__ import annotations
 
-import torch
 
-from . import _C  # loading the library registers the device with PyTorch
+def _autoload() -> None:
+    """Entry point of the `torch.backends` group: `import torch` imports this package.
+
+    Defined before `import torch` because, when this package is imported first,
+    torch's own autoload finds it half-initialised and looks this name up.
+    """
+
+
+import torch  # noqa: E402
+
+from . import _C  # noqa: E402  loading the library registers the device with PyTorch
 from . import neuron
 from .ops import clear_op_tracking, get_executed_ops, get_fallback_ops, get_op_counts, warn_on_generic_path
 
@@ -37,7 +46,3 @@ def _register() -> None:
 
 
 _register()
-
-
-def _autoload() -> None:
-    """Entry point of the `torch.backends` group: `import torch` imports this package."""
