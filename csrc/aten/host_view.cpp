@@ -28,6 +28,8 @@ class HostViewAllocator final : public c10::Allocator {
 
 HostViewAllocator g_host_view_allocator;
 
+void release_shared_storage(void* ctx) { delete static_cast<c10::Storage*>(ctx); }
+
 void copy_geometry(c10::TensorImpl* to, const at::Tensor& from) {
   to->set_sizes_and_strides(from.sizes(), from.strides(), from.storage_offset());
 }
@@ -97,6 +99,11 @@ at::Tensor adopt_host_tensor(const at::Tensor& cpu, c10::DeviceIndex device) {
     } else {
       data = adopt_host_buffer(std::move(taken), nbytes, device);
     }
+  } else if (is_neuron_dataptr(src->data_ptr())) {
+    // Neuron memory something else still references (two results sharing a
+    // buffer): share ownership of it rather than copy.
+    auto* holder = new c10::Storage(cpu.storage());
+    data = c10::DataPtr(src->mutable_data(), holder, &release_shared_storage, c10::Device(kNeuron, device));
   } else {
     CurrentDeviceScope scope(device);
     data = device_allocator()->allocate(nbytes);

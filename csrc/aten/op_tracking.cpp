@@ -2,35 +2,21 @@
 
 #include <c10/util/Exception.h>
 
-#include <atomic>
 #include <cstdlib>
+#include <deque>
 #include <mutex>
 #include <unordered_map>
 
 namespace torchneuron {
 namespace {
 
-// Keyed by the address of the registered operator's name, which is stable
-// for the life of the registration, so the hot path builds no strings.
-struct Key {
-  const c10::OperatorName* op;
-  ExecutionTier tier;
-  bool operator==(const Key& o) const { return tier == o.tier && op == o.op; }
-};
-struct KeyHash {
-  size_t operator()(const Key& k) const {
-    return std::hash<const void*>()(k.op) ^ (static_cast<size_t>(k.tier) << 1);
-  }
-};
-struct Entry {
-  std::string name;
-  int64_t calls = 0;
-  bool warned = false;
-};
-
 struct Registry {
   std::mutex mu;
-  std::unordered_map<Key, Entry, KeyHash> counts;
+  std::deque<OpCounter> counters;  // stable addresses
+  std::unordered_map<std::string, OpCounter*> by_name[5];
+  // The generic path is keyed by the registered operator's name object,
+  // whose address is stable for the life of the registration.
+  std::unordered_map<const c10::OperatorName*, OpCounter*> by_op;
 };
 
 Registry& registry() {
@@ -43,8 +29,15 @@ std::atomic<bool> g_warn{[] {
   return e != nullptr && e[0] != '\0' && e[0] != '0';
 }()};
 
-std::string full_name(const c10::OperatorName& op) {
-  return op.overload_name.empty() ? op.name : op.name + "." + op.overload_name;
+OpCounter* counter_locked(Registry& r, const std::string& name, ExecutionTier tier) {
+  auto& map = r.by_name[static_cast<int>(tier)];
+  auto it = map.find(name);
+  if (it != map.end()) return it->second;
+  OpCounter& c = r.counters.emplace_back();
+  c.name = name;
+  c.tier = tier;
+  map.emplace(name, &c);
+  return &c;
 }
 
 }  // namespace
@@ -60,20 +53,33 @@ const char* tier_name(ExecutionTier tier) {
   return "unknown";
 }
 
-OpRecord::OpRecord(const c10::OperatorName& op, ExecutionTier tier) {
+OpCounter* op_counter(const std::string& name, ExecutionTier tier) {
   auto& r = registry();
-  std::string warn_name;
+  std::lock_guard<std::mutex> lock(r.mu);
+  return counter_locked(r, name, tier);
+}
+
+OpCounter* op_counter(const char* name, const char* overload, ExecutionTier tier) {
+  std::string full(name);
+  if (overload != nullptr && overload[0] != '\0') full = full + "." + overload;
+  return op_counter(full, tier);
+}
+
+void record_generic(const c10::OperatorName& op) {
+  auto& r = registry();
+  OpCounter* c;
   {
     std::lock_guard<std::mutex> lock(r.mu);
-    Entry& e = r.counts[Key{&op, tier}];
-    if (e.calls++ == 0) e.name = full_name(op);
-    if (tier == ExecutionTier::kGeneric && !e.warned && g_warn.load(std::memory_order_relaxed)) {
-      e.warned = true;
-      warn_name = e.name;
+    auto it = r.by_op.find(&op);
+    if (it == r.by_op.end()) {
+      const std::string full = op.overload_name.empty() ? op.name : op.name + "." + op.overload_name;
+      it = r.by_op.emplace(&op, counter_locked(r, full, ExecutionTier::kGeneric)).first;
     }
+    c = it->second;
   }
-  if (!warn_name.empty()) {
-    TORCH_WARN("Operator '", warn_name,
+  c->increment();
+  if (g_warn.load(std::memory_order_relaxed) && !c->warned.exchange(true)) {
+    TORCH_WARN("Operator '", c->name,
                "' has no native neuron kernel and ran on the generic path (a host kernel over zero-copy views).");
   }
 }
@@ -82,14 +88,20 @@ std::vector<OpCount> op_counts() {
   auto& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   std::vector<OpCount> out;
-  for (const auto& [k, v] : r.counts) out.push_back({v.name, k.tier, v.calls});
+  for (const auto& c : r.counters) {
+    const int64_t n = c.calls.load(std::memory_order_relaxed);
+    if (n > 0) out.push_back({c.name, c.tier, n});
+  }
   return out;
 }
 
 void clear_op_tracking() {
   auto& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
-  r.counts.clear();
+  for (auto& c : r.counters) {
+    c.calls.store(0);
+    c.warned.store(false);
+  }
 }
 
 void set_warn_on_generic(bool on) { g_warn.store(on); }

@@ -5,6 +5,7 @@
 
 #include <ATen/core/operator_name.h>
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -20,11 +21,21 @@ struct OpCount {
   int64_t calls;
 };
 
-class OpRecord {
- public:
-  OpRecord(const c10::OperatorName& op, ExecutionTier tier);
-  ~OpRecord() = default;
+// One operator in one tier. Counters live as long as the process, so the
+// hot path holds a pointer and increments without a lock or a lookup.
+struct OpCounter {
+  std::string name;
+  ExecutionTier tier;
+  std::atomic<int64_t> calls{0};
+  std::atomic<bool> warned{false};
+  void increment() { calls.fetch_add(1, std::memory_order_relaxed); }
 };
+
+// The counter for an operator, created on first use.
+OpCounter* op_counter(const std::string& name, ExecutionTier tier);
+OpCounter* op_counter(const char* name, const char* overload, ExecutionTier tier);
+// For the generic path: keyed by the registered operator, warns once if asked.
+void record_generic(const c10::OperatorName& op);
 
 std::vector<OpCount> op_counts();
 void clear_op_tracking();

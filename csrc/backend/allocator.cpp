@@ -1,5 +1,6 @@
 #include "allocator.h"
 
+#include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
 
 #include <cstdlib>
@@ -218,6 +219,38 @@ void NeuronHostAllocator::free_pinned(void* ptr) {
   if (ptr != nullptr) g_host_allocator.release(ptr);
 }
 
+thread_local bool tls_redirect_cpu = false;
+
+// Frees a pointer handed out by raw_allocate of the CPU allocator, which may
+// have come from a core while a kernel ran.
+c10::DeleterFnPtr g_base_cpu_raw_deleter = nullptr;
+void free_cpu_or_device(void* ptr) {
+  if (ptr == nullptr) return;
+  for (int d = 0; d < neuron_rt::device_count(); ++d) {
+    if (neuron_rt::core_allocator(d).owns_block(ptr)) {
+      neuron_rt::core_allocator(d).free(ptr);
+      return;
+    }
+  }
+  g_base_cpu_raw_deleter(ptr);
+}
+
+class KernelOutputAllocator final : public c10::Allocator {
+ public:
+  explicit KernelOutputAllocator(c10::Allocator* base) : base_(base) { g_base_cpu_raw_deleter = base->raw_deleter(); }
+  c10::DataPtr allocate(size_t nbytes) override {
+    if (!tls_redirect_cpu) return base_->allocate(nbytes);
+    c10::DataPtr p = g_device_allocator.allocate(nbytes);
+    p.unsafe_set_device(c10::Device(c10::DeviceType::CPU));
+    return p;
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &free_cpu_or_device; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override { std::memcpy(dest, src, count); }
+
+ private:
+  c10::Allocator* base_;
+};
+
 struct AdoptedBuffer {
   c10::DataPtr cpu;
   size_t nbytes;
@@ -252,6 +285,18 @@ c10::DataPtr adopt_host_buffer(c10::DataPtr&& cpu, size_t nbytes, c10::DeviceInd
   auto* ctx = new AdoptedBuffer{std::move(cpu), nbytes, device};
   return {data, ctx, &release_adopted, c10::Device(c10::DeviceType::PrivateUse1, device)};
 }
+
+KernelAllocationScope::KernelAllocationScope() : previous_(tls_redirect_cpu) { tls_redirect_cpu = true; }
+KernelAllocationScope::~KernelAllocationScope() { tls_redirect_cpu = previous_; }
+
+namespace {
+struct InstallKernelOutputAllocator {
+  InstallKernelOutputAllocator() {
+    static KernelOutputAllocator allocator(c10::GetCPUAllocator());
+    c10::SetAllocator(c10::DeviceType::CPU, &allocator, /*priority=*/1);
+  }
+} install_kernel_output_allocator;
+}  // namespace
 
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_device_allocator);
 REGISTER_HOST_ALLOCATOR(at::kPrivateUse1, &g_host_allocator);

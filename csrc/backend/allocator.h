@@ -16,6 +16,21 @@ at::HostAllocator* host_allocator();
 // deleter releases the accounting and then the host buffer.
 c10::DataPtr adopt_host_buffer(c10::DataPtr&& cpu, size_t nbytes, c10::DeviceIndex device);
 
+// While alive on a thread, buffers that host kernels allocate through the
+// CPU allocator on that thread come from the current neuron core's HBM
+// (labelled CPU while the kernel runs). Kernel outputs are then neuron
+// memory from the start: no adoption, cached like every device allocation.
+class KernelAllocationScope {
+ public:
+  KernelAllocationScope();
+  ~KernelAllocationScope();
+  KernelAllocationScope(const KernelAllocationScope&) = delete;
+  KernelAllocationScope& operator=(const KernelAllocationScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
 // True for the deleters of neuron memory (allocated or adopted).
 bool is_neuron_deleter(c10::DeleterFnPtr deleter);
 

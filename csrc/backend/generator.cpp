@@ -80,4 +80,17 @@ at::Generator host_engine_for(const std::optional<at::Generator>& gen, c10::Devi
 }
 
 
+DeviceRngScope::DeviceRngScope(c10::DeviceIndex device)
+    : engine_(host_engine_for(std::nullopt, device)), cpu_(at::detail::getDefaultCPUGenerator()) {
+  std::scoped_lock lock(cpu_.mutex(), engine_.mutex());
+  saved_ = cpu_.get_state();
+  cpu_.set_state(engine_.get_state());
+}
+
+DeviceRngScope::~DeviceRngScope() {
+  std::scoped_lock lock(cpu_.mutex(), engine_.mutex());
+  engine_.set_state(cpu_.get_state());
+  cpu_.set_state(saved_);
+}
+
 }  // namespace torchneuron

@@ -5,6 +5,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
 
 namespace torchneuron {
 
@@ -35,5 +36,23 @@ at::Generator new_generator(c10::DeviceIndex device);
 // The CPU generator a host kernel should draw from for `gen` on `device`:
 // the engine of `gen`, or of the device's default generator when absent.
 at::Generator host_engine_for(const std::optional<at::Generator>& gen, c10::DeviceIndex device);
+
+// Some CPU kernels draw random numbers without taking a generator argument
+// (native_dropout, for one): they use the CPU's default generator. For the
+// scope of such a kernel the CPU default generator carries the neuron
+// device's state, so the numbers come from (and advance) the neuron
+// generator, as they would on a device with its own RNG.
+class DeviceRngScope {
+ public:
+  explicit DeviceRngScope(c10::DeviceIndex device);
+  ~DeviceRngScope();
+  DeviceRngScope(const DeviceRngScope&) = delete;
+  DeviceRngScope& operator=(const DeviceRngScope&) = delete;
+
+ private:
+  at::Generator engine_;
+  at::Generator cpu_;
+  at::Tensor saved_;
+};
 
 }  // namespace torchneuron

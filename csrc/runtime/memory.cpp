@@ -101,7 +101,7 @@ void* CoreAllocator::malloc(size_t nbytes) {
   if (it != free_list.end() && it->first <= rounded + rounded / 4) {
     void* ptr = it->second;
     free_list.erase(it);
-    Block& b = blocks_.at(ptr);
+    Block& b = blocks_.at(reinterpret_cast<uintptr_t>(ptr));
     b.in_use = true;
     b.requested = nbytes;
     count_alloc_locked(b);
@@ -119,7 +119,7 @@ void* CoreAllocator::malloc(size_t nbytes) {
     if (posix_memalign(&ptr, kAlignment, rounded) != 0 || ptr == nullptr) throw_oom_locked(nbytes, rounded);
   }
   Block b{rounded, nbytes, small, true};
-  blocks_.emplace(ptr, b);
+  blocks_.emplace(reinterpret_cast<uintptr_t>(ptr), b);
   stats_.num_device_alloc++;
   for (int p : {int(kAll), small ? int(kSmall) : int(kLarge)}) {
     stats_.reserved_bytes[p].increase(rounded);
@@ -132,7 +132,7 @@ void* CoreAllocator::malloc(size_t nbytes) {
 void CoreAllocator::free(void* ptr) {
   if (ptr == nullptr) return;
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = blocks_.find(ptr);
+  auto it = blocks_.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == blocks_.end() || !it->second.in_use) {
     // A double free or a foreign pointer: report it rather than corrupt the cache.
     std::fprintf(stderr, "[neuron] warning: free of a pointer not allocated on neuron:%d ignored\n", device_);
@@ -154,12 +154,17 @@ void CoreAllocator::free(void* ptr) {
 bool CoreAllocator::owns(const void* ptr) const {
   std::lock_guard<std::mutex> lock(mu_);
   // Interior pointers count too: tensors are views into blocks.
-  for (const auto& [base, b] : blocks_) {
-    auto a = reinterpret_cast<uintptr_t>(base);
-    auto p = reinterpret_cast<uintptr_t>(ptr);
-    if (b.in_use && p >= a && p < a + b.size) return true;
-  }
-  return false;
+  const auto p = reinterpret_cast<uintptr_t>(ptr);
+  auto it = blocks_.upper_bound(p);
+  if (it == blocks_.begin()) return false;
+  --it;
+  return it->second.in_use && p < it->first + it->second.size;
+}
+
+bool CoreAllocator::owns_block(const void* ptr) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = blocks_.find(reinterpret_cast<uintptr_t>(ptr));
+  return it != blocks_.end() && it->second.in_use;
 }
 
 void CoreAllocator::adopt(size_t nbytes) {
@@ -205,7 +210,7 @@ void CoreAllocator::release_cached_locked() {
         stats_.segment[p].decrease(1);
       }
       stats_.num_device_free++;
-      blocks_.erase(ptr);
+      blocks_.erase(reinterpret_cast<uintptr_t>(ptr));
       std::free(ptr);
     }
     list->clear();
@@ -284,9 +289,7 @@ std::pair<uint64_t, uint64_t> CoreAllocator::mem_info() const {
 std::vector<CoreAllocator::Segment> CoreAllocator::snapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<Segment> out;
-  for (const auto& [ptr, b] : blocks_)
-    out.push_back({reinterpret_cast<uintptr_t>(ptr), b.size, b.requested, b.in_use, b.small});
-  std::sort(out.begin(), out.end(), [](const Segment& a, const Segment& b) { return a.address < b.address; });
+  for (const auto& [addr, b] : blocks_) out.push_back({addr, b.size, b.requested, b.in_use, b.small});
   return out;
 }
 

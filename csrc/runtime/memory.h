@@ -69,7 +69,10 @@ class CoreAllocator {
   // Returns 64-byte aligned host memory that counts as this core's HBM.
   void* malloc(size_t nbytes);
   void free(void* ptr);
+  // True when `ptr` lies inside a live block of this core.
   bool owns(const void* ptr) const;
+  // True when `ptr` is the start of a live block of this core.
+  bool owns_block(const void* ptr) const;
 
   // Output memory produced by a host kernel, counted against this core.
   void adopt(size_t nbytes);
@@ -107,7 +110,7 @@ class CoreAllocator {
   int device_;
   uint64_t capacity_;
   mutable std::mutex mu_;
-  std::unordered_map<void*, Block> blocks_;
+  std::map<uintptr_t, Block> blocks_;  // ordered, so interior pointers resolve
   std::multimap<size_t, void*> free_small_;
   std::multimap<size_t, void*> free_large_;
   MemoryStats stats_;

@@ -1,0 +1,103 @@
+#include "kernel_wrapper.h"
+
+#include <c10/core/StorageImpl.h>
+
+#include <cstring>
+
+#include "../runtime/device.h"
+
+namespace torchneuron {
+namespace {
+constexpr auto kNeuron = c10::DeviceType::PrivateUse1;
+}  // namespace
+
+bool allows_cpu_tensor_args(const char* name, const char* overload) {
+  const std::string_view n(name);
+  const std::string_view o(overload == nullptr ? "" : overload);
+  return n == "aten::index" || n == "aten::index_put_" || n == "aten::_index_put_impl_" || n == "aten::index_put" ||
+         n == "aten::_unsafe_index" || n == "aten::_unsafe_index_put" ||
+         (n == "aten::tensor_split" && o == "tensor_indices_or_sections");
+}
+
+void KernelCall::note(const at::Tensor& t) {
+  if (!t.defined()) return;
+  const c10::Device d = t.device();
+  if (d.type() == kNeuron) {
+    if (device_ < 0) {
+      device_ = d.index();
+    } else if (device_ != d.index()) {
+      mismatch(c10::Device(kNeuron, device_), d);
+    }
+  } else if (d.type() == c10::DeviceType::CPU) {
+    // 0-dim CPU tensors mix in as scalars, as on CUDA.
+    if (t.dim() > 0) cpu_tensor_seen_ = true;
+  } else {
+    TORCH_CHECK(false, name_, ": got a tensor on ", d,
+                "; the neuron device accepts neuron tensors, and CPU tensors only as 0-dim scalars.");
+  }
+}
+
+c10::DeviceIndex KernelCall::resolve() {
+  if (device_ < 0 && device_arg_.has_value()) {
+    device_ = device_arg_->has_index() ? device_arg_->index() : static_cast<c10::DeviceIndex>(neuron_rt::current_device());
+  }
+  if (device_ < 0) device_ = static_cast<c10::DeviceIndex>(neuron_rt::current_device());
+  if (cpu_tensor_seen_ && !allows_cpu_tensor_args(name_, overload_)) {
+    mismatch(c10::Device(kNeuron, device_), c10::Device(c10::DeviceType::CPU));
+  }
+  return device_;
+}
+
+void KernelCall::mismatch(c10::Device a, c10::Device b) const {
+  TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ", a, " and ", b,
+              "! (when checking arguments for ", name_, (overload_ != nullptr && overload_[0] ? "." : ""),
+              (overload_ != nullptr ? overload_ : ""), "). Move them to one device first, e.g. with .to(\"", a, "\").");
+}
+
+void KernelCall::wrong_generator() const {
+  TORCH_CHECK(false, "Expected a 'neuron' device type for generator but found 'cpu' (in ", name_,
+              "). Use torch.Generator(device=\"neuron\") for neuron tensors.");
+}
+
+at::Tensor KernelCall::remember(const at::Tensor& t, at::Tensor* mut) {
+  slots_.push_back(Slot{t, mut, host_view(t)});
+  return slots_.back().host;
+}
+
+void KernelCall::sync_arguments() {
+  for (auto& s : slots_) {
+    const at::Tensor& h = s.host;
+    const at::Tensor& d = s.device;
+    const c10::StorageImpl* hs = h.storage().unsafeGetStorageImpl();
+    const c10::StorageImpl* ds = d.storage().unsafeGetStorageImpl();
+    if (hs->data() != ds->data() || hs->nbytes() != ds->nbytes() || h.sizes() != d.sizes() ||
+        h.strides() != d.strides() || h.storage_offset() != d.storage_offset()) {
+      sync_back(d, h);
+    }
+  }
+}
+
+at::Tensor KernelCall::to_device(const at::Tensor& r) {
+  if (!r.defined() || r.device().type() == kNeuron) return r;
+  const c10::TensorImpl* impl = r.unsafeGetTensorImpl();
+  const c10::StorageImpl* storage = r.storage().unsafeGetStorageImpl();
+  for (const auto& s : slots_)
+    if (s.host.unsafeGetTensorImpl() == impl) return s.device;
+  for (const auto& s : slots_)
+    if (s.host.storage().unsafeGetStorageImpl() == storage) return device_view_like(r, s.device.storage(), s.device);
+  return adopt_host_tensor(r, device_);
+}
+
+at::Tensor& KernelCall::to_device_ref(at::Tensor& r) {
+  for (auto& s : slots_) {
+    if (&s.host == &r || s.host.unsafeGetTensorImpl() == r.unsafeGetTensorImpl()) {
+      TORCH_INTERNAL_ASSERT(s.mutable_device != nullptr, name_, " returned a reference to an input it may not write");
+      return *s.mutable_device;
+    }
+  }
+  // A kernel returning a reference to something that is not one of our
+  // arguments (a CPU argument it wrote): hand it back unchanged.
+  return r;
+}
+
+}  // namespace torchneuron

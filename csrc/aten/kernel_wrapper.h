@@ -1,0 +1,218 @@
+// The one kernel wrapper every device kernel runs through. It
+//   1. resolves the device and rejects mixed devices as PyTorch does,
+//   2. presents neuron tensors to the host's CPU kernel as zero-copy views,
+//   3. runs the kernel with its allocations served from the core's HBM,
+//   4. syncs back arguments the kernel resized or restrided,
+//   5. maps results to neuron tensors (inputs, views of inputs, new buffers),
+//   6. records the operator and its execution tier.
+// `KernelCall` holds that per-call state; `NativeKernel<Op>` is the unboxed
+// native tier built on it, and generic_fallback.cpp the boxed generic tier.
+#pragma once
+
+#include <ATen/Operators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/core/List.h>
+#include <c10/core/Device.h>
+#include <c10/util/SmallVector.h>
+
+#include <deque>
+#include <optional>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include "../backend/allocator.h"
+#include "../backend/generator.h"
+#include "host_view.h"
+#include "op_tracking.h"
+
+namespace torchneuron {
+
+// Ops whose CPU kernels legitimately take CPU tensors beside device tensors
+// (as CUDA accepts CPU index tensors for indexing).
+bool allows_cpu_tensor_args(const char* name, const char* overload);
+
+// Argument types the wrapper converts; everything else passes through.
+template <class T>
+constexpr bool is_converted_arg_v =
+    std::is_same_v<T, at::Tensor> || std::is_same_v<T, std::optional<at::Tensor>> ||
+    std::is_same_v<T, at::TensorList> || std::is_same_v<T, at::ITensorListRef> ||
+    std::is_same_v<T, c10::List<std::optional<at::Tensor>>> || std::is_same_v<T, std::optional<at::Generator>> ||
+    std::is_same_v<T, std::optional<c10::Device>>;
+
+class KernelCall {
+ public:
+  KernelCall(const char* name, const char* overload) : name_(name), overload_(overload) {}
+  KernelCall(const KernelCall&) = delete;
+  KernelCall& operator=(const KernelCall&) = delete;
+
+  // ---- pass 1: which device runs the kernel --------------------------------
+  void note(const at::Tensor& t);
+  void note(const std::optional<at::Tensor>& t) {
+    if (t.has_value()) note(*t);
+  }
+  void note(at::TensorList ts) {
+    for (const auto& t : ts) note(t);
+  }
+  void note(const at::ITensorListRef& ts) {
+    for (const auto& t : ts) note(t);
+  }
+  void note(const c10::List<std::optional<at::Tensor>>& ts) {
+    for (const std::optional<at::Tensor>& t : ts) note(t);
+  }
+  void note(const std::optional<c10::Device>& d) { note_device_arg(d); }
+  void note_device_arg(const std::optional<c10::Device>& d) {
+    if (d.has_value() && d->type() == c10::DeviceType::PrivateUse1) device_arg_ = d;
+  }
+  template <class T, std::enable_if_t<!is_converted_arg_v<T>, int> = 0>
+  void note(const T&) {}
+  // Settles the device (first neuron tensor, else a device argument, else the
+  // current device) and raises on a forbidden CPU tensor.
+  c10::DeviceIndex resolve();
+  c10::DeviceIndex device() const { return device_; }
+
+  // ---- pass 2: arguments for the host kernel --------------------------------
+  at::Tensor host(const at::Tensor& t) { return is_neuron(t) ? remember(t, nullptr) : t; }
+  at::Tensor& host(at::Tensor& t) {
+    if (!is_neuron(t)) return t;
+    remember(t, &t);
+    return slots_.back().host;
+  }
+  std::optional<at::Tensor> host(const std::optional<at::Tensor>& t) {
+    if (!t.has_value()) return std::nullopt;
+    return host(*t);
+  }
+  at::TensorList host(at::TensorList ts) { return at::TensorList(host_list(ts)); }
+  at::ITensorListRef host(const at::ITensorListRef& ts) { return at::ITensorListRef(host_list(ts)); }
+  c10::List<std::optional<at::Tensor>> host(const c10::List<std::optional<at::Tensor>>& ts) {
+    c10::List<std::optional<at::Tensor>> out;
+    out.reserve(ts.size());
+    for (const std::optional<at::Tensor>& t : ts) out.push_back(host(t));
+    return out;
+  }
+  std::optional<at::Generator> host(const std::optional<at::Generator>& g) {
+    has_generator_ = true;
+    if (g.has_value() && g->defined() && g->device().type() == c10::DeviceType::CPU) wrong_generator();
+    return host_engine_for(g, device_);
+  }
+  std::optional<c10::Device> host(const std::optional<c10::Device>& d) {
+    if (d.has_value() && d->type() == c10::DeviceType::PrivateUse1) return c10::Device(c10::DeviceType::CPU);
+    return d;
+  }
+  template <class T, std::enable_if_t<!is_converted_arg_v<std::decay_t<T>>, int> = 0>
+  T&& host(T&& v) {
+    return std::forward<T>(v);
+  }
+
+  // ---- after the kernel -----------------------------------------------------
+  // Make every neuron argument agree with what the kernel did to its view.
+  void sync_arguments();
+
+  at::Tensor to_device(const at::Tensor& r);
+  // The neuron argument behind a host view the kernel returned by reference.
+  at::Tensor& to_device_ref(at::Tensor& r);
+  const at::Tensor& to_device_ref(const at::Tensor& r) { return to_device_ref(const_cast<at::Tensor&>(r)); }
+
+  bool has_generator() const { return has_generator_; }
+  const char* name() const { return name_; }
+
+ private:
+  struct Slot {
+    at::Tensor device;  // the caller's tensor (owned: the boxed path overwrites its stack slot)
+    at::Tensor* mutable_device;  // the same, when passed as Tensor& (returned by reference)
+    at::Tensor host;
+  };
+
+  static bool is_neuron(const at::Tensor& t) {
+    return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
+  }
+  at::Tensor remember(const at::Tensor& t, at::Tensor* mut);
+  template <class List>
+  std::vector<at::Tensor>& host_list(const List& ts) {
+    lists_.emplace_back();
+    auto& out = lists_.back();
+    out.reserve(ts.size());
+    for (const at::Tensor& t : ts) out.push_back(host(t));
+    return out;
+  }
+  [[noreturn]] void mismatch(c10::Device a, c10::Device b) const;
+  [[noreturn]] void wrong_generator() const;
+
+  const char* name_;
+  const char* overload_;
+  c10::DeviceIndex device_ = -1;
+  std::optional<c10::Device> device_arg_;
+  bool cpu_tensor_seen_ = false;
+  bool has_generator_ = false;
+  std::deque<Slot> slots_;  // stable addresses: host views are returned by reference
+  std::deque<std::vector<at::Tensor>> lists_;
+};
+
+// Results of the host kernel, mapped back to neuron tensors by type.
+template <class R>
+struct ToDevice {
+  static R map(KernelCall&, R&& r) { return std::forward<R>(r); }
+};
+template <>
+struct ToDevice<at::Tensor> {
+  static at::Tensor map(KernelCall& c, at::Tensor&& r) { return c.to_device(r); }
+};
+template <>
+struct ToDevice<at::Tensor&> {
+  static at::Tensor& map(KernelCall& c, at::Tensor& r) { return c.to_device_ref(r); }
+};
+template <>
+struct ToDevice<const at::Tensor&> {
+  static const at::Tensor& map(KernelCall& c, const at::Tensor& r) { return c.to_device_ref(r); }
+};
+template <>
+struct ToDevice<std::vector<at::Tensor>> {
+  static std::vector<at::Tensor> map(KernelCall& c, std::vector<at::Tensor>&& r) {
+    for (auto& t : r) t = c.to_device(t);
+    return std::move(r);
+  }
+};
+template <class... Ts>
+struct ToDevice<std::tuple<Ts...>> {
+  static std::tuple<Ts...> map(KernelCall& c, std::tuple<Ts...>&& r) {
+    return std::apply(
+        [&](auto&&... e) { return std::tuple<Ts...>(ToDevice<Ts>::map(c, std::forward<Ts>(e))...); }, std::move(r));
+  }
+};
+
+// The native tier: an unboxed kernel for the ATen operator `Op` (a struct of
+// at::_ops) that runs the host's CPU kernel for it on zero-copy views.
+template <class Op, bool DeviceRng = false, class Schema = typename Op::schema>
+struct NativeKernel;
+
+template <class Op, bool DeviceRng, class Ret, class... Args>
+struct NativeKernel<Op, DeviceRng, Ret(Args...)> {
+  static Ret call(Args... args) {
+    static OpCounter* counter = op_counter(Op::name, Op::overload_name, ExecutionTier::kNative);
+    counter->increment();
+    KernelCall c(Op::name, Op::overload_name);
+    (c.note(args), ...);
+    CurrentDeviceScope scope(c.resolve());
+    if constexpr (std::is_void_v<Ret>) {
+      run(c, args...);
+      c.sync_arguments();
+    } else {
+      Ret r = run(c, args...);
+      c.sync_arguments();
+      return ToDevice<Ret>::map(c, std::forward<Ret>(r));
+    }
+  }
+
+ private:
+  static Ret run(KernelCall& c, Args&... args) {
+    KernelAllocationScope alloc;
+    if constexpr (DeviceRng) {
+      DeviceRngScope rng(c.device());
+      return Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), c.host(args)...);
+    } else {
+      return Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), c.host(args)...);
+    }
+  }
+};
+
+}  // namespace torchneuron
