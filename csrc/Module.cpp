@@ -4,6 +4,7 @@
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
+#include "aten/host_kernel_routing.h"
 #include "aten/op_tracking.h"
 #include "backend/allocator.h"
 #include "backend/generator.h"
@@ -78,6 +79,7 @@ py::list memory_snapshot(int device) {
 PYBIND11_MODULE(_C, m) {
   using namespace torchneuron;
   m.doc() = "torchneuron_ext native runtime: an emulated AWS NeuronCore device for PyTorch";
+  m.attr("_routed_to_host_kernels") = route_composites_to_host_kernels();
 
   m.def("_init", [] {
     const auto& cfg = neuron_rt::core_config();

@@ -72,6 +72,8 @@ void to_device(KernelCall& c, c10::IValue& v) {
   }
 }
 
+}  // namespace
+
 void generic_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   record_generic(schema.operator_name());
@@ -95,8 +97,6 @@ void generic_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/,
   const size_t rbase = stack->size() - num_rets;
   for (size_t i = 0; i < num_rets; ++i) to_device(c, (*stack)[rbase + i]);
 }
-
-}  // namespace
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&generic_fallback>());

@@ -1,5 +1,6 @@
 #include "kernel_wrapper.h"
 
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/StorageImpl.h>
 
 #include <cstring>
@@ -19,8 +20,23 @@ bool allows_cpu_tensor_args(const char* name, const char* overload) {
          (n == "aten::tensor_split" && o == "tensor_indices_or_sections");
 }
 
+bool needs_device_rng(const char* name, const char* overload) {
+  auto op = c10::Dispatcher::singleton().findSchema({name, overload == nullptr ? "" : overload});
+  if (!op.has_value() || !op->hasTag(at::Tag::nondeterministic_seeded)) return false;
+  for (const auto& arg : op->schema().arguments()) {
+    const auto& type = arg.type();
+    if (type->kind() == c10::TypeKind::GeneratorType) return false;
+    if (type->kind() == c10::TypeKind::OptionalType &&
+        type->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::GeneratorType) {
+      return false;
+    }
+  }
+  return true;
+}
+
 void KernelCall::note(const at::Tensor& t) {
   if (!t.defined()) return;
+  ++tensors_noted_;
   const c10::Device d = t.device();
   if (d.type() == kNeuron) {
     if (device_ < 0) {
@@ -38,6 +54,7 @@ void KernelCall::note(const at::Tensor& t) {
 }
 
 c10::DeviceIndex KernelCall::resolve() {
+  slots_.reserve(tensors_noted_);
   if (device_ < 0 && device_arg_.has_value()) {
     device_ = device_arg_->has_index() ? device_arg_->index() : static_cast<c10::DeviceIndex>(neuron_rt::current_device());
   }
@@ -60,6 +77,7 @@ void KernelCall::wrong_generator() const {
 }
 
 at::Tensor KernelCall::remember(const at::Tensor& t, at::Tensor* mut) {
+  TORCH_INTERNAL_ASSERT(slots_.size() < slots_.capacity(), name_, ": more tensor arguments than were noted");
   slots_.push_back(Slot{t, mut, host_view(t)});
   return slots_.back().host;
 }

@@ -15,7 +15,6 @@
 #include <c10/core/Device.h>
 #include <c10/util/SmallVector.h>
 
-#include <deque>
 #include <optional>
 #include <tuple>
 #include <type_traits>
@@ -61,6 +60,7 @@ class KernelCall {
     for (const std::optional<at::Tensor>& t : ts) note(t);
   }
   void note(const std::optional<c10::Device>& d) { note_device_arg(d); }
+  void note(const std::optional<at::Generator>&) {}
   void note_device_arg(const std::optional<c10::Device>& d) {
     if (d.has_value() && d->type() == c10::DeviceType::PrivateUse1) device_arg_ = d;
   }
@@ -144,8 +144,13 @@ class KernelCall {
   std::optional<c10::Device> device_arg_;
   bool cpu_tensor_seen_ = false;
   bool has_generator_ = false;
-  std::deque<Slot> slots_;  // stable addresses: host views are returned by reference
-  std::deque<std::vector<at::Tensor>> lists_;
+  // Reserved in resolve() for every tensor noted, so the addresses of host
+  // views (returned by reference for in-place ops) never move.
+  c10::SmallVector<Slot, 4> slots_;
+  size_t tensors_noted_ = 0;
+  // Inner vectors keep their heap buffers when the outer one grows, so the
+  // TensorList / ITensorListRef views handed to kernels stay valid.
+  c10::SmallVector<std::vector<at::Tensor>, 1> lists_;
 };
 
 // Results of the host kernel, mapped back to neuron tensors by type.
@@ -180,38 +185,43 @@ struct ToDevice<std::tuple<Ts...>> {
   }
 };
 
+// True for operators that draw random numbers (tag nondeterministic_seeded)
+// but take no generator argument: their CPU kernels use the CPU default
+// generator, which must then carry the device's state (DeviceRngScope).
+bool needs_device_rng(const char* name, const char* overload);
+
 // The native tier: an unboxed kernel for the ATen operator `Op` (a struct of
 // at::_ops) that runs the host's CPU kernel for it on zero-copy views.
-template <class Op, bool DeviceRng = false, class Schema = typename Op::schema>
+template <class Op, class Schema = typename Op::schema>
 struct NativeKernel;
 
-template <class Op, bool DeviceRng, class Ret, class... Args>
-struct NativeKernel<Op, DeviceRng, Ret(Args...)> {
+template <class Op, class Ret, class... Args>
+struct NativeKernel<Op, Ret(Args...)> {
   static Ret call(Args... args) {
     static OpCounter* counter = op_counter(Op::name, Op::overload_name, ExecutionTier::kNative);
+    static const bool device_rng = needs_device_rng(Op::name, Op::overload_name);
     counter->increment();
     KernelCall c(Op::name, Op::overload_name);
     (c.note(args), ...);
     CurrentDeviceScope scope(c.resolve());
     if constexpr (std::is_void_v<Ret>) {
-      run(c, args...);
+      run(c, device_rng, args...);
       c.sync_arguments();
     } else {
-      Ret r = run(c, args...);
+      Ret r = run(c, device_rng, args...);
       c.sync_arguments();
       return ToDevice<Ret>::map(c, std::forward<Ret>(r));
     }
   }
 
  private:
-  static Ret run(KernelCall& c, Args&... args) {
+  static Ret run(KernelCall& c, bool device_rng, Args&... args) {
     KernelAllocationScope alloc;
-    if constexpr (DeviceRng) {
+    if (C10_UNLIKELY(device_rng)) {
       DeviceRngScope rng(c.device());
       return Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), c.host(args)...);
-    } else {
-      return Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), c.host(args)...);
     }
+    return Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), c.host(args)...);
   }
 };
 
