@@ -44,8 +44,8 @@ GROUPS: dict[str, tuple[str, list[str]]] = {
         "max_pool2d_with_indices", "max_pool2d_with_indices_backward", "avg_pool2d", "avg_pool2d_backward",
         "_adaptive_avg_pool2d", "_adaptive_avg_pool2d_backward", "nll_loss_forward", "nll_loss_backward",
         "mse_loss", "mse_loss_backward", "binary_cross_entropy_with_logits", "_scaled_dot_product_flash_attention_for_cpu",
-        "_scaled_dot_product_flash_attention_for_cpu_backward", "_fused_sdp_choice", "upsample_nearest2d",
-        "upsample_bilinear2d", "_log_softmax", "constant_pad_nd", "arange", "linspace", "randperm", "bernoulli_",
+        "_scaled_dot_product_flash_attention_for_cpu_backward", "upsample_nearest2d",
+        "upsample_bilinear2d", "constant_pad_nd", "arange", "linspace", "randperm", "bernoulli_",
         "normal_", "uniform_", "random_", "multinomial",
     ]),
     "foreach": ("the _foreach_* ops and fused optimizers", [

@@ -112,7 +112,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_NATIVE(m, binary_cross_entropy_with_logits_out);
   NEURON_NATIVE(m, _scaled_dot_product_flash_attention_for_cpu);
   NEURON_NATIVE(m, _scaled_dot_product_flash_attention_for_cpu_backward);
-  NEURON_NATIVE(m, _fused_sdp_choice);
   NEURON_NATIVE(m, upsample_nearest2d);
   NEURON_NATIVE(m, upsample_nearest2d_out);
   NEURON_NATIVE(m, upsample_nearest2d_vec_out);

@@ -1,0 +1,86 @@
+// Native kernels that are not a plain redispatch to the CPU kernel of the
+// same operator: PyTorch routes these through "overrideable" entry points or
+// per-device stubs for backends other than CPU and CUDA.
+#include <ATen/Functions.h>
+#include <ATen/native/DispatchStub.h>
+#include <ATen/native/transformers/attention.h>
+#include <ATen/ops/_fused_sdp_choice_native.h>
+#include <torch/library.h>
+
+#include "kernel_wrapper.h"
+
+namespace torchneuron {
+namespace {
+
+// Convolutions on backends other than CPU/CUDA reach convolution_overrideable;
+// here it runs the CPU's convolution (oneDNN and all) on zero-copy views.
+at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& weight,
+                                    const std::optional<at::Tensor>& bias, c10::IntArrayRef stride,
+                                    c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
+                                    c10::IntArrayRef output_padding, int64_t groups) {
+  static OpCounter* counter = op_counter("aten::convolution_overrideable", "", ExecutionTier::kNative);
+  counter->increment();
+  KernelCall c("aten::convolution_overrideable", "");
+  c.note(input);
+  c.note(weight);
+  c.note(bias);
+  CurrentDeviceScope scope(c.resolve());
+  at::Tensor out;
+  {
+    KernelAllocationScope alloc;
+    out = at::convolution(c.host(input), c.host(weight), c.host(bias), stride, padding, dilation, transposed,
+                          output_padding, groups);
+  }
+  return c.to_device(out);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
+    c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed, c10::IntArrayRef output_padding,
+    int64_t groups, std::array<bool, 3> output_mask) {
+  static OpCounter* counter = op_counter("aten::convolution_backward_overrideable", "", ExecutionTier::kNative);
+  counter->increment();
+  KernelCall c("aten::convolution_backward_overrideable", "");
+  c.note(grad_output);
+  c.note(input);
+  c.note(weight);
+  CurrentDeviceScope scope(c.resolve());
+  std::tuple<at::Tensor, at::Tensor, at::Tensor> grads;
+  {
+    KernelAllocationScope alloc;
+    std::vector<int64_t> bias_sizes{grad_output.size(1)};
+    grads = at::convolution_backward(c.host(grad_output), c.host(input), c.host(weight),
+                                     output_mask[2] ? c10::OptionalIntArrayRef(bias_sizes) : std::nullopt, stride,
+                                     padding, dilation, transposed, output_padding, groups, output_mask);
+  }
+  return {c.to_device(std::get<0>(grads)), c.to_device(std::get<1>(grads)), c.to_device(std::get<2>(grads))};
+}
+
+// scaled_dot_product_attention picks its backend through a per-device stub;
+// answering as the CPU does sends neuron to the CPU's fused flash kernel
+// (_scaled_dot_product_flash_attention_for_cpu, native tier) instead of the
+// unfused math path.
+int64_t sdp_choice(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                   const std::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal,
+                   std::optional<double> scale, bool enable_gqa) {
+  KernelCall c("aten::_fused_sdp_choice", "");
+  c.note(query);
+  c.note(key);
+  c.note(value);
+  c.note(attn_mask);
+  c.resolve();
+  return at::native::_fused_sdp_choice_cpp(c.host(query), c.host(key), c.host(value), c.host(attn_mask), dropout_p,
+                                           is_causal, scale, enable_gqa);
+}
+
+}  // namespace
+}  // namespace torchneuron
+
+namespace at::native {
+REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &torchneuron::sdp_choice)
+}  // namespace at::native
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("convolution_overrideable", TORCH_FN(torchneuron::convolution_overrideable));
+  m.impl("convolution_backward_overrideable", TORCH_FN(torchneuron::convolution_backward_overrideable));
+}
