@@ -18,7 +18,9 @@ def sources() -> list[str]:
     return sorted(os.path.relpath(f, ROOT) if os.path.isabs(f) else f for f in files)
 
 
-torch_include = os.path.join(os.path.dirname(cpp_extension.__file__), "..", "..", "include")
+import torch  # noqa: E402
+
+torch_include = os.path.join(os.path.dirname(torch.__file__), "include")
 extra_compile_args = [
     "-O2",
     "-std=c++20",

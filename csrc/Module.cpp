@@ -6,6 +6,8 @@
 
 #include "aten/host_kernel_routing.h"
 #include "aten/op_tracking.h"
+#include "profiler/kineto_plugin.h"
+#include "runtime/tracer.h"
 #include "backend/allocator.h"
 #include "backend/generator.h"
 #include "runtime/device.h"
@@ -132,6 +134,32 @@ PYBIND11_MODULE(_C, m) {
     return out;
   });
   m.def("_clear_op_tracking", &clear_op_tracking);
+  m.def("_set_timing", [](bool on) { neuron_rt::set_timing_bit(neuron_rt::kTimingAggregate, on); });
+  m.def("_timing_enabled", [] { return (neuron_rt::timing_mode() & neuron_rt::kTimingAggregate) != 0; });
+  m.def("_tracing_enabled", [] { return (neuron_rt::timing_mode() & neuron_rt::kTimingTrace) != 0; });
+  m.def("_op_timings", [] {
+    py::list out;
+    for (const auto& t : op_timings()) {
+      py::dict d;
+      d["name"] = t.name;
+      d["tier"] = tier_name(t.tier);
+      d["calls"] = t.calls;
+      d["calls_timed"] = t.calls_timed;
+      d["host_ns"] = t.host_ns;
+      d["device_ns"] = t.device_ns;
+      d["bytes_read"] = t.bytes_read;
+      d["bytes_written"] = t.bytes_written;
+      d["flops"] = t.flops;
+      out.append(d);
+    }
+    return out;
+  });
+  m.def("_reset_op_timings", &reset_op_timings);
+  m.def("_last_memory_timeline", [] {
+    py::list out;
+    for (const auto& s : last_memory_timeline()) out.append(py::make_tuple(s.device, s.time_ns, s.allocated, s.reserved));
+    return out;
+  });
   m.def("_set_warn_on_generic", &set_warn_on_generic);
   m.def("_warn_on_generic", &warn_on_generic);
 }

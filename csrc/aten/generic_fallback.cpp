@@ -76,7 +76,7 @@ void to_device(KernelCall& c, c10::IValue& v) {
 
 void generic_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
-  record_generic(schema.operator_name());
+  OpCounter* counter = record_generic(schema.operator_name());
   KernelCall c(schema.name().c_str(), schema.overload_name().c_str());
   const size_t num_args = schema.arguments().size();
   const size_t base = stack->size() - num_args;
@@ -85,17 +85,16 @@ void generic_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/,
   for (size_t i = 0; i < num_args; ++i) to_host(c, (*stack)[base + i], schema.arguments()[i]);
   {
     KernelAllocationScope alloc;
-    if (!c.has_generator() && op.hasTag(at::Tag::nondeterministic_seeded)) {
-      DeviceRngScope rng(c.device());
-      op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
-    } else {
-      op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
-    }
+    std::optional<DeviceRngScope> rng;
+    if (!c.has_generator() && op.hasTag(at::Tag::nondeterministic_seeded)) rng.emplace(c.device());
+    KernelSpan span(c);
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
   }
   c.sync_arguments();
   const size_t num_rets = schema.returns().size();
   const size_t rbase = stack->size() - num_rets;
   for (size_t i = 0; i < num_rets; ++i) to_device(c, (*stack)[rbase + i]);
+  c.finish(counter);
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

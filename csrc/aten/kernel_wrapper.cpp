@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "../runtime/device.h"
+#include "../runtime/stream.h"
 
 namespace torchneuron {
 namespace {
@@ -96,6 +97,10 @@ void KernelCall::sync_arguments() {
 }
 
 at::Tensor KernelCall::to_device(const at::Tensor& r) {
+  if (C10_UNLIKELY(timing_ != 0) && r.defined()) {
+    bytes_written_ += static_cast<int64_t>(r.numel() * r.element_size());
+    output_numel_ += r.numel();
+  }
   if (!r.defined() || r.device().type() == kNeuron) return r;
   const c10::TensorImpl* impl = r.unsafeGetTensorImpl();
   const c10::StorageImpl* storage = r.storage().unsafeGetStorageImpl();
@@ -107,6 +112,10 @@ at::Tensor KernelCall::to_device(const at::Tensor& r) {
 }
 
 at::Tensor& KernelCall::to_device_ref(at::Tensor& r) {
+  if (C10_UNLIKELY(timing_ != 0)) {
+    bytes_written_ += static_cast<int64_t>(r.numel() * r.element_size());
+    output_numel_ += r.numel();
+  }
   for (auto& s : slots_) {
     if (&s.host == &r || s.host.unsafeGetTensorImpl() == r.unsafeGetTensorImpl()) {
       TORCH_INTERNAL_ASSERT(s.mutable_device != nullptr, name_, " returned a reference to an input it may not write");
@@ -116,6 +125,71 @@ at::Tensor& KernelCall::to_device_ref(at::Tensor& r) {
   // A kernel returning a reference to something that is not one of our
   // arguments (a CPU argument it wrote): hand it back unchanged.
   return r;
+}
+
+namespace {
+int64_t dims_product(const at::Tensor& t, int64_t from, int64_t to) {
+  int64_t p = 1;
+  for (int64_t i = from; i < to; ++i) p *= t.size(i);
+  return p;
+}
+}  // namespace
+
+// Multiply-adds of the matmul-like operators, counted as 2 FLOPs each; other
+// operators report none (their cost is bytes, not arithmetic).
+int64_t KernelCall::estimate_flops() const {
+  const std::string_view n(name_);
+  auto tensor = [&](size_t i) -> const at::Tensor* { return i < slots_.size() ? &slots_[i].host : nullptr; };
+  // Operands: mm/bmm/mv/dot (a, b); addmm/baddbmm/addmv/addbmm (bias, a, b).
+  const bool with_bias = n == "aten::addmm" || n == "aten::addmm_" || n == "aten::baddbmm" ||
+                         n == "aten::baddbmm_" || n == "aten::addbmm" || n == "aten::addmv" || n == "aten::addmv_";
+  if (n == "aten::mm" || n == "aten::bmm" || n == "aten::mv" || n == "aten::dot" || with_bias) {
+    const at::Tensor* a = tensor(with_bias ? 1 : 0);
+    const at::Tensor* b = tensor(with_bias ? 2 : 1);
+    if (a == nullptr || b == nullptr || a->dim() == 0) return 0;
+    const int64_t k = a->size(-1);
+    // out elements x K multiply-adds; output elements are numel(a)/K * (last dim of b, or 1 for a vector).
+    const int64_t n_cols = b->dim() >= 2 ? b->size(-1) : 1;
+    return 2 * (a->numel() / std::max<int64_t>(k, 1)) * n_cols * k;
+  }
+  if (n == "aten::convolution_overrideable" && slots_.size() >= 2) {
+    const at::Tensor& w = slots_[1].host;  // (out, in/groups, k...)
+    if (w.dim() < 2) return 0;
+    return 2 * output_numel_ * dims_product(w, 1, w.dim());
+  }
+  if (n == "aten::_scaled_dot_product_flash_attention_for_cpu" && slots_.size() >= 3) {
+    const at::Tensor& q = slots_[0].host;  // (B, H, L, D) and k (B, H, S, D)
+    const at::Tensor& k = slots_[1].host;
+    if (q.dim() != 4 || k.dim() != 4) return 0;
+    return 4 * q.size(0) * q.size(1) * q.size(2) * k.size(2) * q.size(3);
+  }
+  return 0;
+}
+
+void KernelCall::finish_timed(OpCounter* counter) {
+  const int64_t host_end = neuron_rt::now_ns();
+  if (kernel_end_ == 0) kernel_start_ = kernel_end_ = host_end;
+  int64_t read = 0;
+  for (const auto& s : slots_) read += static_cast<int64_t>(s.host.numel() * s.host.element_size());
+  const int64_t flops = estimate_flops();
+  counter->add_timing(host_end - host_start_, kernel_end_ - kernel_start_, read, bytes_written_, flops);
+  if (timing_ & neuron_rt::kTimingTrace) {
+    neuron_rt::TraceRecord r;
+    r.kind = neuron_rt::TraceKind::kKernel;
+    r.tier = static_cast<uint8_t>(counter->tier);
+    r.device = device_ < 0 ? 0 : device_;
+    r.stream = neuron_rt::current_stream(r.device);
+    r.correlation = neuron_rt::current_correlation();
+    r.host_start = host_start_;
+    r.kernel_start = kernel_start_;
+    r.kernel_end = kernel_end_;
+    r.host_end = host_end;
+    r.bytes_read = read;
+    r.bytes_written = bytes_written_;
+    r.flops = flops;
+    r.name = counter->name.c_str();
+    neuron_rt::record(r);
+  }
 }
 
 }  // namespace torchneuron

@@ -21,6 +21,8 @@
 #include <vector>
 
 #include "../backend/allocator.h"
+#include "../runtime/device.h"
+#include "../runtime/tracer.h"
 #include "../backend/generator.h"
 #include "host_view.h"
 #include "op_tracking.h"
@@ -41,7 +43,10 @@ constexpr bool is_converted_arg_v =
 
 class KernelCall {
  public:
-  KernelCall(const char* name, const char* overload) : name_(name), overload_(overload) {}
+  KernelCall(const char* name, const char* overload)
+      : name_(name), overload_(overload), timing_(neuron_rt::timing_mode()) {
+    if (C10_UNLIKELY(timing_ != 0)) host_start_ = neuron_rt::now_ns();
+  }
   KernelCall(const KernelCall&) = delete;
   KernelCall& operator=(const KernelCall&) = delete;
 
@@ -114,6 +119,19 @@ class KernelCall {
   const at::Tensor& to_device_ref(const at::Tensor& r) { return to_device_ref(const_cast<at::Tensor&>(r)); }
 
   bool has_generator() const { return has_generator_; }
+
+  // ---- timing (no-ops unless timing or tracing is on) -----------------------
+  void kernel_begin() {
+    if (C10_UNLIKELY(timing_ != 0)) kernel_start_ = neuron_rt::now_ns();
+  }
+  void kernel_end() {
+    if (C10_UNLIKELY(timing_ != 0)) kernel_end_ = neuron_rt::now_ns();
+  }
+  // Adds this call's times, bytes and FLOPs to the operator's totals, and a
+  // trace record while a profiler session is on.
+  void finish(OpCounter* counter) {
+    if (C10_UNLIKELY(timing_ != 0)) finish_timed(counter);
+  }
   const char* name() const { return name_; }
 
  private:
@@ -136,10 +154,16 @@ class KernelCall {
     return out;
   }
   [[noreturn]] void mismatch(c10::Device a, c10::Device b) const;
+  void finish_timed(OpCounter* counter);
+  int64_t estimate_flops() const;
   [[noreturn]] void wrong_generator() const;
 
   const char* name_;
   const char* overload_;
+  uint32_t timing_;
+  int64_t host_start_ = 0, kernel_start_ = 0, kernel_end_ = 0;
+  int64_t bytes_written_ = 0;
+  int64_t output_numel_ = 0;
   c10::DeviceIndex device_ = -1;
   std::optional<c10::Device> device_arg_;
   bool cpu_tensor_seen_ = false;
@@ -185,6 +209,13 @@ struct ToDevice<std::tuple<Ts...>> {
   }
 };
 
+// Marks the kernel's execution (after argument conversion, until it returns).
+struct KernelSpan {
+  explicit KernelSpan(KernelCall& c) : c_(c) { c_.kernel_begin(); }
+  ~KernelSpan() { c_.kernel_end(); }
+  KernelCall& c_;
+};
+
 // True for operators that draw random numbers (tag nondeterministic_seeded)
 // but take no generator argument: their CPU kernels use the CPU default
 // generator, which must then carry the device's state (DeviceRngScope).
@@ -207,20 +238,22 @@ struct NativeKernel<Op, Ret(Args...)> {
     if constexpr (std::is_void_v<Ret>) {
       run(c, device_rng, args...);
       c.sync_arguments();
+      c.finish(counter);
     } else {
       Ret r = run(c, device_rng, args...);
       c.sync_arguments();
-      return ToDevice<Ret>::map(c, std::forward<Ret>(r));
+      Ret out = ToDevice<Ret>::map(c, std::forward<Ret>(r));
+      c.finish(counter);
+      return out;
     }
   }
 
  private:
   static Ret run(KernelCall& c, bool device_rng, Args&... args) {
     KernelAllocationScope alloc;
-    if (C10_UNLIKELY(device_rng)) {
-      DeviceRngScope rng(c.device());
-      return Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), c.host(args)...);
-    }
+    std::optional<DeviceRngScope> rng;
+    if (C10_UNLIKELY(device_rng)) rng.emplace(c.device());
+    KernelSpan span(c);
     return Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), c.host(args)...);
   }
 };

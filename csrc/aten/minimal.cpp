@@ -13,7 +13,10 @@
 
 #include "../backend/allocator.h"
 #include "../runtime/device.h"
+#include "../runtime/stream.h"
+#include "../runtime/tracer.h"
 #include "host_view.h"
+#include "op_tracking.h"
 
 namespace torchneuron {
 namespace {
@@ -95,7 +98,40 @@ at::Tensor& set_empty(at::Tensor& self) {
 // Every combination of CPU and neuron memory is host memory here, so each
 // copy is one host copy over zero-copy views: dtype conversion, broadcasting
 // and strides are handled by the CPU copy kernel.
+neuron_rt::CopyKind copy_kind(const at::Tensor& src, const at::Tensor& dst) {
+  const bool s = src.device().type() == kNeuron, d = dst.device().type() == kNeuron;
+  if (s && d) return neuron_rt::CopyKind::kDeviceToDevice;
+  return s ? neuron_rt::CopyKind::kDeviceToHost : neuron_rt::CopyKind::kHostToDevice;
+}
+
+void record_copy(OpCounter* counter, uint32_t mode, int64_t start, const at::Tensor& src, const at::Tensor& dst) {
+  const int64_t end = neuron_rt::now_ns();
+  const int64_t read = static_cast<int64_t>(src.numel() * src.element_size());
+  const int64_t written = static_cast<int64_t>(dst.numel() * dst.element_size());
+  counter->add_timing(end - start, end - start, read, written, 0);
+  if (mode & neuron_rt::kTimingTrace) {
+    neuron_rt::TraceRecord r;
+    r.kind = neuron_rt::TraceKind::kMemcpy;
+    r.tier = static_cast<uint8_t>(ExecutionTier::kNative);
+    r.copy = copy_kind(src, dst);
+    r.device = src.device().type() == kNeuron ? src.device().index() : dst.device().index();
+    r.dst_device = dst.device().type() == kNeuron ? dst.device().index() : -1;
+    r.stream = neuron_rt::current_stream(r.device);
+    r.correlation = neuron_rt::current_correlation();
+    r.host_start = r.kernel_start = start;
+    r.kernel_end = r.host_end = end;
+    r.bytes_read = read;
+    r.bytes_written = written;
+    r.name = counter->name.c_str();
+    neuron_rt::record(r);
+  }
+}
+
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
+  static OpCounter* counter = op_counter("aten::_copy_from", "", ExecutionTier::kNative);
+  counter->increment();
+  const uint32_t mode = neuron_rt::timing_mode();
+  const int64_t start = mode != 0 ? neuron_rt::now_ns() : 0;
   TORCH_CHECK(self.device().type() == kNeuron || self.device().type() == c10::DeviceType::CPU ||
                   dst.device().type() == kNeuron || dst.device().type() == c10::DeviceType::CPU,
               "neuron can copy only to and from CPU and neuron tensors, not from ", self.device(), " to ",
@@ -103,6 +139,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
   at::Tensor src_host = self.device().type() == kNeuron ? host_view(self) : self;
   at::Tensor dst_host = dst.device().type() == kNeuron ? host_view(dst) : dst;
   dst_host.copy_(src_host);
+  if (C10_UNLIKELY(mode != 0)) record_copy(counter, mode, start, self, dst);
   return dst;
 }
 

@@ -28,10 +28,13 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
   at::Tensor out;
   {
     KernelAllocationScope alloc;
+    KernelSpan span(c);
     out = at::convolution(c.host(input), c.host(weight), c.host(bias), stride, padding, dilation, transposed,
                           output_padding, groups);
   }
-  return c.to_device(out);
+  at::Tensor result = c.to_device(out);
+  c.finish(counter);
+  return result;
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable(
@@ -48,12 +51,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
   std::tuple<at::Tensor, at::Tensor, at::Tensor> grads;
   {
     KernelAllocationScope alloc;
+    KernelSpan span(c);
     std::vector<int64_t> bias_sizes{grad_output.size(1)};
     grads = at::convolution_backward(c.host(grad_output), c.host(input), c.host(weight),
                                      output_mask[2] ? c10::OptionalIntArrayRef(bias_sizes) : std::nullopt, stride,
                                      padding, dilation, transposed, output_padding, groups, output_mask);
   }
-  return {c.to_device(std::get<0>(grads)), c.to_device(std::get<1>(grads)), c.to_device(std::get<2>(grads))};
+  std::tuple<at::Tensor, at::Tensor, at::Tensor> result{c.to_device(std::get<0>(grads)),
+                                                        c.to_device(std::get<1>(grads)),
+                                                        c.to_device(std::get<2>(grads))};
+  c.finish(counter);
+  return result;
 }
 
 // scaled_dot_product_attention picks its backend through a per-device stub;

@@ -65,7 +65,7 @@ OpCounter* op_counter(const char* name, const char* overload, ExecutionTier tier
   return op_counter(full, tier);
 }
 
-void record_generic(const c10::OperatorName& op) {
+OpCounter* record_generic(const c10::OperatorName& op) {
   auto& r = registry();
   OpCounter* c;
   {
@@ -81,6 +81,33 @@ void record_generic(const c10::OperatorName& op) {
   if (g_warn.load(std::memory_order_relaxed) && !c->warned.exchange(true)) {
     TORCH_WARN("Operator '", c->name,
                "' has no native neuron kernel and ran on the generic path (a host kernel over zero-copy views).");
+  }
+  return c;
+}
+
+std::vector<OpTiming> op_timings() {
+  auto& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  std::vector<OpTiming> out;
+  for (const auto& c : r.counters) {
+    const int64_t n = c.calls.load(std::memory_order_relaxed);
+    if (n == 0) continue;
+    out.push_back({c.name, c.tier, n, c.calls_timed.load(), c.host_ns.load(), c.device_ns.load(), c.bytes_read.load(),
+                   c.bytes_written.load(), c.flops.load()});
+  }
+  return out;
+}
+
+void reset_op_timings() {
+  auto& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  for (auto& c : r.counters) {
+    c.calls_timed.store(0);
+    c.host_ns.store(0);
+    c.device_ns.store(0);
+    c.bytes_read.store(0);
+    c.bytes_written.store(0);
+    c.flops.store(0);
   }
 }
 
@@ -101,6 +128,12 @@ void clear_op_tracking() {
   for (auto& c : r.counters) {
     c.calls.store(0);
     c.warned.store(false);
+    c.calls_timed.store(0);
+    c.host_ns.store(0);
+    c.device_ns.store(0);
+    c.bytes_read.store(0);
+    c.bytes_written.store(0);
+    c.flops.store(0);
   }
 }
 

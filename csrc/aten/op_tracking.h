@@ -28,14 +28,37 @@ struct OpCounter {
   ExecutionTier tier;
   std::atomic<int64_t> calls{0};
   std::atomic<bool> warned{false};
+  // Filled only while timing is on (calls_timed <= calls).
+  std::atomic<int64_t> calls_timed{0};
+  std::atomic<int64_t> host_ns{0};    // dispatch entry to exit
+  std::atomic<int64_t> device_ns{0};  // the kernel's execution
+  std::atomic<int64_t> bytes_read{0};
+  std::atomic<int64_t> bytes_written{0};
+  std::atomic<int64_t> flops{0};
   void increment() { calls.fetch_add(1, std::memory_order_relaxed); }
+  void add_timing(int64_t host, int64_t device, int64_t read, int64_t written, int64_t fl) {
+    calls_timed.fetch_add(1, std::memory_order_relaxed);
+    host_ns.fetch_add(host, std::memory_order_relaxed);
+    device_ns.fetch_add(device, std::memory_order_relaxed);
+    bytes_read.fetch_add(read, std::memory_order_relaxed);
+    bytes_written.fetch_add(written, std::memory_order_relaxed);
+    flops.fetch_add(fl, std::memory_order_relaxed);
+  }
 };
+
+struct OpTiming {
+  std::string name;
+  ExecutionTier tier;
+  int64_t calls, calls_timed, host_ns, device_ns, bytes_read, bytes_written, flops;
+};
+std::vector<OpTiming> op_timings();
+void reset_op_timings();
 
 // The counter for an operator, created on first use.
 OpCounter* op_counter(const std::string& name, ExecutionTier tier);
 OpCounter* op_counter(const char* name, const char* overload, ExecutionTier tier);
 // For the generic path: keyed by the registered operator, warns once if asked.
-void record_generic(const c10::OperatorName& op);
+OpCounter* record_generic(const c10::OperatorName& op);
 
 std::vector<OpCount> op_counts();
 void clear_op_tracking();

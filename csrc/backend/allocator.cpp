@@ -11,6 +11,7 @@
 
 #include "../runtime/device.h"
 #include "../runtime/memory.h"
+#include "../runtime/tracer.h"
 
 namespace torchneuron {
 
@@ -140,6 +141,31 @@ class NeuronDeviceAllocator final : public c10::DeviceAllocator {
 };
 
 NeuronDeviceAllocator g_device_allocator;
+
+// Feeds torch.profiler(profile_memory=True) (the NEURON Mem columns) and,
+// while a trace session is on, the HBM usage counter of the trace.
+void observe_memory(int device, void* ptr, int64_t delta, int64_t allocated, int64_t reserved) {
+  if (c10::memoryProfilingEnabled()) {
+    c10::reportMemoryUsageToProfiler(ptr, delta, static_cast<size_t>(allocated), static_cast<size_t>(reserved),
+                                     c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
+  }
+  if (neuron_rt::timing_mode() & neuron_rt::kTimingTrace) {
+    neuron_rt::TraceRecord r;
+    r.kind = neuron_rt::TraceKind::kMemory;
+    r.device = static_cast<int16_t>(device);
+    r.host_start = r.host_end = neuron_rt::now_ns();
+    r.allocated = allocated;
+    r.reserved = reserved;
+    r.bytes_written = delta > 0 ? delta : 0;
+    r.bytes_read = delta < 0 ? -delta : 0;
+    r.name = delta >= 0 ? "hbm_alloc" : "hbm_free";
+    neuron_rt::record(r);
+  }
+}
+
+struct InstallMemoryObserver {
+  InstallMemoryObserver() { neuron_rt::set_memory_observer(&observe_memory); }
+} install_memory_observer;
 
 // Pinned host memory: page-locked on real hardware, ordinary aligned host
 // memory here. We keep the live ranges so is_pinned() answers truthfully.

@@ -1,6 +1,7 @@
 #include "memory.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +14,13 @@ namespace neuron_rt {
 namespace {
 
 constexpr size_t kAlignment = 64;
+std::atomic<MemoryObserver> g_observer{nullptr};
+
+void notify(int device, void* ptr, int64_t delta, const MemoryStats& s) {
+  if (auto* obs = g_observer.load(std::memory_order_relaxed)) {
+    obs(device, ptr, delta, s.allocated_bytes[kAll].current, s.reserved_bytes[kAll].current);
+  }
+}
 
 uint64_t default_capacity() {
   const char* env = std::getenv("NEURON_EMU_HBM_SIZE");
@@ -105,6 +113,7 @@ void* CoreAllocator::malloc(size_t nbytes) {
     b.in_use = true;
     b.requested = nbytes;
     count_alloc_locked(b);
+    notify(device_, ptr, static_cast<int64_t>(b.size), stats_);
     return ptr;
   }
   if (stats_.reserved_bytes[kAll].current + rounded > capacity_ && (!free_small_.empty() || !free_large_.empty())) {
@@ -126,6 +135,7 @@ void* CoreAllocator::malloc(size_t nbytes) {
     stats_.segment[p].increase(1);
   }
   count_alloc_locked(b);
+  notify(device_, ptr, static_cast<int64_t>(rounded), stats_);
   return ptr;
 }
 
@@ -149,6 +159,7 @@ void CoreAllocator::free(void* ptr) {
     stats_.active[p].decrease(1);
   }
   (b.small ? free_small_ : free_large_).emplace(b.size, ptr);
+  notify(device_, ptr, -static_cast<int64_t>(b.size), stats_);
 }
 
 bool CoreAllocator::owns(const void* ptr) const {
@@ -292,6 +303,8 @@ std::vector<CoreAllocator::Segment> CoreAllocator::snapshot() const {
   for (const auto& [addr, b] : blocks_) out.push_back({addr, b.size, b.requested, b.in_use, b.small});
   return out;
 }
+
+void set_memory_observer(MemoryObserver observer) { g_observer.store(observer); }
 
 CoreAllocator& core_allocator(int device) {
   static std::vector<std::unique_ptr<CoreAllocator>>* allocators = [] {

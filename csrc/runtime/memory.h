@@ -116,6 +116,12 @@ class CoreAllocator {
   MemoryStats stats_;
 };
 
+// Called after every allocation (+bytes) and free (-bytes) of a core, with
+// the core's allocated and reserved bytes afterwards. Set by the backend to
+// feed the profiler; must be cheap when profiling is off.
+using MemoryObserver = void (*)(int device, void* ptr, int64_t delta, int64_t allocated, int64_t reserved);
+void set_memory_observer(MemoryObserver observer);
+
 // The per-core allocators, created on first use (capacity from
 // NEURON_EMU_HBM_SIZE, default 24 GiB).
 CoreAllocator& core_allocator(int device);

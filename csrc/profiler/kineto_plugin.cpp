@@ -1,0 +1,239 @@
+// The Kineto plugin: torch.profiler(activities=[..., ProfilerActivity.PrivateUse1])
+// starts a session here, kernels append trace records while it runs, and at
+// the end the records become Kineto activities:
+//   hardware lane "NC<i> hardware"           CONCURRENT_KERNEL, one per kernel execution
+//   runtime lane  "NC<i> runtime stream <s>" PRIVATEUSE1_RUNTIME, the dispatch span
+//   transfer lane "NC<i> transfers"          GPU_MEMCPY with bytes and direction
+// Each carries the correlation id of the op that launched it, so key_averages()
+// fills "Self NEURON" / "NEURON total", and the Chrome trace draws the flow
+// from the runtime event to the kernel. HBM usage is kept for the exporter.
+#ifdef USE_KINETO
+
+#include <GenericTraceActivity.h>
+#include <IActivityProfiler.h>
+#include <libkineto.h>
+#include <output_base.h>
+#include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
+
+#include <time.h>
+
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "../aten/op_tracking.h"
+#include "../runtime/device.h"
+#include "../runtime/tracer.h"
+#include "kineto_plugin.h"
+
+namespace torchneuron {
+namespace {
+
+using libkineto::ActivityType;
+
+// One pseudo process for the device in the trace viewer; lanes are threads.
+constexpr int32_t kNeuronPid = 0x4e43;  // "NC"
+constexpr int32_t kLanesPerCore = 64;
+int32_t hardware_lane(int core) { return core * kLanesPerCore; }
+int32_t runtime_lane(int core, int64_t stream) {
+  return core * kLanesPerCore + 1 + static_cast<int32_t>(stream % (kLanesPerCore - 2));
+}
+int32_t transfer_lane(int core) { return core * kLanesPerCore + kLanesPerCore - 1; }
+
+int64_t realtime_minus_monotonic() {
+  timespec real{}, mono{};
+  clock_gettime(CLOCK_REALTIME, &real);
+  clock_gettime(CLOCK_MONOTONIC, &mono);
+  return (real.tv_sec - mono.tv_sec) * 1000000000LL + (real.tv_nsec - mono.tv_nsec);
+}
+
+// Device activities are named after the op without "aten::" under a
+// "neuron::" prefix, so key_averages() shows the kernel beside, not on top
+// of, the host op that launched it.
+std::string kernel_name(const char* op) {
+  std::string n(op);
+  if (n.rfind("aten::", 0) == 0) n = n.substr(6);
+  return "neuron::" + n;
+}
+
+const char* copy_name(neuron_rt::CopyKind k) {
+  switch (k) {
+    case neuron_rt::CopyKind::kHostToDevice: return "Memcpy HtoD (host -> neuron)";
+    case neuron_rt::CopyKind::kDeviceToHost: return "Memcpy DtoH (neuron -> host)";
+    case neuron_rt::CopyKind::kDeviceToDevice: return "Memcpy DtoD (neuron -> neuron)";
+    default: return "Memcpy";
+  }
+}
+
+std::mutex g_memory_mu;
+std::vector<MemorySample> g_last_memory;
+
+class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
+ public:
+  explicit NeuronProfilerSession(std::set<ActivityType> types) : types_(std::move(types)) {}
+
+  void start() override {
+    neuron_rt::clear_records();
+    start_ns_ = neuron_rt::now_ns();
+    neuron_rt::set_timing_bit(neuron_rt::kTimingTrace, true);
+    status_ = libkineto::TraceStatus::RECORDING;
+  }
+
+  void stop() override {
+    neuron_rt::set_timing_bit(neuron_rt::kTimingTrace, false);
+    end_ns_ = neuron_rt::now_ns();
+    status_ = libkineto::TraceStatus::PROCESSING;
+  }
+
+  std::vector<std::string> errors() override { return {}; }
+
+  void processTrace(libkineto::ActivityLogger& logger) override { processTrace(logger, nullptr, 0, 0); }
+
+  void processTrace(libkineto::ActivityLogger& logger, libkineto::getLinkedActivityCallback linked,
+                    int64_t /*window_start*/, int64_t /*window_end*/) override {
+    const int64_t offset = realtime_minus_monotonic();
+    buffer_ = std::make_unique<libkineto::CpuTraceBuffer>();
+    buffer_->span = libkineto::TraceSpan(start_ns_ + offset, end_ns_ + offset, "neuron");
+    buffer_->gpuOpCount = 0;
+    std::vector<MemorySample> memory;
+    for (const auto& r : neuron_rt::drain_records()) {
+      if (r.kind == neuron_rt::TraceKind::kMemory) {
+        memory.push_back({r.device, r.host_start + offset, r.allocated, r.reserved});
+        continue;
+      }
+      const libkineto::ITraceActivity* op = (linked && r.correlation != 0) ? linked(static_cast<int32_t>(r.correlation)) : nullptr;
+      const bool copy = r.kind == neuron_rt::TraceKind::kMemcpy;
+      const std::string tier = tier_name(static_cast<ExecutionTier>(r.tier));
+      // The runtime span: dispatch on the host, from entry to exit.
+      if (wants(ActivityType::PRIVATEUSE1_RUNTIME)) {
+        buffer_->emplace_activity(buffer_->span, ActivityType::PRIVATEUSE1_RUNTIME,
+                                  copy ? std::string("nrt_tensor_copy") : std::string("nrt_execute"));
+        auto& a = *buffer_->activities.back();
+        fill(a, r, r.host_start + offset, r.host_end + offset, runtime_lane(r.device, r.stream), op);
+        a.flow.start = 1;
+        a.addMetadataQuoted("op", r.name);
+        a.addMetadataQuoted("tier", tier);
+        a.addMetadata("stream", r.stream);
+        seen_.insert({r.device, runtime_lane(r.device, r.stream)});
+        streams_[{r.device, runtime_lane(r.device, r.stream)}] = r.stream;
+      }
+      // The device work itself.
+      if (copy ? wants(ActivityType::GPU_MEMCPY) : wants(ActivityType::CONCURRENT_KERNEL)) {
+        buffer_->emplace_activity(buffer_->span, copy ? ActivityType::GPU_MEMCPY : ActivityType::CONCURRENT_KERNEL,
+                                  copy ? std::string(copy_name(r.copy)) : kernel_name(r.name));
+        auto& a = *buffer_->activities.back();
+        const int32_t lane = copy ? transfer_lane(r.device) : hardware_lane(r.device);
+        fill(a, r, r.kernel_start + offset, r.kernel_end + offset, lane, op);
+        a.flow.start = 0;
+        a.addMetadata("device", r.device);
+        a.addMetadata("stream", r.stream);
+        a.addMetadataQuoted("tier", tier);
+        a.addMetadata("bytes", r.bytes_read + r.bytes_written);
+        if (copy) {
+          a.addMetadata("bytes read", r.bytes_read);
+          a.addMetadata("bytes written", r.bytes_written);
+        } else {
+          a.addMetadata("bytes read", r.bytes_read);
+          a.addMetadata("bytes written", r.bytes_written);
+          if (r.flops) a.addMetadata("flops", r.flops);
+        }
+        seen_.insert({r.device, lane});
+        buffer_->gpuOpCount++;
+      }
+    }
+    // The logger keeps pointers; the buffer, handed to Kineto by
+    // getTraceBuffer(), keeps the activities alive.
+    for (const auto& a : buffer_->activities) logger.handleGenericActivity(*a);
+    std::lock_guard<std::mutex> lock(g_memory_mu);
+    g_last_memory = std::move(memory);
+  }
+
+  std::unique_ptr<libkineto::DeviceInfo> getDeviceInfo() override {
+    return std::make_unique<libkineto::DeviceInfo>(kNeuronPid, kNeuronPid, "Neuron (emulated)", "neuron");
+  }
+
+  std::vector<libkineto::ResourceInfo> getResourceInfos() override {
+    std::vector<libkineto::ResourceInfo> out;
+    for (const auto& [core, lane] : seen_) {
+      std::string name;
+      const int32_t offset = lane - core * kLanesPerCore;
+      if (offset == 0) {
+        name = "NC" + std::to_string(core) + " hardware (kernel execution)";
+      } else if (offset == kLanesPerCore - 1) {
+        name = "NC" + std::to_string(core) + " transfers";
+      } else {
+        name = "NC" + std::to_string(core) + " runtime stream " + std::to_string(streams_[{core, lane}]);
+      }
+      out.push_back(libkineto::ResourceInfo(lane, lane, kNeuronPid, name));
+    }
+    return out;
+  }
+
+  std::unique_ptr<libkineto::CpuTraceBuffer> getTraceBuffer() override { return std::move(buffer_); }
+
+  void pushCorrelationId(uint64_t id) override { neuron_rt::push_correlation(id); }
+  void popCorrelationId() override { neuron_rt::pop_correlation(); }
+
+ private:
+  bool wants(ActivityType t) const { return types_.empty() || types_.count(t) > 0; }
+
+  void fill(libkineto::GenericTraceActivity& a, const neuron_rt::TraceRecord& r, int64_t start, int64_t end,
+            int32_t lane, const libkineto::ITraceActivity* op) {
+    a.startTime = start;
+    a.endTime = std::max(end, start);
+    a.id = static_cast<int32_t>(r.correlation);
+    a.device = kNeuronPid;
+    a.resource = lane;
+    a.threadId = lane;
+    a.linked = op;
+    if (r.correlation != 0) {
+      a.flow.id = static_cast<uint32_t>(r.correlation);
+      a.flow.type = libkineto::kLinkAsyncCpuGpu;
+    }
+  }
+
+  std::set<ActivityType> types_;
+  int64_t start_ns_ = 0, end_ns_ = 0;
+  std::unique_ptr<libkineto::CpuTraceBuffer> buffer_;
+  std::set<std::pair<int, int32_t>> seen_;
+  std::map<std::pair<int, int32_t>, int64_t> streams_;
+};
+
+class NeuronActivityProfiler final : public libkineto::IActivityProfiler {
+ public:
+  const std::string& name() const override { return name_; }
+  const std::set<ActivityType>& availableActivities() const override { return activities_; }
+
+  std::unique_ptr<libkineto::IActivityProfilerSession> configure(const std::set<ActivityType>& types,
+                                                                 const libkineto::Config& /*config*/) override {
+    std::set<ActivityType> wanted;
+    for (auto t : types)
+      if (activities_.count(t)) wanted.insert(t);
+    return std::make_unique<NeuronProfilerSession>(wanted);
+  }
+
+  std::unique_ptr<libkineto::IActivityProfilerSession> configure(int64_t /*ts_ms*/, int64_t /*duration_ms*/,
+                                                                 const std::set<ActivityType>& types,
+                                                                 const libkineto::Config& config) override {
+    return configure(types, config);
+  }
+
+ private:
+  std::string name_{"neuron"};
+  std::set<ActivityType> activities_{ActivityType::CONCURRENT_KERNEL, ActivityType::GPU_MEMCPY,
+                                     ActivityType::GPU_MEMSET, ActivityType::PRIVATEUSE1_RUNTIME,
+                                     ActivityType::PRIVATEUSE1_DRIVER};
+};
+
+REGISTER_PRIVATEUSE1_PROFILER(NeuronActivityProfiler);
+
+}  // namespace
+
+std::vector<MemorySample> last_memory_timeline() {
+  std::lock_guard<std::mutex> lock(g_memory_mu);
+  return g_last_memory;
+}
+
+}  // namespace torchneuron
+
+#endif  // USE_KINETO

@@ -1,0 +1,85 @@
+#include "tracer.h"
+
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <memory>
+#include <mutex>
+
+namespace neuron_rt {
+namespace {
+
+struct ThreadBuffer {
+  std::mutex mu;  // taken by the owning thread per record and by drain
+  std::vector<TraceRecord> records;
+};
+
+struct Registry {
+  std::mutex mu;
+  std::vector<std::shared_ptr<ThreadBuffer>> buffers;
+};
+
+Registry& registry() {
+  static Registry* r = new Registry();
+  return *r;
+}
+
+ThreadBuffer& local_buffer() {
+  thread_local std::shared_ptr<ThreadBuffer> buf = [] {
+    auto b = std::make_shared<ThreadBuffer>();
+    std::lock_guard<std::mutex> lock(registry().mu);
+    registry().buffers.push_back(b);
+    return b;
+  }();
+  return *buf;
+}
+
+thread_local std::vector<uint64_t> tls_correlation;
+
+}  // namespace
+
+void set_timing_bit(uint32_t bit, bool on) {
+  if (on) {
+    timing_flags().fetch_or(bit);
+  } else {
+    timing_flags().fetch_and(~bit);
+  }
+}
+
+void record(const TraceRecord& r) {
+  ThreadBuffer& b = local_buffer();
+  std::lock_guard<std::mutex> lock(b.mu);
+  b.records.push_back(r);
+  b.records.back().thread = thread_id();
+}
+
+std::vector<TraceRecord> drain_records() {
+  std::vector<std::shared_ptr<ThreadBuffer>> buffers;
+  {
+    std::lock_guard<std::mutex> lock(registry().mu);
+    buffers = registry().buffers;
+  }
+  std::vector<TraceRecord> out;
+  for (auto& b : buffers) {
+    std::lock_guard<std::mutex> lock(b->mu);
+    out.insert(out.end(), b->records.begin(), b->records.end());
+    b->records.clear();
+  }
+  return out;
+}
+
+void clear_records() { drain_records(); }
+
+void push_correlation(uint64_t id) { tls_correlation.push_back(id); }
+void pop_correlation() {
+  if (!tls_correlation.empty()) tls_correlation.pop_back();
+}
+uint64_t current_correlation() { return tls_correlation.empty() ? 0 : tls_correlation.back(); }
+
+uint64_t thread_id() {
+  thread_local uint64_t tid = static_cast<uint64_t>(::syscall(SYS_gettid));
+  return tid;
+}
+
+}  // namespace neuron_rt
