@@ -19,6 +19,7 @@ import torch  # noqa: E402
 
 from . import _C  # noqa: E402  loading the library registers the device with PyTorch
 from . import neuron
+from . import profiler
 from .ops import clear_op_tracking, get_executed_ops, get_fallback_ops, get_op_counts, warn_on_generic_path
 
 __version__ = "0.1.0"
@@ -29,6 +30,7 @@ __all__ = [
     "get_fallback_ops",
     "get_op_counts",
     "neuron",
+    "profiler",
     "set_hbm_capacity",
     "warn_on_generic_path",
 ]

@@ -1,8 +1,16 @@
-"""`torchneuron-ext`: the command line of the emulated neuron device."""
+"""`torchneuron-ext`: the command line of the emulated neuron device.
+
+    torchneuron-ext info                          the cores, their memory and versions
+    torchneuron-ext demo [--out DIR]              profile three RMSNorm variants and report
+    torchneuron-ext profile [--out DIR] -- python script.py ARGS
+    torchneuron-ext report PATH                   summarise a trace (file or directory)
+"""
 from __future__ import annotations
 
 import argparse
+import os
 import platform
+import runpy
 import sys
 from typing import Optional, Sequence
 
@@ -32,10 +40,85 @@ def _info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _profile(args: argparse.Namespace) -> int:
+    import torch
+    from torch.profiler import ProfilerActivity
+
+    from torchneuron_ext.profiler import NeuronConfig, NeuronProfiler, format_report, summarize_trace
+
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if command and os.path.basename(command[0]).startswith("python"):
+        command = command[1:]
+    if not command:
+        print("torchneuron-ext profile: give the script to run, e.g. `torchneuron-ext profile -- python train.py`",
+              file=sys.stderr)
+        return 2
+    if command[0] == "-m":
+        if len(command) < 2:
+            print("torchneuron-ext profile: -m needs a module name", file=sys.stderr)
+            return 2
+        target, run = command[1], lambda: runpy.run_module(command[1], run_name="__main__", alter_sys=True)
+        sys.argv = command[1:]
+    else:
+        target = command[0]
+        if not os.path.isfile(target):
+            print(f"torchneuron-ext profile: no such script: {target}", file=sys.stderr)
+            return 2
+        sys.argv = command
+        sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
+        run = lambda: runpy.run_path(target, run_name="__main__")  # noqa: E731
+    cfg = NeuronConfig(profile_output_dir=args.out)
+    exporter = NeuronProfiler(cfg)
+    status = 0
+    with torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
+                                experimental_config=cfg, on_trace_ready=exporter.export_trace,
+                                record_shapes=True, profile_memory=True):
+        try:
+            run()
+        except SystemExit as e:
+            status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    out = exporter.last_export_dir
+    print(format_report(summarize_trace(os.path.join(out, "trace.json"))), file=sys.stderr)
+    print(f"trace and report written to {out}", file=sys.stderr)
+    return status
+
+
+def _report(args: argparse.Namespace) -> int:
+    from torchneuron_ext.profiler import format_report, summarize_trace
+
+    try:
+        summary = summarize_trace(args.path)
+    except (OSError, ValueError) as e:
+        print(f"torchneuron-ext report: {e}", file=sys.stderr)
+        return 2
+    print(format_report(summary, top=args.top), end="")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from torchneuron_ext.profiler.demo import run_demo
+
+    return run_demo(args.out, size=args.size)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="torchneuron-ext", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(prog="torchneuron-ext", description="The emulated AWS Trainium neuron device.")
+    sub = parser.add_subparsers(dest="command_name", required=True)
     sub.add_parser("info", help="print the emulated NeuronCores, their memory and versions").set_defaults(func=_info)
+    p = sub.add_parser("demo", help="profile naive and fused RMSNorm on neuron and report where the time goes")
+    p.add_argument("--out", default="neuron_profile/demo", help="directory for traces and reports")
+    p.add_argument("--size", type=int, default=2048, help="rows and columns of the input (default 2048)")
+    p.set_defaults(func=_demo)
+    p = sub.add_parser("profile", help="run a Python script under the profiler; write its trace and report")
+    p.add_argument("--out", default="neuron_profile", help="profile_output_dir (default ./neuron_profile)")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- python script.py ARGS")
+    p.set_defaults(func=_profile)
+    p = sub.add_parser("report", help="summarise a trace.json (or the newest one under a directory)")
+    p.add_argument("path")
+    p.add_argument("--top", type=int, default=15, help="how many ops to list")
+    p.set_defaults(func=_report)
     args = parser.parse_args(argv)
     return int(args.func(args) or 0)
 

@@ -38,6 +38,7 @@ bool needs_device_rng(const char* name, const char* overload) {
 void KernelCall::note(const at::Tensor& t) {
   if (!t.defined()) return;
   ++tensors_noted_;
+  if (C10_UNLIKELY(timing_ != 0)) noted_.push_back(&t);
   const c10::Device d = t.device();
   if (d.type() == kNeuron) {
     if (device_ < 0) {
@@ -139,7 +140,8 @@ int64_t dims_product(const at::Tensor& t, int64_t from, int64_t to) {
 // operators report none (their cost is bytes, not arithmetic).
 int64_t KernelCall::estimate_flops() const {
   const std::string_view n(name_);
-  auto tensor = [&](size_t i) -> const at::Tensor* { return i < slots_.size() ? &slots_[i].host : nullptr; };
+  // Operands in argument order (host views are created in unspecified order).
+  auto tensor = [&](size_t i) -> const at::Tensor* { return i < noted_.size() ? noted_[i] : nullptr; };
   // Operands: mm/bmm/mv/dot (a, b); addmm/baddbmm/addmv/addbmm (bias, a, b).
   const bool with_bias = n == "aten::addmm" || n == "aten::addmm_" || n == "aten::baddbmm" ||
                          n == "aten::baddbmm_" || n == "aten::addbmm" || n == "aten::addmv" || n == "aten::addmv_";
@@ -152,14 +154,14 @@ int64_t KernelCall::estimate_flops() const {
     const int64_t n_cols = b->dim() >= 2 ? b->size(-1) : 1;
     return 2 * (a->numel() / std::max<int64_t>(k, 1)) * n_cols * k;
   }
-  if (n == "aten::convolution_overrideable" && slots_.size() >= 2) {
-    const at::Tensor& w = slots_[1].host;  // (out, in/groups, k...)
+  if (n == "aten::convolution_overrideable" && noted_.size() >= 2) {
+    const at::Tensor& w = *noted_[1];  // (out, in/groups, k...)
     if (w.dim() < 2) return 0;
     return 2 * output_numel_ * dims_product(w, 1, w.dim());
   }
-  if (n == "aten::_scaled_dot_product_flash_attention_for_cpu" && slots_.size() >= 3) {
-    const at::Tensor& q = slots_[0].host;  // (B, H, L, D) and k (B, H, S, D)
-    const at::Tensor& k = slots_[1].host;
+  if (n == "aten::_scaled_dot_product_flash_attention_for_cpu" && noted_.size() >= 3) {
+    const at::Tensor& q = *noted_[0];  // (B, H, L, D) and k (B, H, S, D)
+    const at::Tensor& k = *noted_[1];
     if (q.dim() != 4 || k.dim() != 4) return 0;
     return 4 * q.size(0) * q.size(1) * q.size(2) * k.size(2) * q.size(3);
   }

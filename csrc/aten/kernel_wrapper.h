@@ -172,6 +172,7 @@ class KernelCall {
   // views (returned by reference for in-place ops) never move.
   c10::SmallVector<Slot, 4> slots_;
   size_t tensors_noted_ = 0;
+  c10::SmallVector<const at::Tensor*, 4> noted_;  // argument order, kept only while timing
   // Inner vectors keep their heap buffers when the outer one grows, so the
   // TensorList / ITensorListRef views handed to kernels stay valid.
   c10::SmallVector<std::vector<at::Tensor>, 1> lists_;

@@ -17,6 +17,7 @@
 
 #include <time.h>
 
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <set>
@@ -65,12 +66,57 @@ const char* copy_name(neuron_rt::CopyKind k) {
   }
 }
 
+// Options from NeuronConfig, which torch passes through as a one-line JSON
+// object ({"modes":"DEVICE,RUNTIME","capture_enabled_for_nc":"0,1","max_events_per_nc":0}).
+struct CaptureOptions {
+  bool device = true;
+  bool runtime = true;
+  std::set<int> cores;  // empty: all
+  int64_t max_events_per_nc = 0;  // 0: no limit
+};
+
+std::string json_field(const std::string& json, const std::string& key) {
+  const std::string k = "\"" + key + "\":";
+  size_t p = json.find(k);
+  if (p == std::string::npos) return "";
+  p += k.size();
+  if (p < json.size() && json[p] == '"') {
+    size_t e = json.find('"', p + 1);
+    return e == std::string::npos ? "" : json.substr(p + 1, e - p - 1);
+  }
+  size_t e = json.find_first_of(",}", p);
+  return json.substr(p, e == std::string::npos ? std::string::npos : e - p);
+}
+
+CaptureOptions parse_options(const std::string& json) {
+  CaptureOptions o;
+  if (json.empty()) return o;
+  const std::string modes = json_field(json, "modes");
+  if (!modes.empty()) {
+    o.device = modes.find("DEVICE") != std::string::npos;
+    o.runtime = modes.find("RUNTIME") != std::string::npos;
+  }
+  const std::string cores = json_field(json, "capture_enabled_for_nc");
+  size_t start = 0;
+  while (start < cores.size()) {
+    size_t comma = cores.find(',', start);
+    const std::string item = cores.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (!item.empty()) o.cores.insert(std::atoi(item.c_str()));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  const std::string max_events = json_field(json, "max_events_per_nc");
+  if (!max_events.empty()) o.max_events_per_nc = std::atoll(max_events.c_str());
+  return o;
+}
+
 std::mutex g_memory_mu;
 std::vector<MemorySample> g_last_memory;
 
 class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
  public:
-  explicit NeuronProfilerSession(std::set<ActivityType> types) : types_(std::move(types)) {}
+  NeuronProfilerSession(std::set<ActivityType> types, CaptureOptions options)
+      : types_(std::move(types)), options_(std::move(options)) {}
 
   void start() override {
     neuron_rt::clear_records();
@@ -96,16 +142,19 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
     buffer_->span = libkineto::TraceSpan(start_ns_ + offset, end_ns_ + offset, "neuron");
     buffer_->gpuOpCount = 0;
     std::vector<MemorySample> memory;
+    std::map<int, int64_t> events_per_core;
     for (const auto& r : neuron_rt::drain_records()) {
+      if (!options_.cores.empty() && options_.cores.count(r.device) == 0) continue;
       if (r.kind == neuron_rt::TraceKind::kMemory) {
         memory.push_back({r.device, r.host_start + offset, r.allocated, r.reserved});
         continue;
       }
+      if (options_.max_events_per_nc > 0 && ++events_per_core[r.device] > options_.max_events_per_nc) continue;
       const libkineto::ITraceActivity* op = (linked && r.correlation != 0) ? linked(static_cast<int32_t>(r.correlation)) : nullptr;
       const bool copy = r.kind == neuron_rt::TraceKind::kMemcpy;
       const std::string tier = tier_name(static_cast<ExecutionTier>(r.tier));
       // The runtime span: dispatch on the host, from entry to exit.
-      if (wants(ActivityType::PRIVATEUSE1_RUNTIME)) {
+      if (options_.runtime && wants(ActivityType::PRIVATEUSE1_RUNTIME)) {
         buffer_->emplace_activity(buffer_->span, ActivityType::PRIVATEUSE1_RUNTIME,
                                   copy ? std::string("nrt_tensor_copy") : std::string("nrt_execute"));
         auto& a = *buffer_->activities.back();
@@ -118,7 +167,7 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
         streams_[{r.device, runtime_lane(r.device, r.stream)}] = r.stream;
       }
       // The device work itself.
-      if (copy ? wants(ActivityType::GPU_MEMCPY) : wants(ActivityType::CONCURRENT_KERNEL)) {
+      if (options_.device && (copy ? wants(ActivityType::GPU_MEMCPY) : wants(ActivityType::CONCURRENT_KERNEL))) {
         buffer_->emplace_activity(buffer_->span, copy ? ActivityType::GPU_MEMCPY : ActivityType::CONCURRENT_KERNEL,
                                   copy ? std::string(copy_name(r.copy)) : kernel_name(r.name));
         auto& a = *buffer_->activities.back();
@@ -193,6 +242,7 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
   }
 
   std::set<ActivityType> types_;
+  CaptureOptions options_;
   int64_t start_ns_ = 0, end_ns_ = 0;
   std::unique_ptr<libkineto::CpuTraceBuffer> buffer_;
   std::set<std::pair<int, int32_t>> seen_;
@@ -205,11 +255,11 @@ class NeuronActivityProfiler final : public libkineto::IActivityProfiler {
   const std::set<ActivityType>& availableActivities() const override { return activities_; }
 
   std::unique_ptr<libkineto::IActivityProfilerSession> configure(const std::set<ActivityType>& types,
-                                                                 const libkineto::Config& /*config*/) override {
+                                                                 const libkineto::Config& config) override {
     std::set<ActivityType> wanted;
     for (auto t : types)
       if (activities_.count(t)) wanted.insert(t);
-    return std::make_unique<NeuronProfilerSession>(wanted);
+    return std::make_unique<NeuronProfilerSession>(wanted, parse_options(config.getCustomConfig()));
   }
 
   std::unique_ptr<libkineto::IActivityProfilerSession> configure(int64_t /*ts_ms*/, int64_t /*duration_ms*/,

@@ -80,12 +80,23 @@ def _tols(dtype):
     return {}
 
 
+def _check_readable(t, path):
+    """Known ways a neuron result crashes the process when read: fail instead of crashing."""
+    if t.is_conj() or t.is_neg():
+        raise AssertionError(f"{path}: result has the {'conj' if t.is_conj() else 'neg'} bit; reading it "
+                             f"(.cpu(), clone, any op) segfaults on neuron (_copy_from recursion)")
+    if t.numel() > 0 and t.data_ptr() == 0:
+        raise AssertionError(f"{path}: result has no memory (data_ptr 0, zerotensor={t._is_zerotensor()}); "
+                             f"reading it segfaults (a CPU ZeroTensor adopted without its ZeroTensor key)")
+
+
 def assert_same(neuron, cpu, path="out"):
     if isinstance(cpu, torch.Tensor):
         assert isinstance(neuron, torch.Tensor), f"{path}: expected a tensor, got {type(neuron)}"
         assert neuron.device.type == DEVICE, f"{path}: result on {neuron.device}, expected {DEVICE}"
         assert neuron.shape == cpu.shape, f"{path}: shape {tuple(neuron.shape)} != cpu {tuple(cpu.shape)}"
         assert neuron.dtype == cpu.dtype, f"{path}: dtype {neuron.dtype} != cpu {cpu.dtype}"
+        _check_readable(neuron, path)
         torch.testing.assert_close(neuron.cpu(), cpu, equal_nan=True, **_tols(cpu.dtype),
                                    msg=lambda m: f"{path}: {m}")
         return
@@ -165,7 +176,7 @@ def check_backward(op, dtype):
                 raise
             leaves = [t for t in pytree.tree_leaves(args) if isinstance(t, torch.Tensor) and t.requires_grad]
             outs = [t for t in pytree.tree_leaves(out)
-                    if isinstance(t, torch.Tensor) and t.requires_grad and t.dtype.is_floating_point]
+                    if isinstance(t, torch.Tensor) and t.requires_grad and (t.is_floating_point() or t.is_complex())]
             if not leaves or not outs:
                 results = None
                 break
@@ -179,4 +190,63 @@ def check_backward(op, dtype):
         assert_same(dev_out, cpu_out, f"sample {i} out")
         assert_same(list(dev_grads), list(cpu_grads), f"sample {i} grads")
         compared += 1
+    return compared
+
+
+def check_inplace(op, dtype):
+    compared = 0
+    fn = op.inplace_variant
+    with torch.no_grad():
+        for i, s in enumerate(get_samples(op, dtype, False)):
+            if s.broadcasts_input or not isinstance(s.input, torch.Tensor):
+                continue
+            cpu_args = (s.input, s.args, s.kwargs)
+            dev_args = pytree.tree_map(_ToDevice(False), cpu_args)
+            try:
+                cpu_out = _call(fn, cpu_args)
+            except Exception:
+                continue
+            dev_out = _call(fn, dev_args)
+            assert (dev_out is dev_args[0]) == (cpu_out is cpu_args[0]), f"sample {i}: in-place result is not self"
+            assert_same(dev_out, cpu_out, f"sample {i} out")
+            assert_same(dev_args, cpu_args, f"sample {i} inputs after the call")
+            compared += 1
+    return compared
+
+
+def _empty_like_out(x, device, same_shape):
+    if isinstance(x, torch.Tensor):
+        if same_shape:
+            return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=device).fill_(7) if x.numel() else torch.empty(x.shape, dtype=x.dtype, device=device)
+        return torch.empty(0, dtype=x.dtype, device=device)
+    if isinstance(x, (tuple, list)):
+        return tuple(_empty_like_out(t, device, same_shape) for t in x)
+    raise TypeError(type(x))
+
+
+def check_out(op, dtype):
+    compared = 0
+    with torch.no_grad():
+        for i, s in enumerate(get_samples(op, dtype, False)):
+            cpu_args0 = (s.input, s.args, s.kwargs)
+            try:
+                expected = _call(op, cpu_args0)
+                _empty_like_out(expected, "cpu", False)
+            except Exception:
+                continue
+            for same_shape in (False, True):
+                cpu_args = pytree.tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, cpu_args0)
+                dev_args = pytree.tree_map(_ToDevice(False), cpu_args)
+                cpu_o = _empty_like_out(expected, "cpu", same_shape)
+                dev_o = _empty_like_out(expected, DEVICE, same_shape)
+                try:
+                    cpu_ret = _call(lambda inp, *a, **k: op(inp, *a, **k, out=cpu_o), cpu_args)
+                except Exception:
+                    continue
+                dev_ret = _call(lambda inp, *a, **k: op(inp, *a, **k, out=dev_o), dev_args)
+                tag = f"sample {i} ({'preallocated' if same_shape else 'empty'} out=)"
+                assert_same(dev_o, cpu_o, f"{tag} out tensors")
+                assert_same(dev_ret, cpu_ret, f"{tag} returned")
+                assert_same(dev_args, cpu_args, f"{tag} inputs after the call")
+                compared += 1
     return compared

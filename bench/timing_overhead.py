@@ -1,0 +1,51 @@
+"""Cost of the built-in per-op timing: a tiny add on neuron with timing off, with timing on, and
+under torch.profiler (CPU + NEURON), against plain CPU PyTorch, interleaved in one run.
+
+    python bench/timing_overhead.py
+"""
+import statistics
+import time
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+import torchneuron_ext
+from torchneuron_ext.profiler import disable_timing, enable_timing
+
+N = 20000
+
+
+def per_op_us(fn) -> float:
+    t0 = time.perf_counter()
+    for _ in range(N):
+        fn()
+    return (time.perf_counter() - t0) / N * 1e6
+
+
+def main() -> None:
+    a_c, b_c = torch.randn(4, 4), torch.randn(4, 4)
+    a_n, b_n = a_c.neuron(), b_c.neuron()
+    cases = {"cpu": [], "neuron, timing off": [], "neuron, timing on": []}
+    for _ in range(3):
+        per_op_us(lambda: torch.add(a_n, b_n))
+    for _ in range(9):
+        cases["cpu"].append(per_op_us(lambda: torch.add(a_c, b_c)))
+        disable_timing()
+        cases["neuron, timing off"].append(per_op_us(lambda: torch.add(a_n, b_n)))
+        enable_timing()
+        cases["neuron, timing on"].append(per_op_us(lambda: torch.add(a_n, b_n)))
+        disable_timing()
+    med = {k: statistics.median(v) for k, v in cases.items()}
+    with profile(activities=[ProfilerActivity.CPU]):
+        cpu_prof = per_op_us(lambda: torch.add(a_c, b_c))
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]):
+        neuron_prof = per_op_us(lambda: torch.add(a_n, b_n))
+    print(f"tiny add (4x4), median of 9 x {N} calls, {torch.get_num_threads()} threads")
+    for k, v in med.items():
+        print(f"  {k:<28}{v:8.3f} us   {v / med['cpu']:.2f}x cpu")
+    print(f"  timing cost per op          {med['neuron, timing on'] - med['neuron, timing off']:8.3f} us   (goal <= 0.5 us)")
+    print(f"  under torch.profiler: cpu {cpu_prof:.2f} us, neuron {neuron_prof:.2f} us")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+"""Reports from traces: the summary, the text a person reads, and the CLI."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from expecttest import TestCase
+
+from torchneuron_ext.profiler import format_report, summarize_trace
+
+
+def _synthetic_trace():
+    ev = []
+    t = 1000.0
+    for i, (name, tier, dur) in enumerate([("neuron::mm", "native", 300.0), ("neuron::special_bessel_j0", "generic", 50.0),
+                                           ("neuron::mm", "native", 300.0)]):
+        ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::" + name[8:], "ts": t, "dur": dur + 40, "pid": 1, "tid": 1})
+        ev.append({"ph": "X", "cat": "privateuse1_runtime", "name": "nrt_execute", "ts": t + 5, "dur": dur + 30,
+                   "pid": 0x4E43, "tid": 1, "args": {"op": "aten::" + name[8:], "tier": tier}})
+        ev.append({"ph": "X", "cat": "kernel", "name": name, "ts": t + 10, "dur": dur, "pid": 0x4E43, "tid": 0,
+                   "args": {"tier": tier, "device": 0, "bytes": 4096}})
+        t += dur + 500
+    ev.append({"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH (neuron -> host)", "ts": t, "dur": 20.0,
+               "pid": 0x4E43, "tid": 63, "args": {"bytes written": 65536, "tier": "native"}})
+    ev.append({"ph": "C", "name": "NC0 HBM", "ts": t, "pid": 0x4E43, "args": {"allocated MB": 2.0, "reserved MB": 4.0}})
+    return {"traceEvents": ev}
+
+
+class TestReport(TestCase):
+    def test_summary_numbers(self):
+        s = summarize_trace(_synthetic_trace())
+        self.assertEqual(s.kernels, 4)
+        self.assertAlmostEqual(s.device_busy_us, 670.0)
+        self.assertAlmostEqual(s.wall_us, 2170.0)
+        self.assertEqual(s.verdict, "host-bound")
+        self.assertEqual(s.generic_ops, {"aten::special_bessel_j0": 1})
+        self.assertEqual(s.transfers, {"DtoH": (1, 65536)})
+        self.assertEqual(s.peak_hbm_bytes, {0: 2 * 2**20})
+
+    def test_report_text(self):
+        self.assertExpectedInline(format_report(summarize_trace(_synthetic_trace())), """\
+neuron profile report
+=====================
+wall time            2.17 ms
+device busy          670.0 us (30.9% of wall)
+host dispatch        740.0 us
+kernels              4 on core(s) 0
+verdict              host-bound
+  the device waits on the host between kernels: fuse ops (torch.compile, fused ops such as
+  torch.rms_norm) or batch more work per op
+
+top ops by device time (of 3)
+  op                                      tier      calls       host     device      bytes
+  ----------------------------------------------------------------------------------------
+  aten::mm                                native        2   660.0 us   600.0 us    8.0 KiB
+  aten::special_bessel_j0                 generic       1    80.0 us    50.0 us    4.0 KiB
+  aten::_copy_from                        native        1     0.0 us    20.0 us   64.0 KiB
+
+generic-path ops (1 of 4 kernels ran a host kernel without a native one)
+  aten::special_bessel_j0                      1 calls
+
+transfers
+  DtoH           1 copies     64.0 KiB
+
+peak HBM allocated   NC0 2.0 MiB
+""")
+
+    def test_bad_inputs(self):
+        with self.assertRaisesRegex(ValueError, "no 'traceEvents' list"):
+            summarize_trace({"nothing": 1})
+        with self.assertRaises(FileNotFoundError):
+            summarize_trace("/nonexistent/trace.json")
+
+
+def _cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "torchneuron_ext.cli", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=300)
+
+
+def test_cli_profile_then_report(tmp_path):
+    script = tmp_path / "work.py"
+    script.write_text(textwrap.dedent("""
+        import sys, torch
+        x = torch.randn(64, 64, device="neuron")
+        for _ in range(int(sys.argv[1])):
+            x = (x @ x).tanh()
+        print("done", x.sum().item() == x.sum().item())
+    """))
+    r = _cli("profile", "--out", str(tmp_path / "out"), "--", "python", str(script), "3")
+    assert r.returncode == 0, r.stderr
+    assert "done True" in r.stdout
+    assert "neuron profile report" in r.stderr and "aten::mm" in r.stderr
+    rep = _cli("report", str(tmp_path / "out"))
+    assert rep.returncode == 0, rep.stderr
+    assert "verdict" in rep.stdout and "aten::tanh" in rep.stdout
+    bad = _cli("report", str(tmp_path / "nothing-here"))
+    assert bad.returncode == 2 and "torchneuron-ext report:" in bad.stderr
+    missing = _cli("profile", "--", "python", str(tmp_path / "missing.py"))
+    assert missing.returncode == 2 and "no such script" in missing.stderr
+
+
+def test_demo_runs(tmp_path):
+    r = _cli("demo", "--out", str(tmp_path), "--size", "256")
+    assert r.returncode == 0, r.stderr
+    assert "== comparison ==" in r.stdout and "Self NEURON" in r.stdout
+    traces = [os.path.join(d, f) for d, _, fs in os.walk(tmp_path) for f in fs if f == "trace.json"]
+    assert len(traces) == 2

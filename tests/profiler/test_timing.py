@@ -1,0 +1,68 @@
+"""Built-in per-op timing without torch.profiler."""
+import pytest
+import torch
+
+import torchneuron_ext
+from torchneuron_ext.profiler import op_stats, reset_timing, timing, timing_enabled, timing_table
+from tests.conftest import run_python
+
+
+def _stat(name):
+    return next(s for s in op_stats() if s.name == name)
+
+
+def test_timing_records_host_device_bytes_and_flops():
+    a = torch.randn(64, 32, device="neuron")
+    b = torch.randn(32, 16, device="neuron")
+    with timing():
+        for _ in range(3):
+            torch.mm(a, b)
+        torch.special.bessel_j0(a)
+    mm = _stat("aten::mm")
+    assert mm.tier == "native" and mm.calls_timed == 3
+    assert mm.device_total_us > 0 and mm.host_total_us >= mm.device_total_us
+    assert mm.flops == 3 * 2 * 64 * 32 * 16
+    assert mm.bytes_read == 3 * (64 * 32 + 32 * 16) * 4 and mm.bytes_written == 3 * 64 * 16 * 4
+    assert _stat("aten::special_bessel_j0").tier == "generic"
+    assert not timing_enabled()
+
+
+def test_timing_off_records_nothing_but_counts():
+    reset_timing()
+    torchneuron_ext.clear_op_tracking()
+    x = torch.randn(8, device="neuron")
+    x.exp()
+    s = _stat("aten::exp")
+    assert s.calls == 1 and s.calls_timed == 0 and s.device_total_us == 0
+
+
+def test_copies_are_timed():
+    with timing():
+        torch.ones(1000).to("neuron").cpu()
+    s = _stat("aten::_copy_from")
+    assert s.calls_timed == 2 and s.bytes_written == 2 * 4000
+
+
+def test_timing_table_is_readable():
+    with timing():
+        torch.randn(16, 16, device="neuron").relu()
+    table = timing_table()
+    header = table.splitlines()[0]
+    assert header.split() == ["Operator", "Tier", "Calls", "Host", "total", "Host", "mean", "Device", "total",
+                              "Device", "mean", "Bytes", "GFLOP/s"]
+    assert "aten::relu" in table
+    reset_timing()
+    assert "no timed operators" in timing_table()
+    with pytest.raises(ValueError, match="cannot sort by"):
+        op_stats(sort_by="nonsense")
+
+
+def test_environment_switch():
+    r = run_python("""
+        import torch, torchneuron_ext
+        from torchneuron_ext.profiler import op_stats, timing_enabled
+        torch.ones(4, device="neuron").add_(1)
+        print(timing_enabled(), [s.calls_timed for s in op_stats() if s.name == "aten::add_.Tensor" or s.name == "aten::add_.Scalar"])
+    """, env={"TORCHNEURON_EXT_TIMING": "1"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "True [1]"

@@ -1,0 +1,25 @@
+"""Profiling the neuron device.
+
+- Built-in per-op timing, without torch.profiler: `timing()`, `op_stats()`, `timing_table()`.
+- torch.profiler integration: `ProfilerActivity.PrivateUse1` fills the NEURON columns of
+  `key_averages()` and the device lanes of the Chrome trace (a Kineto plugin in the C++ library).
+- TorchNeuron's profiling API: `NeuronConfig`, `ProfileMode`, `NeuronProfiler`.
+- Reports: `summarize_trace()` / `format_report()` (also `torchneuron-ext report PATH`).
+"""
+from .config import NeuronConfig, NeuronProfiler, ProfileMode
+from .report import TraceSummary, format_report, summarize_trace
+from .timing import (
+    OpStat,
+    disable_timing,
+    enable_timing,
+    op_stats,
+    reset_timing,
+    timing,
+    timing_enabled,
+    timing_table,
+)
+
+__all__ = [
+    "NeuronConfig", "NeuronProfiler", "OpStat", "ProfileMode", "TraceSummary", "disable_timing", "enable_timing",
+    "format_report", "op_stats", "reset_timing", "summarize_trace", "timing", "timing_enabled", "timing_table",
+]

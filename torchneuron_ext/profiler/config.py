@@ -1,0 +1,154 @@
+"""TorchNeuron's profiling API: NeuronConfig, ProfileMode and NeuronProfiler, so scripts written
+for `torch_neuronx.profiling` run here unchanged.
+
+    cfg = NeuronConfig(modes=[ProfileMode.DEVICE, ProfileMode.RUNTIME], profile_output_dir="./out")
+    with torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
+                                experimental_config=cfg, on_trace_ready=NeuronProfiler(cfg).export_trace):
+        model(x)
+"""
+from __future__ import annotations
+
+import datetime
+import enum
+import json
+import os
+import socket
+from typing import Any, Iterable, Optional, Union
+
+import torch
+from torch._C._profiler import _ExperimentalConfig
+
+from .. import _C
+
+
+class ProfileMode(enum.Enum):
+    """What a capture records. DEVICE: kernel executions and transfers (hardware and transfer
+    lanes). RUNTIME: the runtime's dispatch spans (runtime lanes). CPU_UTIL and HOST_MEMORY are
+    accepted for compatibility; the emulator records no separate data for them (host time and
+    device memory are already in the trace)."""
+
+    DEVICE = "DEVICE"
+    RUNTIME = "RUNTIME"
+    CPU_UTIL = "CPU_UTIL"
+    HOST_MEMORY = "HOST_MEMORY"
+
+
+def _parse_cores(spec: Union[str, int, Iterable[int], None]) -> Optional[list[int]]:
+    if spec is None or spec == "":
+        return None
+    if isinstance(spec, int):
+        return [spec]
+    if not isinstance(spec, str):
+        return sorted({int(c) for c in spec})
+    cores: set[int] = set()
+    for part in spec.split(","):
+        part = part.strip()
+        try:
+            if "-" in part:
+                lo, hi = (int(p) for p in part.split("-", 1))
+                if lo > hi:
+                    raise ValueError
+                cores.update(range(lo, hi + 1))
+            else:
+                cores.add(int(part))
+        except ValueError:
+            raise ValueError(
+                f"capture_enabled_for_nc={spec!r}: {part!r} is not a core or an ascending range; use e.g. \"0,2-5\""
+            ) from None
+    return sorted(cores)
+
+
+class NeuronConfig(_ExperimentalConfig):
+    """Profiling options for the neuron device, passed to torch.profiler as `experimental_config`."""
+
+    def __init__(
+        self,
+        modes: Optional[Iterable[ProfileMode]] = None,
+        profile_output_dir: Union[str, os.PathLike] = "./neuron_profile",
+        capture_enabled_for_nc: Union[str, int, Iterable[int], None] = None,
+        max_events_per_nc: Optional[int] = None,
+        neff_cache_dir: Optional[str] = None,
+        precache_node_info: bool = True,
+    ):
+        modes = list(modes) if modes is not None else [ProfileMode.DEVICE, ProfileMode.RUNTIME]
+        for m in modes:
+            if not isinstance(m, ProfileMode):
+                raise TypeError(f"modes must be ProfileMode values, got {m!r}")
+        if max_events_per_nc is not None and (not isinstance(max_events_per_nc, int) or max_events_per_nc <= 0):
+            raise ValueError(f"max_events_per_nc must be a positive int, got {max_events_per_nc!r}")
+        self.modes = modes
+        self.profile_output_dir = os.fspath(profile_output_dir)
+        self.capture_enabled_for_nc = _parse_cores(capture_enabled_for_nc)
+        self.max_events_per_nc = max_events_per_nc
+        self.neff_cache_dir = neff_cache_dir
+        self.precache_node_info = precache_node_info
+        payload = {
+            "modes": ",".join(m.value for m in modes),
+            "capture_enabled_for_nc": ",".join(map(str, self.capture_enabled_for_nc or [])),
+            "max_events_per_nc": max_events_per_nc or 0,
+        }
+        # Kineto reads the custom config as one "KEY=value" line: no '=' may appear in the value.
+        super().__init__(custom_profiler_config=json.dumps(payload, separators=(",", ":")).replace("=", "\\u003d"))
+
+    def __repr__(self) -> str:
+        return (f"NeuronConfig(modes={[m.value for m in self.modes]}, profile_output_dir={self.profile_output_dir!r}, "
+                f"capture_enabled_for_nc={self.capture_enabled_for_nc}, max_events_per_nc={self.max_events_per_nc})")
+
+
+_NEURON_PID = 0x4E43  # the trace's device process (csrc/profiler/kineto_plugin.cpp)
+
+
+def add_device_counters(trace: dict[str, Any], memory: Optional[list] = None) -> None:
+    """Add the HBM usage counter of each core (from the last session) and name the device process."""
+    memory = _C._last_memory_timeline() if memory is None else memory
+    events = trace.setdefault("traceEvents", [])
+    events.append({"ph": "M", "name": "process_name", "pid": _NEURON_PID, "tid": 0,
+                   "args": {"name": "Neuron (emulated NeuronCores)"}})
+    events.append({"ph": "M", "name": "process_sort_index", "pid": _NEURON_PID, "tid": 0, "args": {"sort_index": 1}})
+    base_ns = trace.get("baseTimeNanoseconds", 0)
+    for device, t_ns, allocated, reserved in memory:
+        events.append({
+            "ph": "C", "name": f"NC{device} HBM", "pid": _NEURON_PID, "tid": 0,
+            "ts": (t_ns - base_ns) / 1e3,
+            "args": {"allocated MB": round(allocated / 2**20, 3), "reserved MB": round(reserved / 2**20, 3)},
+        })
+
+
+class NeuronProfiler:
+    """Exports a finished torch.profiler session the way TorchNeuron does:
+    `<profile_output_dir>/<host>_pid_<pid>/<timestamp>/trace.json`, plus `summary.txt` and
+    `summary.json` (the report of `torchneuron-ext report`)."""
+
+    def __init__(self, config: Optional[NeuronConfig] = None):
+        self.config = config or NeuronConfig()
+        self.last_export_dir: Optional[str] = None
+
+    def output_dir(self) -> str:
+        stamp = datetime.datetime.now().strftime("%Y%m%d_%H%M%S_%f")
+        return os.path.join(self.config.profile_output_dir, f"{socket.gethostname()}_pid_{os.getpid()}", stamp)
+
+    def export_trace(self, prof: torch.profiler.profile) -> str:
+        """on_trace_ready callback: write the trace and the summary; returns the directory."""
+        from .report import format_report, summarize_trace
+
+        out = self.output_dir()
+        os.makedirs(out, exist_ok=True)
+        path = os.path.join(out, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            trace = json.load(f)
+        add_device_counters(trace)
+        trace.setdefault("neuron", {})["config"] = {
+            "modes": [m.value for m in self.config.modes],
+            "capture_enabled_for_nc": self.config.capture_enabled_for_nc,
+            "max_events_per_nc": self.config.max_events_per_nc,
+        }
+        with open(path, "w") as f:
+            json.dump(trace, f)
+        summary = summarize_trace(trace)
+        with open(os.path.join(out, "summary.txt"), "w") as f:
+            f.write(format_report(summary))
+        with open(os.path.join(out, "summary.json"), "w") as f:
+            json.dump(summary.to_dict(), f, indent=1)
+        self.last_export_dir = out
+        return out

@@ -1,0 +1,65 @@
+"""The profiling demo: RMSNorm on neuron, naive (six separate ops) against `torch.rms_norm`,
+profiled side by side, with a report for each and a comparison."""
+from __future__ import annotations
+
+import os
+import time
+
+import torch
+from torch.profiler import ProfilerActivity
+
+from .config import NeuronConfig, NeuronProfiler
+from .report import format_report, summarize_trace
+
+
+def naive_rmsnorm(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def fused_rmsnorm(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    return torch.rms_norm(x, (x.shape[-1],), w, eps)
+
+
+VARIANTS = {"naive": naive_rmsnorm, "torch.rms_norm": fused_rmsnorm}
+
+
+def run_demo(out_dir: str, size: int = 2048, iters: int = 5) -> int:
+    torch.manual_seed(0)
+    x = torch.randn(size, size, device="neuron")
+    w = torch.randn(size, device="neuron")
+    ref = naive_rmsnorm(x.cpu(), w.cpu())
+    results = {}
+    for name, fn in VARIANTS.items():
+        torch.testing.assert_close(fn(x, w).cpu(), ref, rtol=1e-4, atol=1e-4)
+        for _ in range(3):  # warm up outside the capture
+            fn(x, w)
+        cfg = NeuronConfig(profile_output_dir=os.path.join(out_dir, name.replace(".", "_")))
+        exporter = NeuronProfiler(cfg)
+        t0 = time.perf_counter()
+        with torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
+                                    experimental_config=cfg, on_trace_ready=exporter.export_trace) as prof:
+            for _ in range(iters):
+                fn(x, w)
+            torch.neuron.synchronize()
+        wall = (time.perf_counter() - t0) / iters
+        summary = summarize_trace(os.path.join(exporter.last_export_dir, "trace.json"))
+        results[name] = (wall, summary, exporter.last_export_dir)
+        print(f"== {name} ({size}x{size}, {iters} iterations) ==")
+        print(prof.key_averages().table(sort_by="self_device_time_total", row_limit=8))
+        print(format_report(summary, top=8))
+    print("== comparison ==")
+    print(f"{'variant':<18}{'kernels/iter':>14}{'device ms/iter':>16}{'trace':>8}")
+    for name, (wall, s, path) in results.items():
+        print(f"{name:<18}{s.kernels / iters:>14.1f}{s.device_busy_us / iters / 1e3:>16.2f}   {path}")
+    naive, fused = results["naive"][1], results["torch.rms_norm"][1]
+    if fused.device_busy_us > 0:
+        print(f"\nper iteration: naive {naive.kernels / iters:.0f} kernels, {naive.device_busy_us / iters / 1e3:.2f} ms "
+              f"device; torch.rms_norm {fused.kernels / iters:.0f} kernels, "
+              f"{fused.device_busy_us / iters / 1e3:.2f} ms device "
+              f"({naive.device_busy_us / fused.device_busy_us:.2f}x less device time).")
+        if fused.kernels >= naive.kernels:
+            print("torch 2.13 decomposes torch.rms_norm into the same elementwise ops (it is CompositeImplicit),")
+            print("so the gain comes from fewer passes over memory, not fewer kernels; torch.compile fuses them.")
+    print("Open a trace.json in https://ui.perfetto.dev or chrome://tracing to see the framework, runtime and "
+          "hardware lanes.")
+    return 0

@@ -1,0 +1,203 @@
+"""Reading a neuron trace: where the time went, host against device, op by op.
+
+`summarize_trace(path_or_dict)` reduces a Chrome trace written by torch.profiler on neuron
+(`export_chrome_trace` or `NeuronProfiler.export_trace`) to a TraceSummary; `format_report`
+turns that into text. Host time of an op is its dispatch span on the runtime lane (entry to
+exit); device time is its kernel on the hardware lane.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections import defaultdict
+from typing import Any, Union
+
+
+@dataclasses.dataclass
+class OpRow:
+    name: str
+    tier: str
+    calls: int = 0
+    host_us: float = 0.0
+    device_us: float = 0.0
+    bytes: int = 0
+
+
+@dataclasses.dataclass
+class TraceSummary:
+    wall_us: float
+    device_busy_us: float
+    host_dispatch_us: float
+    ops: list[OpRow]
+    generic_ops: dict[str, int]
+    transfers: dict[str, tuple[int, int]]  # direction -> (count, bytes)
+    peak_hbm_bytes: dict[int, int]
+    kernels: int
+    cores: list[int]
+
+    @property
+    def device_busy_share(self) -> float:
+        return self.device_busy_us / self.wall_us if self.wall_us > 0 else 0.0
+
+    @property
+    def verdict(self) -> str:
+        if self.kernels == 0:
+            return "no device activity"
+        return "device-bound" if self.device_busy_share >= 0.5 else "host-bound"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["device_busy_share"] = self.device_busy_share
+        d["verdict"] = self.verdict
+        return d
+
+
+def _load(trace: Union[str, os.PathLike, dict]) -> dict:
+    if isinstance(trace, dict):
+        return trace
+    path = os.fspath(trace)
+    if os.path.isdir(path):
+        candidates = []
+        for root, _, files in os.walk(path):
+            candidates += [os.path.join(root, f) for f in files if f.endswith(".json") and "summary" not in f]
+        if not candidates:
+            raise FileNotFoundError(f"no trace .json file under {path}")
+        path = max(candidates, key=os.path.getmtime)
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path} is not a Chrome trace (JSON): {e}") from None
+
+
+def _union_length(intervals: list[tuple[float, float]]) -> float:
+    total, end = 0.0, float("-inf")
+    for s, e in sorted(intervals):
+        if e <= end:
+            continue
+        total += e - max(s, end)
+        end = e
+    return total
+
+
+def summarize_trace(trace: Union[str, os.PathLike, dict]) -> TraceSummary:
+    data = _load(trace)
+    events = data.get("traceEvents") if isinstance(data, dict) else None
+    if not isinstance(events, list):
+        raise ValueError("not a Chrome trace: no 'traceEvents' list")
+    rows: dict[str, OpRow] = {}
+    kernels: list[tuple[float, float]] = []
+    host = 0.0
+    generic: dict[str, int] = defaultdict(int)
+    transfers: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    peak: dict[int, int] = defaultdict(int)
+    cores: set[int] = set()
+    t_min, t_max = float("inf"), float("-inf")
+    for e in events:
+        if e.get("ph") == "C" and str(e.get("name", "")).endswith(" HBM"):
+            core = int(str(e["name"])[2:].split()[0])
+            peak[core] = max(peak[core], int(float(e["args"].get("allocated MB", 0)) * 2**20))
+            continue
+        if e.get("ph") != "X":
+            continue
+        ts, dur = float(e.get("ts", 0)), float(e.get("dur", 0))
+        cat = e.get("cat")
+        args = e.get("args", {})
+        if cat in ("cpu_op", "kernel", "gpu_memcpy", "privateuse1_runtime", "user_annotation"):
+            t_min, t_max = min(t_min, ts), max(t_max, ts + dur)
+        if cat == "kernel":
+            name = str(e.get("name", ""))
+            op = "aten::" + name[len("neuron::"):] if name.startswith("neuron::") else name
+            tier = str(args.get("tier", "native"))
+            row = rows.setdefault(op, OpRow(op, tier))
+            row.calls += 1
+            row.device_us += dur
+            row.bytes += int(args.get("bytes", 0))
+            kernels.append((ts, ts + dur))
+            cores.add(int(args.get("device", 0)))
+            if tier == "generic":
+                generic[op] += 1
+        elif cat == "gpu_memcpy":
+            name = str(e.get("name", ""))
+            direction = name.split()[1] if len(name.split()) > 1 else "copy"
+            nbytes = int(args.get("bytes written", args.get("bytes", 0)))
+            transfers[direction][0] += 1
+            transfers[direction][1] += nbytes
+            kernels.append((ts, ts + dur))
+            row = rows.setdefault("aten::_copy_from", OpRow("aten::_copy_from", str(args.get("tier", "native"))))
+            row.calls += 1
+            row.device_us += dur
+            row.bytes += nbytes
+        elif cat == "privateuse1_runtime":
+            host += dur
+            op = str(args.get("op", ""))
+            if op and op in rows:
+                rows[op].host_us += dur
+            elif op:
+                rows.setdefault(op, OpRow(op, str(args.get("tier", "native")))).host_us += dur
+    wall = (t_max - t_min) if t_max > t_min else 0.0
+    ops = sorted(rows.values(), key=lambda r: (r.device_us, r.host_us), reverse=True)
+    return TraceSummary(
+        wall_us=wall, device_busy_us=_union_length(kernels), host_dispatch_us=host, ops=ops,
+        generic_ops=dict(sorted(generic.items(), key=lambda kv: -kv[1])),
+        transfers={k: (v[0], v[1]) for k, v in sorted(transfers.items())},
+        peak_hbm_bytes=dict(sorted(peak.items())), kernels=len(kernels), cores=sorted(cores),
+    )
+
+
+def _us(us: float) -> str:
+    if us >= 1e6:
+        return f"{us / 1e6:.2f} s"
+    if us >= 1e3:
+        return f"{us / 1e3:.2f} ms"
+    return f"{us:.1f} us"
+
+
+def _bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{int(n)} B" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def format_report(summary: TraceSummary, top: int = 15) -> str:
+    s = summary
+    lines = ["neuron profile report", "=" * 21]
+    lines.append(f"wall time            {_us(s.wall_us)}")
+    lines.append(f"device busy          {_us(s.device_busy_us)} ({100 * s.device_busy_share:.1f}% of wall)")
+    lines.append(f"host dispatch        {_us(s.host_dispatch_us)}")
+    lines.append(f"kernels              {s.kernels} on core(s) {', '.join(map(str, s.cores)) or '-'}")
+    lines.append(f"verdict              {s.verdict}")
+    if s.verdict == "host-bound":
+        lines.append("  the device waits on the host between kernels: fuse ops (torch.compile, fused ops such as")
+        lines.append("  torch.rms_norm) or batch more work per op")
+    elif s.verdict == "device-bound":
+        lines.append("  kernels dominate: look at the top ops by device time")
+    lines.append("")
+    lines.append(f"top ops by device time (of {len(s.ops)})")
+    header = f"  {'op':<40}{'tier':<9}{'calls':>6}{'host':>11}{'device':>11}{'bytes':>11}"
+    lines += [header, "  " + "-" * (len(header) - 2)]
+    for r in s.ops[:top]:
+        lines.append(f"  {r.name[:39]:<40}{r.tier:<9}{r.calls:>6}{_us(r.host_us):>11}{_us(r.device_us):>11}"
+                     f"{_bytes(r.bytes):>11}")
+    lines.append("")
+    if s.generic_ops:
+        total = sum(s.generic_ops.values())
+        lines.append(f"generic-path ops ({total} of {s.kernels} kernels ran a host kernel without a native one)")
+        for name, n in list(s.generic_ops.items())[:10]:
+            lines.append(f"  {name:<40}{n:>6} calls")
+    else:
+        lines.append("generic-path ops     none")
+    lines.append("")
+    if s.transfers:
+        lines.append("transfers")
+        for direction, (count, nbytes) in s.transfers.items():
+            lines.append(f"  {direction:<10}{count:>6} copies {_bytes(nbytes):>12}")
+    else:
+        lines.append("transfers            none")
+    if s.peak_hbm_bytes:
+        lines.append("")
+        lines.append("peak HBM allocated   " + ", ".join(f"NC{c} {_bytes(b)}" for c, b in s.peak_hbm_bytes.items()))
+    return "\n".join(lines) + "\n"

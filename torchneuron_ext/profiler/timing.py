@@ -1,0 +1,125 @@
+"""Built-in per-op timing: host time (dispatch entry to exit) and device time (the kernel's
+execution) per operator, with bytes moved and FLOPs of matmul-like ops, without torch.profiler.
+
+Off by default (then it costs one flag check per op). Turn it on with `enable_timing()`, the
+`timing()` context manager, or TORCHNEURON_EXT_TIMING=1.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+from typing import Iterator, Optional
+
+from .. import _C
+
+
+@dataclasses.dataclass(frozen=True)
+class OpStat:
+    """Aggregates for one operator in one execution tier."""
+
+    name: str
+    tier: str  # native, generic, compiled, nki or custom
+    calls: int  # every call since the last reset (timing on or off)
+    calls_timed: int  # calls made while timing was on
+    host_total_us: float
+    device_total_us: float
+    bytes_read: int
+    bytes_written: int
+    flops: int
+
+    @property
+    def host_mean_us(self) -> float:
+        return self.host_total_us / self.calls_timed if self.calls_timed else 0.0
+
+    @property
+    def device_mean_us(self) -> float:
+        return self.device_total_us / self.calls_timed if self.calls_timed else 0.0
+
+
+def enable_timing() -> None:
+    """Start accumulating host and device time per operator."""
+    _C._set_timing(True)
+
+
+def disable_timing() -> None:
+    """Stop accumulating (counts of calls continue)."""
+    _C._set_timing(False)
+
+
+def timing_enabled() -> bool:
+    return bool(_C._timing_enabled())
+
+
+@contextlib.contextmanager
+def timing(reset: bool = True) -> Iterator[None]:
+    """Time the ops run inside the block: `with torchneuron_ext.profiler.timing(): ...`."""
+    was_on = timing_enabled()
+    if reset:
+        reset_timing()
+    enable_timing()
+    try:
+        yield
+    finally:
+        if not was_on:
+            disable_timing()
+
+
+def reset_timing() -> None:
+    """Zero the timing aggregates (not the call counts used by get_executed_ops)."""
+    _C._reset_op_timings()
+
+
+def op_stats(sort_by: str = "device_total_us") -> list[OpStat]:
+    """Per-op aggregates, largest first by `sort_by` (any OpStat field or property)."""
+    stats = [
+        OpStat(
+            name=d["name"], tier=d["tier"], calls=d["calls"], calls_timed=d["calls_timed"],
+            host_total_us=d["host_ns"] / 1e3, device_total_us=d["device_ns"] / 1e3,
+            bytes_read=d["bytes_read"], bytes_written=d["bytes_written"], flops=d["flops"],
+        )
+        for d in _C._op_timings()
+    ]
+    if stats and not hasattr(stats[0], sort_by):
+        raise ValueError(f"cannot sort by {sort_by!r}; use a field of OpStat such as 'host_total_us'")
+    return sorted(stats, key=lambda s: (getattr(s, sort_by), s.name), reverse=True)
+
+
+def _fmt_us(us: float) -> str:
+    if us >= 1e6:
+        return f"{us / 1e6:.2f} s"
+    if us >= 1e3:
+        return f"{us / 1e3:.2f} ms"
+    return f"{us:.1f} us"
+
+
+def _fmt_bytes(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def timing_table(sort_by: str = "device_total_us", limit: Optional[int] = 20) -> str:
+    """The aggregates as a table a person can read."""
+    stats = [s for s in op_stats(sort_by) if s.calls_timed > 0]
+    if limit is not None:
+        stats = stats[:limit]
+    header = (f"{'Operator':<42}{'Tier':<9}{'Calls':>7}{'Host total':>12}{'Host mean':>11}"
+              f"{'Device total':>14}{'Device mean':>13}{'Bytes':>10}{'GFLOP/s':>9}")
+    lines = [header, "-" * len(header)]
+    for s in stats:
+        gflops = f"{s.flops / (s.device_total_us * 1e3):.1f}" if s.flops and s.device_total_us else "-"
+        lines.append(
+            f"{s.name[:41]:<42}{s.tier:<9}{s.calls_timed:>7}{_fmt_us(s.host_total_us):>12}"
+            f"{_fmt_us(s.host_mean_us):>11}{_fmt_us(s.device_total_us):>14}{_fmt_us(s.device_mean_us):>13}"
+            f"{_fmt_bytes(s.bytes_read + s.bytes_written):>10}{gflops:>9}"
+        )
+    if not stats:
+        lines.append("(no timed operators: run some neuron ops inside torchneuron_ext.profiler.timing())")
+    return "\n".join(lines)
+
+
+if os.environ.get("TORCHNEURON_EXT_TIMING", "0") not in ("", "0"):
+    enable_timing()
