@@ -93,6 +93,8 @@ def test_neuron_config_and_profiler_export(tmp_path):
     kernels = [e for e in trace["traceEvents"] if e.get("cat") == "kernel"]
     assert kernels and all(e["args"]["device"] == 0 for e in kernels)
     assert any(e.get("ph") == "C" and e["name"] == "NC0 HBM" for e in trace["traceEvents"])
+    flows = [e for e in trace["traceEvents"] if e.get("cat") == "neuron_dispatch"]
+    assert flows and {e["ph"] for e in flows} == {"s", "f"}
     summary = json.load(open(os.path.join(out, "summary.json")))
     assert summary["verdict"] in ("host-bound", "device-bound")
 

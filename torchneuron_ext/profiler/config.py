@@ -98,6 +98,30 @@ class NeuronConfig(_ExperimentalConfig):
 _NEURON_PID = 0x4E43  # the trace's device process (csrc/profiler/kineto_plugin.cpp)
 
 
+def add_dispatch_flows(events: list[dict[str, Any]]) -> None:
+    """Draw an arrow from each framework op to the runtime span it dispatched (the same correlation
+    id, "External id" in Kineto's trace); Kineto itself links runtime span to kernel."""
+    ops: dict[int, dict[str, Any]] = {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") == "cpu_op":
+            ext = e.get("args", {}).get("External id")
+            if ext is not None:
+                ops[ext] = e  # innermost op wins: it comes later in Kineto's order
+    flows = []
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") == "privateuse1_runtime":
+            ext = e.get("args", {}).get("External id")
+            op = ops.get(ext)
+            if op is None:
+                continue
+            fid = 1_000_000_000 + int(ext)
+            flows.append({"ph": "s", "id": fid, "pid": op["pid"], "tid": op["tid"], "ts": op["ts"],
+                          "cat": "neuron_dispatch", "name": "neuron_dispatch"})
+            flows.append({"ph": "f", "id": fid, "pid": e["pid"], "tid": e["tid"], "ts": e["ts"],
+                          "cat": "neuron_dispatch", "name": "neuron_dispatch", "bp": "e"})
+    events.extend(flows)
+
+
 def add_device_counters(trace: dict[str, Any], memory: Optional[list] = None) -> None:
     """Add the HBM usage counter of each core (from the last session) and name the device process."""
     memory = _C._last_memory_timeline() if memory is None else memory
@@ -138,6 +162,7 @@ class NeuronProfiler:
         with open(path) as f:
             trace = json.load(f)
         add_device_counters(trace)
+        add_dispatch_flows(trace["traceEvents"])
         trace.setdefault("neuron", {})["config"] = {
             "modes": [m.value for m in self.config.modes],
             "capture_enabled_for_nc": self.config.capture_enabled_for_nc,
