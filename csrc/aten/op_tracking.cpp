@@ -40,6 +40,10 @@ OpCounter* counter_locked(Registry& r, const std::string& name, ExecutionTier ti
   return &c;
 }
 
+void reset_timing_fields(OpCounter& c) {
+  for (auto* f : {&c.calls_timed, &c.host_ns, &c.device_ns, &c.bytes_read, &c.bytes_written, &c.flops}) f->store(0);
+}
+
 }  // namespace
 
 const char* tier_name(ExecutionTier tier) {
@@ -101,14 +105,7 @@ std::vector<OpTiming> op_timings() {
 void reset_op_timings() {
   auto& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
-  for (auto& c : r.counters) {
-    c.calls_timed.store(0);
-    c.host_ns.store(0);
-    c.device_ns.store(0);
-    c.bytes_read.store(0);
-    c.bytes_written.store(0);
-    c.flops.store(0);
-  }
+  for (auto& c : r.counters) reset_timing_fields(c);
 }
 
 std::vector<OpCount> op_counts() {
@@ -128,12 +125,7 @@ void clear_op_tracking() {
   for (auto& c : r.counters) {
     c.calls.store(0);
     c.warned.store(false);
-    c.calls_timed.store(0);
-    c.host_ns.store(0);
-    c.device_ns.store(0);
-    c.bytes_read.store(0);
-    c.bytes_written.store(0);
-    c.flops.store(0);
+    reset_timing_fields(c);
   }
 }
 

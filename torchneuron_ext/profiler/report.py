@@ -13,6 +13,8 @@ import os
 from collections import defaultdict
 from typing import Any, Union
 
+from ._format import format_bytes, format_us
+
 
 @dataclasses.dataclass
 class OpRow:
@@ -146,28 +148,12 @@ def summarize_trace(trace: Union[str, os.PathLike, dict]) -> TraceSummary:
     )
 
 
-def _us(us: float) -> str:
-    if us >= 1e6:
-        return f"{us / 1e6:.2f} s"
-    if us >= 1e3:
-        return f"{us / 1e3:.2f} ms"
-    return f"{us:.1f} us"
-
-
-def _bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{int(n)} B" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"
-
-
 def format_report(summary: TraceSummary, top: int = 15) -> str:
     s = summary
     lines = ["neuron profile report", "=" * 21]
-    lines.append(f"wall time            {_us(s.wall_us)}")
-    lines.append(f"device busy          {_us(s.device_busy_us)} ({100 * s.device_busy_share:.1f}% of wall)")
-    lines.append(f"host dispatch        {_us(s.host_dispatch_us)}")
+    lines.append(f"wall time            {format_us(s.wall_us)}")
+    lines.append(f"device busy          {format_us(s.device_busy_us)} ({100 * s.device_busy_share:.1f}% of wall)")
+    lines.append(f"host dispatch        {format_us(s.host_dispatch_us)}")
     lines.append(f"kernels              {s.kernels} on core(s) {', '.join(map(str, s.cores)) or '-'}")
     lines.append(f"verdict              {s.verdict}")
     if s.verdict == "host-bound":
@@ -180,8 +166,8 @@ def format_report(summary: TraceSummary, top: int = 15) -> str:
     header = f"  {'op':<40}{'tier':<9}{'calls':>6}{'host':>11}{'device':>11}{'bytes':>11}"
     lines += [header, "  " + "-" * (len(header) - 2)]
     for r in s.ops[:top]:
-        lines.append(f"  {r.name[:39]:<40}{r.tier:<9}{r.calls:>6}{_us(r.host_us):>11}{_us(r.device_us):>11}"
-                     f"{_bytes(r.bytes):>11}")
+        lines.append(f"  {r.name[:39]:<40}{r.tier:<9}{r.calls:>6}{format_us(r.host_us):>11}{format_us(r.device_us):>11}"
+                     f"{format_bytes(r.bytes):>11}")
     lines.append("")
     if s.generic_ops:
         total = sum(s.generic_ops.values())
@@ -194,10 +180,10 @@ def format_report(summary: TraceSummary, top: int = 15) -> str:
     if s.transfers:
         lines.append("transfers")
         for direction, (count, nbytes) in s.transfers.items():
-            lines.append(f"  {direction:<10}{count:>6} copies {_bytes(nbytes):>12}")
+            lines.append(f"  {direction:<10}{count:>6} copies {format_bytes(nbytes):>12}")
     else:
         lines.append("transfers            none")
     if s.peak_hbm_bytes:
         lines.append("")
-        lines.append("peak HBM allocated   " + ", ".join(f"NC{c} {_bytes(b)}" for c, b in s.peak_hbm_bytes.items()))
+        lines.append("peak HBM allocated   " + ", ".join(f"NC{c} {format_bytes(b)}" for c, b in s.peak_hbm_bytes.items()))
     return "\n".join(lines) + "\n"

@@ -12,6 +12,7 @@ import os
 from typing import Iterator, Optional
 
 from .. import _C
+from ._format import format_bytes, format_us
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,22 +86,6 @@ def op_stats(sort_by: str = "device_total_us") -> list[OpStat]:
     return sorted(stats, key=lambda s: (getattr(s, sort_by), s.name), reverse=True)
 
 
-def _fmt_us(us: float) -> str:
-    if us >= 1e6:
-        return f"{us / 1e6:.2f} s"
-    if us >= 1e3:
-        return f"{us / 1e3:.2f} ms"
-    return f"{us:.1f} us"
-
-
-def _fmt_bytes(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"
-
-
 def timing_table(sort_by: str = "device_total_us", limit: Optional[int] = 20) -> str:
     """The aggregates as a table a person can read."""
     stats = [s for s in op_stats(sort_by) if s.calls_timed > 0]
@@ -112,9 +97,9 @@ def timing_table(sort_by: str = "device_total_us", limit: Optional[int] = 20) ->
     for s in stats:
         gflops = f"{s.flops / (s.device_total_us * 1e3):.1f}" if s.flops and s.device_total_us else "-"
         lines.append(
-            f"{s.name[:41]:<42}{s.tier:<9}{s.calls_timed:>7}{_fmt_us(s.host_total_us):>12}"
-            f"{_fmt_us(s.host_mean_us):>11}{_fmt_us(s.device_total_us):>14}{_fmt_us(s.device_mean_us):>13}"
-            f"{_fmt_bytes(s.bytes_read + s.bytes_written):>10}{gflops:>9}"
+            f"{s.name[:41]:<42}{s.tier:<9}{s.calls_timed:>7}{format_us(s.host_total_us):>12}"
+            f"{format_us(s.host_mean_us):>11}{format_us(s.device_total_us):>14}{format_us(s.device_mean_us):>13}"
+            f"{format_bytes(s.bytes_read + s.bytes_written):>10}{gflops:>9}"
         )
     if not stats:
         lines.append("(no timed operators: run some neuron ops inside torchneuron_ext.profiler.timing())")
