@@ -104,6 +104,6 @@ def test_cli_profile_then_report(tmp_path):
 def test_demo_runs(tmp_path):
     r = _cli("demo", "--out", str(tmp_path), "--size", "256")
     assert r.returncode == 0, r.stderr
-    assert "== comparison ==" in r.stdout and "Self NEURON" in r.stdout
+    assert "== comparison (per call) ==" in r.stdout and "Self NEURON" in r.stdout
     traces = [os.path.join(d, f) for d, _, fs in os.walk(tmp_path) for f in fs if f == "trace.json"]
     assert len(traces) == 2

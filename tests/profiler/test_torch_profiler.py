@@ -88,15 +88,15 @@ def test_neuron_config_and_profiler_export(tmp_path):
     out = exporter.last_export_dir
     host_dir = os.path.basename(os.path.dirname(out))
     assert host_dir.endswith(f"_pid_{os.getpid()}")
-    assert sorted(os.listdir(out)) == ["summary.json", "summary.txt", "trace.json"]
+    assert sorted(os.listdir(out)) == ["summary.txt", "trace.json"]
     trace = json.load(open(os.path.join(out, "trace.json")))
     kernels = [e for e in trace["traceEvents"] if e.get("cat") == "kernel"]
     assert kernels and all(e["args"]["device"] == 0 for e in kernels)
     assert any(e.get("ph") == "C" and e["name"] == "NC0 HBM" for e in trace["traceEvents"])
     flows = [e for e in trace["traceEvents"] if e.get("cat") == "neuron_dispatch"]
     assert flows and {e["ph"] for e in flows} == {"s", "f"}
-    summary = json.load(open(os.path.join(out, "summary.json")))
-    assert summary["verdict"] in ("host-bound", "device-bound")
+    assert trace["neuron"]["summary"]["verdict"] in ("host-bound", "device-bound")
+    assert trace["distributedInfo"] == {"rank": 0}
 
 
 def test_modes_select_lanes(tmp_path):
@@ -124,3 +124,34 @@ def test_bad_config_values():
         NeuronConfig(max_events_per_nc=0)
     with pytest.raises(TypeError, match="ProfileMode"):
         NeuronConfig(modes=["DEVICE"])
+
+
+def test_device_time_within_host_time_and_totals_agree(tmp_path):
+    from torchneuron_ext.profiler import op_stats, reset_timing
+
+    _work()
+    reset_timing()
+    with profile(activities=ACTIVITIES) as prof:
+        for _ in range(3):
+            _work()
+    path = tmp_path / "t.json"
+    prof.export_chrome_trace(str(path))
+    events = json.load(open(path))["traceEvents"]
+    runtime = {e["args"]["External id"]: e for e in events if e.get("cat") == "privateuse1_runtime"}
+    kernels = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy")]
+    assert kernels
+    for k in kernels:
+        r = runtime[k["args"]["External id"]]
+        assert r["ts"] <= k["ts"] + 1e-3 and k["ts"] + k["dur"] <= r["ts"] + r["dur"] + 1e-3
+        assert k["dur"] <= r["dur"] + 1e-3
+    trace_us = {}
+    for k in (e for e in kernels if e["cat"] == "kernel"):
+        trace_us[k["name"]] = trace_us.get(k["name"], 0.0) + k["dur"]
+    stats = {s.name: s for s in op_stats()}
+    averages = {e.key: e for e in prof.key_averages()}
+    for name, total in trace_us.items():
+        op = "aten::" + name[len("neuron::"):]
+        assert stats[op].calls_timed == 3
+        assert stats[op].device_total_us <= stats[op].host_total_us
+        assert abs(stats[op].device_total_us - total) <= 0.01 * total + 1.0, op
+        assert abs(averages[name].self_device_time_total - total) <= 0.01 * total + 1.0, op

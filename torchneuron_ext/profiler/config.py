@@ -140,8 +140,8 @@ def add_device_counters(trace: dict[str, Any], memory: Optional[list] = None) ->
 
 class NeuronProfiler:
     """Exports a finished torch.profiler session the way TorchNeuron does:
-    `<profile_output_dir>/<host>_pid_<pid>/<timestamp>/trace.json`, plus `summary.txt` and
-    `summary.json` (the report of `torchneuron-ext report`)."""
+    `<profile_output_dir>/<host>_pid_<pid>/<timestamp>/trace.json` (with the summary under its
+    "neuron" key) and `summary.txt` (the report of `torchneuron-ext report`)."""
 
     def __init__(self, config: Optional[NeuronConfig] = None):
         self.config = config or NeuronConfig()
@@ -163,17 +163,22 @@ class NeuronProfiler:
             trace = json.load(f)
         add_device_counters(trace)
         add_dispatch_flows(trace["traceEvents"])
-        trace.setdefault("neuron", {})["config"] = {
-            "modes": [m.value for m in self.config.modes],
-            "capture_enabled_for_nc": self.config.capture_enabled_for_nc,
-            "max_events_per_nc": self.config.max_events_per_nc,
+        # Trace consumers such as HolisticTraceAnalysis read the rank from here.
+        trace.setdefault("distributedInfo", {"rank": int(os.environ.get("RANK", "0"))})
+        summary = summarize_trace(trace)
+        # The summary travels inside the trace: tools that load every .json in a profile
+        # directory as a trace (HTA does) would choke on a separate JSON file.
+        trace["neuron"] = {
+            "config": {
+                "modes": [m.value for m in self.config.modes],
+                "capture_enabled_for_nc": self.config.capture_enabled_for_nc,
+                "max_events_per_nc": self.config.max_events_per_nc,
+            },
+            "summary": summary.to_dict(),
         }
         with open(path, "w") as f:
             json.dump(trace, f)
-        summary = summarize_trace(trace)
         with open(os.path.join(out, "summary.txt"), "w") as f:
             f.write(format_report(summary))
-        with open(os.path.join(out, "summary.json"), "w") as f:
-            json.dump(summary.to_dict(), f, indent=1)
         self.last_export_dir = out
         return out

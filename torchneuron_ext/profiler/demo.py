@@ -29,7 +29,9 @@ def run_demo(out_dir: str, size: int = 2048, iters: int = 5) -> int:
     w = torch.randn(size, device="neuron")
     ref = naive_rmsnorm(x.cpu(), w.cpu())
     results = {}
-    for name, fn in VARIANTS.items():
+    for step, (name, fn) in enumerate(VARIANTS.items(), start=1):
+        print(f"[{step}/{len(VARIANTS)}] {name}: checking against CPU, warming up, profiling {iters} iterations ...",
+              flush=True)
         torch.testing.assert_close(fn(x, w).cpu(), ref, rtol=1e-4, atol=1e-4)
         for _ in range(3):  # warm up outside the capture
             fn(x, w)
@@ -47,10 +49,11 @@ def run_demo(out_dir: str, size: int = 2048, iters: int = 5) -> int:
         print(f"== {name} ({size}x{size}, {iters} iterations) ==")
         print(prof.key_averages().table(sort_by="self_device_time_total", row_limit=8))
         print(format_report(summary, top=8))
-    print("== comparison ==")
-    print(f"{'variant':<18}{'kernels/iter':>14}{'device ms/iter':>16}{'trace':>8}")
+    print("== comparison (per call) ==")
+    print(f"{'variant':<18}{'ops dispatched':>15}{'host ms':>10}{'device ms':>11}{'wall ms':>10}  trace")
     for name, (wall, s, path) in results.items():
-        print(f"{name:<18}{s.kernels / iters:>14.1f}{s.device_busy_us / iters / 1e3:>16.2f}   {path}")
+        print(f"{name:<18}{s.kernels / iters:>15.1f}{s.host_dispatch_us / iters / 1e3:>10.2f}"
+              f"{s.device_busy_us / iters / 1e3:>11.2f}{wall * 1e3:>10.2f}  {path}/trace.json")
     naive, fused = results["naive"][1], results["torch.rms_norm"][1]
     if fused.device_busy_us > 0:
         print(f"\nper iteration: naive {naive.kernels / iters:.0f} kernels, {naive.device_busy_us / iters / 1e3:.2f} ms "

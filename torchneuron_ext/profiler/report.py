@@ -62,7 +62,7 @@ def _load(trace: Union[str, os.PathLike, dict]) -> dict:
     if os.path.isdir(path):
         candidates = []
         for root, _, files in os.walk(path):
-            candidates += [os.path.join(root, f) for f in files if f.endswith(".json") and "summary" not in f]
+            candidates += [os.path.join(root, f) for f in files if f.endswith(".json")]
         if not candidates:
             raise FileNotFoundError(f"no trace .json file under {path}")
         path = max(candidates, key=os.path.getmtime)
