@@ -51,6 +51,7 @@ setup(
     entry_points={
         "torch.backends": ["torchneuron_ext = torchneuron_ext:_autoload"],
         "console_scripts": ["torchneuron-ext = torchneuron_ext.cli:main"],
+        "torch_dynamo_backends": ["neuron = torchneuron_ext.compiler:neuron_backend"],
     },
     zip_safe=False,
 )

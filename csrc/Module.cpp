@@ -7,7 +7,10 @@
 #include "aten/host_kernel_routing.h"
 #include "aten/op_tracking.h"
 #include "profiler/kineto_plugin.h"
+#include "runtime/stream.h"
 #include "runtime/tracer.h"
+
+#include <map>
 #include "backend/allocator.h"
 #include "backend/generator.h"
 #include "runtime/device.h"
@@ -155,6 +158,40 @@ PYBIND11_MODULE(_C, m) {
     return out;
   });
   m.def("_reset_op_timings", &reset_op_timings);
+  m.def("_timing_mode", &neuron_rt::timing_mode);
+  m.def("_now_ns", &neuron_rt::now_ns);
+  // Device work that does not go through an ATen kernel (a compiled graph, a
+  // generated kernel, an NKI kernel): counted and traced like one.
+  m.def("_record_kernel", [](const std::string& name, const std::string& tier, int device, int64_t start,
+                             int64_t end, int64_t bytes_read, int64_t bytes_written, int64_t flops) {
+    static const std::map<std::string, ExecutionTier> tiers{{"native", ExecutionTier::kNative},
+                                                            {"generic", ExecutionTier::kGeneric},
+                                                            {"compiled", ExecutionTier::kCompiled},
+                                                            {"nki", ExecutionTier::kNki},
+                                                            {"custom", ExecutionTier::kCustom}};
+    auto it = tiers.find(tier);
+    if (it == tiers.end()) throw py::value_error("unknown tier '" + tier + "'");
+    OpCounter* c = op_counter(name, it->second);
+    c->increment();
+    const uint32_t mode = neuron_rt::timing_mode();
+    if (mode == 0) return;
+    c->add_timing(end - start, end - start, bytes_read, bytes_written, flops);
+    if (mode & neuron_rt::kTimingTrace) {
+      neuron_rt::TraceRecord r;
+      r.kind = neuron_rt::TraceKind::kKernel;
+      r.tier = static_cast<uint8_t>(it->second);
+      r.device = static_cast<int16_t>(device);
+      r.stream = neuron_rt::current_stream(device);
+      r.correlation = neuron_rt::current_correlation();
+      r.host_start = r.kernel_start = start;
+      r.kernel_end = r.host_end = end;
+      r.bytes_read = bytes_read;
+      r.bytes_written = bytes_written;
+      r.flops = flops;
+      r.name = c->name.c_str();
+      neuron_rt::record(r);
+    }
+  });
   m.def("_last_memory_timeline", [] {
     py::list out;
     for (const auto& s : last_memory_timeline()) out.append(py::make_tuple(s.device, s.time_ns, s.allocated, s.reserved));

@@ -48,3 +48,7 @@ def _register() -> None:
 
 
 _register()
+
+from .compiler import _hooks as _compiler_hooks  # noqa: E402
+
+_compiler_hooks.install()

@@ -143,6 +143,9 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
     buffer_->gpuOpCount = 0;
     std::vector<MemorySample> memory;
     std::map<int, int64_t> events_per_core;
+    // torch requires flow ids to start once; several device activities under
+    // one op (the kernels of a compiled graph) keep the link, not the flow.
+    std::set<uint64_t> flow_started;
     for (const auto& r : neuron_rt::drain_records()) {
       if (!options_.cores.empty() && options_.cores.count(r.device) == 0) continue;
       if (r.kind == neuron_rt::TraceKind::kMemory) {
@@ -150,7 +153,9 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
         continue;
       }
       if (options_.max_events_per_nc > 0 && ++events_per_core[r.device] > options_.max_events_per_nc) continue;
-      const libkineto::ITraceActivity* op = (linked && r.correlation != 0) ? linked(static_cast<int32_t>(r.correlation)) : nullptr;
+      const libkineto::ITraceActivity* op =
+          (linked && r.correlation != 0) ? linked(static_cast<int32_t>(r.correlation)) : nullptr;
+      const bool flow = r.correlation != 0 && flow_started.insert(r.correlation).second;
       const bool copy = r.kind == neuron_rt::TraceKind::kMemcpy;
       const std::string tier = tier_name(static_cast<ExecutionTier>(r.tier));
       // The runtime span: dispatch on the host, from entry to exit.
@@ -158,7 +163,7 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
         buffer_->emplace_activity(buffer_->span, ActivityType::PRIVATEUSE1_RUNTIME,
                                   copy ? std::string("nrt_tensor_copy") : std::string("nrt_execute"));
         auto& a = *buffer_->activities.back();
-        fill(a, r, r.host_start + offset, r.host_end + offset, runtime_lane(r.device, r.stream), op);
+        fill(a, r, r.host_start + offset, r.host_end + offset, runtime_lane(r.device, r.stream), op, flow);
         a.flow.start = 1;
         a.addMetadataQuoted("op", r.name);
         a.addMetadataQuoted("tier", tier);
@@ -172,7 +177,7 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
                                   copy ? std::string(copy_name(r.copy)) : kernel_name(r.name));
         auto& a = *buffer_->activities.back();
         const int32_t lane = copy ? transfer_lane(r.device) : hardware_lane(r.device);
-        fill(a, r, r.kernel_start + offset, r.kernel_end + offset, lane, op);
+        fill(a, r, r.kernel_start + offset, r.kernel_end + offset, lane, op, flow);
         a.flow.start = 0;
         a.addMetadata("device", r.device);
         a.addMetadata("stream", r.stream);
@@ -227,7 +232,7 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
   bool wants(ActivityType t) const { return types_.empty() || types_.count(t) > 0; }
 
   void fill(libkineto::GenericTraceActivity& a, const neuron_rt::TraceRecord& r, int64_t start, int64_t end,
-            int32_t lane, const libkineto::ITraceActivity* op) {
+            int32_t lane, const libkineto::ITraceActivity* op, bool flow) {
     a.startTime = start;
     a.endTime = std::max(end, start);
     a.id = static_cast<int32_t>(r.correlation);
@@ -235,7 +240,7 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
     a.resource = lane;
     a.threadId = lane;
     a.linked = op;
-    if (r.correlation != 0) {
+    if (flow) {
       a.flow.id = static_cast<uint32_t>(r.correlation);
       a.flow.type = libkineto::kLinkAsyncCpuGpu;
     }

@@ -62,3 +62,16 @@ __all__ = [
     "reset_peak_memory_stats", "seed", "seed_all", "set_device", "set_hbm_capacity", "set_rng_state",
     "set_rng_state_all", "set_stream", "stream", "synchronize",
 ]
+
+
+_INDUCTOR_NAMES = ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen")
+
+
+def __getattr__(name: str):
+    # Inductor asks the device module for these when it first compiles for "neuron"; importing
+    # them earlier would pull Inductor into `import torch`.
+    if name in _INDUCTOR_NAMES:
+        from ..compiler.registration import inductor_classes
+
+        return inductor_classes()[name]
+    raise AttributeError(f"module 'torch.neuron' has no attribute '{name}'")

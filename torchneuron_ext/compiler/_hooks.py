@@ -1,0 +1,53 @@
+"""Register the neuron device interface when Dynamo's device_interface module is first imported,
+so that `import torch` stays cheap (Dynamo costs over a second to import) and the default
+`torch.compile()` still works on neuron tensors. Inductor finds its half through torch.neuron's
+`Scheduling` / `PythonWrapperCodegen` / `CppWrapperCodegen` attributes (see neuron/__init__.py),
+which it asks for at a point where importing its codegen modules is safe."""
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import sys
+from typing import Any, Optional, Sequence
+
+_TRIGGERS = ("torch._dynamo.device_interface",)
+
+
+class _PostImportFinder(importlib.abc.MetaPathFinder):
+    def find_spec(self, name: str, path: Optional[Sequence[str]], target: Any = None) -> Any:
+        if name not in _TRIGGERS:
+            return None
+        for finder in sys.meta_path:
+            if finder is self:
+                continue
+            spec = finder.find_spec(name, path, target) if hasattr(finder, "find_spec") else None
+            if spec is not None and spec.loader is not None:
+                loader = spec.loader
+                original = loader.exec_module
+
+                def exec_module(module: Any, _original: Any = original) -> None:
+                    _original(module)
+                    _on_import(name)
+
+                loader.exec_module = exec_module  # type: ignore[method-assign]
+                return spec
+        return None
+
+
+_pending = set(_TRIGGERS)
+
+
+def _on_import(name: str) -> None:
+    _pending.discard(name)
+    from .registration import register_dynamo
+
+    register_dynamo()
+
+
+def install() -> None:
+    """Register now for modules already imported; hook the others."""
+    for name in list(_pending):
+        if name in sys.modules:
+            _on_import(name)
+    if _pending and not any(isinstance(f, _PostImportFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _PostImportFinder())

@@ -1,0 +1,43 @@
+"""The three registrations that let Dynamo and Inductor compile for neuron."""
+from __future__ import annotations
+
+_done = False
+
+
+def register_dynamo() -> None:
+    from torch._dynamo.device_interface import register_interface_for_device
+
+    from .device_interface import NeuronInterface
+
+    register_interface_for_device("neuron", NeuronInterface)
+
+
+def inductor_classes() -> dict[str, type]:
+    """Inductor's scheduling and wrapper classes for neuron; also registers the device op
+    overrides Inductor looks up per device."""
+    from torch._inductor.codegen.common import register_device_op_overrides
+    from torch._inductor.codegen.cpp import CppScheduling
+    from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
+    from torch._inductor.codegen.cpu_device_op_overrides import CpuDeviceOpOverrides
+
+    from .wrapper_codegen import NeuronWrapperCodegen
+
+    register_device_op_overrides("neuron", CpuDeviceOpOverrides())
+    return {"Scheduling": CppScheduling, "PythonWrapperCodegen": NeuronWrapperCodegen,
+            "CppWrapperCodegen": CppWrapperCpu}
+
+
+def register_inductor() -> None:
+    from torch._inductor.codegen.common import register_backend_for_device
+
+    c = inductor_classes()
+    register_backend_for_device("neuron", c["Scheduling"], c["PythonWrapperCodegen"], c["CppWrapperCodegen"])
+
+
+def register_all() -> None:
+    global _done
+    if _done:
+        return
+    register_dynamo()
+    register_inductor()
+    _done = True
