@@ -71,14 +71,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
 int64_t sdp_choice(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
                    const std::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal,
                    std::optional<double> scale, bool enable_gqa) {
-  KernelCall c("aten::_fused_sdp_choice", "");
-  c.note(query);
-  c.note(key);
-  c.note(value);
-  c.note(attn_mask);
-  c.resolve();
-  return at::native::_fused_sdp_choice_cpp(c.host(query), c.host(key), c.host(value), c.host(attn_mask), dropout_p,
-                                           is_causal, scale, enable_gqa);
+  // The choice depends on shapes, strides and dtypes only, so it is made on
+  // meta tensors: that also serves FakeTensor tracing (torch.compile), whose
+  // tensors have no data to view.
+  auto meta = [](const at::Tensor& t) {
+    return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::DeviceType::Meta));
+  };
+  std::optional<at::Tensor> mask;
+  if (attn_mask.has_value() && attn_mask->defined()) mask = meta(*attn_mask);
+  return at::native::_fused_sdp_choice_cpp(meta(query), meta(key), meta(value), mask, dropout_p, is_causal, scale,
+                                           enable_gqa);
 }
 
 }  // namespace

@@ -3,7 +3,7 @@ and each compiled-graph call timed and traced as a device kernel."""
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -17,8 +17,25 @@ def _generated_kernels() -> int:
     return int(inductor_metrics.generated_kernel_count)
 
 
-def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], **kwargs: Any) -> Callable[..., Any]:
-    """torch.compile(..., backend="neuron"). Accepts Inductor's options (mode=, options=)."""
+def _config_patches(mode: Optional[str], options: Optional[dict[str, Any]]) -> dict[str, Any]:
+    """Inductor config for torch.compile's `mode=` and `options=`. Modes: "default",
+    "reduce-overhead" (CUDA graphs have no neuron counterpart here; it compiles as default),
+    "max-autotune" and "max-autotune-no-cudagraphs" (autotuning of the C++ kernels)."""
+    from torch._inductor import list_mode_options
+
+    patches: dict[str, Any] = {}
+    if mode is not None:
+        if mode not in ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"):
+            raise ValueError(f"Unknown mode {mode!r} for backend='neuron'; use default, reduce-overhead, "
+                             "max-autotune or max-autotune-no-cudagraphs")
+        patches.update({k: v for k, v in list_mode_options(mode).items() if "cudagraph" not in k})
+    patches.update(options or {})
+    return patches
+
+
+def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], mode: Optional[str] = None,
+                   options: Optional[dict[str, Any]] = None, **kwargs: Any) -> Callable[..., Any]:
+    """torch.compile(..., backend="neuron"). Accepts torch.compile's `mode=` and Inductor `options=`."""
     from torch._dynamo.utils import counters
     from torch._inductor.compile_fx import compile_fx
 
@@ -31,7 +48,7 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], **kwargs
     hits_before = int(counters["inductor"].get("fxgraph_cache_hit", 0))
     misses_before = int(counters["inductor"].get("fxgraph_cache_miss", 0))
     t0 = time.perf_counter()
-    compiled = compile_fx(gm, example_inputs, **kwargs)
+    compiled = compile_fx(gm, example_inputs, config_patches=_config_patches(mode, options), **kwargs)
     record.compile_seconds = time.perf_counter() - t0
     record.phases_seconds["inductor"] = record.compile_seconds
     record.kernels_generated = _generated_kernels() - kernels_before

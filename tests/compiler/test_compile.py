@@ -1,0 +1,171 @@
+"""torch.compile on neuron: results match eager neuron (and CPU), forward and backward."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torchneuron_ext
+from torchneuron_ext.compiler import get_metrics, graph_breaks, reset_metrics
+
+
+def rms_naive(x, w, eps=1e-6):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def rms_fused(x, w, eps=1e-6):
+    return torch.rms_norm(x, (x.shape[-1],), w, eps)
+
+
+class Block(torch.nn.Module):
+    def __init__(self, d=32, heads=4):
+        super().__init__()
+        self.ln1, self.ln2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
+        self.qkv, self.proj = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
+        self.fc1, self.fc2 = torch.nn.Linear(d, 4 * d), torch.nn.Linear(4 * d, d)
+        self.heads = heads
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("fn", [rms_naive, rms_fused])
+def test_rmsnorm_variants_match_eager(fn):
+    x, w = torch.randn(64, 128, device="neuron"), torch.randn(128, device="neuron")
+    out = torch.compile(fn, backend="neuron", fullgraph=True)(x, w)
+    assert out.device.type == "neuron"
+    torch.testing.assert_close(out.cpu(), fn(x, w).cpu())
+    torch.testing.assert_close(out.cpu(), fn(x.cpu(), w.cpu()))
+
+
+def test_default_backend_on_neuron_tensors():
+    x, w = torch.randn(16, 32, device="neuron"), torch.randn(32, device="neuron")
+    torch.testing.assert_close(torch.compile(rms_naive)(x, w).cpu(), rms_naive(x, w).cpu())
+
+
+def test_transformer_block_forward_and_backward():
+    torch.manual_seed(0)
+    block = Block().neuron()
+    x = torch.randn(2, 8, 32, device="neuron", requires_grad=True)
+    eager = block(x)
+    eager.sum().backward()
+    grads_eager = [p.grad.clone() for p in block.parameters()] + [x.grad.clone()]
+    block.zero_grad()
+    x.grad = None
+    compiled = torch.compile(block, backend="neuron")(x)
+    torch.testing.assert_close(compiled.cpu(), eager.detach().cpu(), rtol=1e-4, atol=1e-5)
+    compiled.sum().backward()
+    grads_compiled = [p.grad for p in block.parameters()] + [x.grad]
+    for a, b in zip(grads_compiled, grads_eager):
+        assert a.device.type == "neuron"
+        torch.testing.assert_close(a.cpu(), b.cpu(), rtol=1e-4, atol=1e-5)
+
+
+def test_training_loop_compiled():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2)).neuron()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    step_model = torch.compile(model, backend="neuron")
+    x, y = torch.randn(32, 8, device="neuron"), torch.randint(0, 2, (32,), device="neuron")
+    losses = []
+    for _ in range(5):
+        opt.zero_grad()
+        loss = F.cross_entropy(step_model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0]
+
+
+def test_graph_breaks_are_reported_and_still_correct():
+    def fn(x):
+        y = x.sin()
+        print("side effect")  # a graph break
+        return y.cos() + 1
+
+    x = torch.randn(8, device="neuron")
+    torch.testing.assert_close(torch.compile(fn, backend="neuron")(x).cpu(), fn(x).cpu())
+    report = graph_breaks(fn, x)
+    assert report.graphs == 2 and report.graph_breaks == 1
+    assert "print" in str(report) or "builtin" in str(report).lower()
+
+
+def test_dynamic_shapes_recompile_only_on_guard_failure():
+    from torch._dynamo.utils import counters
+
+    counters.clear()
+    f = torch.compile(lambda x: (x * 2).sum(0), backend="neuron", dynamic=True)
+    for n in (4, 7, 13):
+        x = torch.randn(n, 3, device="neuron")
+        torch.testing.assert_close(f(x).cpu(), (x * 2).sum(0).cpu())
+    assert counters["stats"]["unique_graphs"] == 1
+    f(torch.randn(5, 3, 2, device="neuron"))  # rank change: guard fails, recompiles
+    assert counters["stats"]["unique_graphs"] == 2
+
+
+@pytest.mark.parametrize("mode", ["default", "reduce-overhead", "max-autotune-no-cudagraphs"])
+def test_modes_accepted(mode):
+    x = torch.randn(8, 8, device="neuron")
+    torch.testing.assert_close(torch.compile(torch.relu, backend="neuron", mode=mode)(x).cpu(), x.relu().cpu())
+
+
+def test_autocast_inside_compiled_region():
+    def fn(a, b):
+        with torch.autocast("neuron"):
+            return a @ b
+
+    a, b = torch.randn(8, 8, device="neuron"), torch.randn(8, 8, device="neuron")
+    out = torch.compile(fn, backend="neuron")(a, b)
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.cpu(), fn(a, b).cpu(), rtol=1e-2, atol=1e-2)
+
+
+def test_metrics_and_timing():
+    from torchneuron_ext.profiler import op_stats, timing
+
+    reset_metrics()
+    x, w = torch.randn(32, 64, device="neuron"), torch.randn(64, device="neuron")
+    f = torch.compile(rms_naive, backend="neuron")
+    f(x, w)
+    with timing():
+        f(x, w)
+    m = get_metrics()
+    assert len(m) == 1 and m[0]["nodes"] >= 5 and m[0]["kernels_generated"] >= 1 and m[0]["calls"] == 2
+    assert m[0]["compile_seconds"] > 0 and m[0]["cache_hits"] + m[0]["cache_misses"] >= 1
+    names = {s.name: s for s in op_stats()}
+    assert names["compiled::graph_0"].tier == "compiled" and names["compiled::graph_0"].calls_timed == 1
+    assert any(n.startswith("compiled::cpp_fused") for n in names)
+
+
+def test_compiled_kernels_in_profiler():
+    from torch.profiler import ProfilerActivity, profile
+
+    x, w = torch.randn(32, 64, device="neuron"), torch.randn(64, device="neuron")
+    f = torch.compile(rms_naive, backend="neuron")
+    f(x, w)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        f(x, w)
+    keys = {e.key: e for e in prof.key_averages()}
+    assert any(k.startswith("neuron::compiled::graph_") and keys[k].self_device_time_total > 0 for k in keys)
+    assert any(k.startswith("neuron::compiled::cpp_fused") and keys[k].self_device_time_total > 0 for k in keys)
+
+
+def test_unknown_mode_is_a_clear_error():
+    with pytest.raises(Exception, match="Unknown mode 'fastest'"):
+        torch.compile(torch.relu, backend="neuron", mode="fastest")(torch.ones(2, device="neuron"))
+
+
+def test_mixed_devices_error():
+    f = torch.compile(lambda a, b: a + b, backend="neuron")
+    with pytest.raises(Exception, match="same device|device"):
+        f(torch.ones(3, device="neuron"), torch.ones(3))
