@@ -106,4 +106,5 @@ def test_demo_runs(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "== comparison (per call) ==" in r.stdout and "Self NEURON" in r.stdout
     traces = [os.path.join(d, f) for d, _, fs in os.walk(tmp_path) for f in fs if f == "trace.json"]
-    assert len(traces) == 2
+    assert len(traces) == 3
+    assert "torch.compile fuses" in r.stdout

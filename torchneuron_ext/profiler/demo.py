@@ -1,9 +1,11 @@
-"""The profiling demo: RMSNorm on neuron, naive (six separate ops) against `torch.rms_norm`,
-profiled side by side, with a report for each and a comparison."""
+"""The profiling demo: RMSNorm on neuron three ways, naive (six separate ops), `torch.rms_norm`
+and `torch.compile(backend="neuron")`, profiled side by side, with a report for each and a
+comparison."""
 from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 import torch
 from torch.profiler import ProfilerActivity
@@ -20,7 +22,16 @@ def fused_rmsnorm(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6) -> torch.
     return torch.rms_norm(x, (x.shape[-1],), w, eps)
 
 
-VARIANTS = {"naive": naive_rmsnorm, "torch.rms_norm": fused_rmsnorm}
+_compiled: dict[str, Any] = {}
+
+
+def compiled_rmsnorm(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    if "fn" not in _compiled:
+        _compiled["fn"] = torch.compile(naive_rmsnorm, backend="neuron", fullgraph=True)
+    return _compiled["fn"](x, w, eps)
+
+
+VARIANTS = {"naive": naive_rmsnorm, "torch.rms_norm": fused_rmsnorm, "torch.compile": compiled_rmsnorm}
 
 
 def run_demo(out_dir: str, size: int = 2048, iters: int = 5) -> int:
@@ -30,8 +41,9 @@ def run_demo(out_dir: str, size: int = 2048, iters: int = 5) -> int:
     ref = naive_rmsnorm(x.cpu(), w.cpu())
     results = {}
     for step, (name, fn) in enumerate(VARIANTS.items(), start=1):
-        print(f"[{step}/{len(VARIANTS)}] {name}: checking against CPU, warming up, profiling {iters} iterations ...",
-              flush=True)
+        what = "compiling (about 10 s the first time), " if name == "torch.compile" else ""
+        print(f"[{step}/{len(VARIANTS)}] {name}: {what}checking against CPU, warming up, profiling {iters} "
+              "iterations ...", flush=True)
         torch.testing.assert_close(fn(x, w).cpu(), ref, rtol=1e-4, atol=1e-4)
         for _ in range(3):  # warm up outside the capture
             fn(x, w)
@@ -55,6 +67,10 @@ def run_demo(out_dir: str, size: int = 2048, iters: int = 5) -> int:
         print(f"{name:<18}{s.kernels / iters:>15.1f}{s.host_dispatch_us / iters / 1e3:>10.2f}"
               f"{s.device_busy_us / iters / 1e3:>11.2f}{wall * 1e3:>10.2f}  {path}/trace.json")
     naive, fused = results["naive"][1], results["torch.rms_norm"][1]
+    compiled = results["torch.compile"][1]
+    if compiled.device_busy_us > 0:
+        print(f"\ntorch.compile fuses the naive version into {compiled.kernels / iters:.0f} device kernel(s) per call "
+              f"(a compiled graph and its generated C++ kernels) instead of {naive.kernels / iters:.0f}.")
     if fused.device_busy_us > 0:
         print(f"\nper iteration: naive {naive.kernels / iters:.0f} kernels, {naive.device_busy_us / iters / 1e3:.2f} ms "
               f"device; torch.rms_norm {fused.kernels / iters:.0f} kernels, "
