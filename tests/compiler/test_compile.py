@@ -169,3 +169,35 @@ def test_mixed_devices_error():
     f = torch.compile(lambda a, b: a + b, backend="neuron")
     with pytest.raises(Exception, match="same device|device"):
         f(torch.ones(3, device="neuron"), torch.ones(3))
+
+
+def test_custom_op_is_an_opaque_node():
+    @torch.library.custom_op("neuron_test::scale_add", mutates_args=())
+    def scale_add(x: torch.Tensor, y: torch.Tensor, alpha: float) -> torch.Tensor:
+        return x * alpha + y
+
+    @scale_add.register_fake
+    def _(x, y, alpha):
+        return torch.empty_like(x)
+
+    def fn(a, b):
+        return scale_add(a.sin(), b, 2.0).cos()
+
+    a, b = torch.randn(8, device="neuron"), torch.randn(8, device="neuron")
+    out = torch.compile(fn, backend="neuron", fullgraph=True)(a, b)
+    torch.testing.assert_close(out.cpu(), fn(a, b).cpu())
+    report = graph_breaks(fn, a, b)
+    assert report.graph_breaks == 0
+
+
+def test_compile_cache_artifacts_round_trip():
+    x, w = torch.randn(16, 32, device="neuron"), torch.randn(32, device="neuron")
+    torch.compile(rms_naive, backend="neuron")(x, w)
+    saved = torch.compiler.save_cache_artifacts()
+    assert saved is not None
+    blob, info = saved
+    assert len(blob) > 0
+    torch._dynamo.reset()
+    torch.compiler.load_cache_artifacts(blob)
+    out = torch.compile(rms_naive, backend="neuron")(x, w)
+    torch.testing.assert_close(out.cpu(), rms_naive(x, w).cpu())
