@@ -142,6 +142,8 @@ def test_metrics_and_timing():
     m = get_metrics()
     assert len(m) == 1 and m[0]["nodes"] >= 5 and m[0]["kernels_generated"] >= 1 and m[0]["calls"] == 2
     assert m[0]["compile_seconds"] > 0 and m[0]["cache_hits"] + m[0]["cache_misses"] >= 1
+    assert set(m[0]["phases_seconds"]) == {"aot_autograd", "inductor_lowering", "inductor_codegen", "cpp_compile",
+                                           "inductor_total"}
     names = {s.name: s for s in op_stats()}
     assert names["compiled::graph_0"].tier == "compiled" and names["compiled::graph_0"].calls_timed == 1
     assert any(n.startswith("compiled::cpp_fused") for n in names)

@@ -31,8 +31,9 @@ def _new_graph(name: str, nodes: int, inputs: int) -> GraphMetrics:
 
 
 def get_metrics() -> list[dict[str, Any]]:
-    """One record per compiled graph: nodes, kernels generated, seconds per phase, FX-graph cache
-    hits and misses, calls."""
+    """One record per compiled graph: nodes, kernels generated, compile seconds and seconds per
+    phase (aot_autograd, inductor_lowering, inductor_codegen, cpp_compile, inductor_total; zero
+    for phases a cache hit skipped), FX-graph cache hits and misses, calls."""
     with _lock:
         return [dataclasses.asdict(m) for m in _graphs]
 
