@@ -28,7 +28,7 @@ GROUPS: dict[str, tuple[str, list[str]]] = {
     ]),
     "reductions_linalg": ("reductions and the matmul family", [
         "sum", "mean", "prod", "max", "min", "amax", "amin", "argmax", "argmin", "all", "any", "var", "std",
-        "var_mean", "std_mean", "logsumexp", "norm", "linalg_vector_norm", "cumsum", "cumsum_", "sort", "topk",
+        "var_mean", "std_mean", "logsumexp", "mode", "median", "kthvalue", "norm", "linalg_vector_norm", "cumsum", "cumsum_", "sort", "topk",
         "mm", "bmm", "addmm", "addmm_", "baddbmm", "baddbmm_", "addbmm", "dot", "mv", "addmv", "addmv_", "_softmax",
         "_log_softmax", "_softmax_backward_data", "_log_softmax_backward_data",
     ]),

@@ -119,6 +119,18 @@ at::Tensor adopt_host_tensor(const at::Tensor& cpu, c10::DeviceIndex device) {
   return at::Tensor(std::move(impl));
 }
 
+at::Tensor zero_tensor_on(const at::Tensor& cpu_zero, c10::DeviceIndex device) {
+  auto storage = c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), 0,
+                                                       c10::DataPtr(nullptr, c10::Device(kNeuron, device)),
+                                                       /*allocator=*/nullptr, /*resizable=*/false);
+  auto impl = c10::make_intrusive<c10::TensorImpl>(
+      c10::Storage(std::move(storage)),
+      c10::DispatchKeySet(c10::DispatchKey::PrivateUse1) | c10::DispatchKeySet(c10::DispatchKey::ZeroTensor),
+      cpu_zero.dtype());
+  copy_geometry(impl.get(), cpu_zero);
+  return at::Tensor(std::move(impl));
+}
+
 at::Tensor device_view_like(const at::Tensor& view, const c10::Storage& device_storage, const at::Tensor& device_base) {
   auto impl = c10::make_intrusive<c10::TensorImpl>(c10::TensorImpl::VIEW, c10::Storage(device_storage),
                                                    device_base.key_set(), view.dtype());

@@ -29,6 +29,9 @@ at::Tensor adopt_host_tensor(const at::Tensor& cpu, c10::DeviceIndex device);
 at::Tensor device_view_like(const at::Tensor& view, const c10::Storage& device_storage,
                             const at::Tensor& device_base);
 
+// A neuron ZeroTensor (no memory, reads as zeros) shaped like the CPU one.
+at::Tensor zero_tensor_on(const at::Tensor& cpu_zero, c10::DeviceIndex device);
+
 // True when the DataPtr was produced by the neuron device allocator.
 bool is_neuron_dataptr(const c10::DataPtr& ptr);
 

@@ -103,6 +103,7 @@ at::Tensor KernelCall::to_device(const at::Tensor& r) {
     output_numel_ += r.numel();
   }
   if (!r.defined() || r.device().type() == kNeuron) return r;
+  if (r._is_zerotensor()) return zero_tensor_on(r, device_);
   const c10::TensorImpl* impl = r.unsafeGetTensorImpl();
   const c10::StorageImpl* storage = r.storage().unsafeGetStorageImpl();
   for (const auto& s : slots_)

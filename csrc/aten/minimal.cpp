@@ -179,4 +179,16 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("record_stream", record_stream);
 }
 
+// A conj/neg-bit source must reach copy_from as it is: the CPU copy kernel
+// resolves the bits itself. Materializing them first (the Conjugate/Negative
+// fallbacks) would clone, which copies, which calls _copy_from again.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
 }  // namespace torchneuron

@@ -53,6 +53,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_NATIVE(m, std_mean_correction_out);
   NEURON_NATIVE(m, logsumexp);
   NEURON_NATIVE(m, logsumexp_out);
+  NEURON_NATIVE(m, mode);
+  NEURON_NATIVE(m, mode_values);
+  NEURON_NATIVE(m, median);
+  NEURON_NATIVE(m, median_dim);
+  NEURON_NATIVE(m, median_dim_values);
+  NEURON_NATIVE(m, median_out);
+  NEURON_NATIVE(m, kthvalue);
+  NEURON_NATIVE(m, kthvalue_values);
   NEURON_NATIVE(m, norm_Scalar);
   NEURON_NATIVE(m, norm_ScalarOpt_dim);
   NEURON_NATIVE(m, norm_ScalarOpt_dim_dtype);

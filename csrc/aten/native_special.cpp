@@ -75,7 +75,9 @@ int64_t sdp_choice(const at::Tensor& query, const at::Tensor& key, const at::Ten
   // meta tensors: that also serves FakeTensor tracing (torch.compile), whose
   // tensors have no data to view.
   auto meta = [](const at::Tensor& t) {
-    return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::DeviceType::Meta));
+    // requires_grad is part of the choice (the fused CPU kernel has no gradient for the mask).
+    return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::DeviceType::Meta))
+        .requires_grad_(t.requires_grad());
   };
   std::optional<at::Tensor> mask;
   if (attn_mask.has_value() && attn_mask->defined()) mask = meta(*attn_mask);

@@ -11,7 +11,7 @@ For every OpInfo in ``op_db`` that runs on CPU, and each dtype of float32, bfloa
 - ``test_inplace[<op>-<dtype>]`` (``op.inplace_variant``) and ``test_out[<op>-<dtype>]``
   (``op.supports_out``, with an empty ``out=`` that the kernel must resize and a preallocated one):
   extra coverage of the device's write-back paths (mutated arguments, resized ``out=`` tensors).
-- ``test_crash_reproducer[...]``: the minimal reproducers of the known crashes, in a subprocess.
+- ``test_crash_reproducer[...]``: the minimal reproducers of the known crashes, each in a subprocess.
 
 Samples come from ``op.sample_inputs("cpu", dtype)`` (seeded); their tensors are copied to neuron with
 the same sizes, strides, storage offsets and aliasing (a copy of the whole storage, then
@@ -22,17 +22,23 @@ tensor (a factory call without ``device=``) too. Every op call, CPU and neuron, 
 are compared exactly: the neuron generator draws the CPU's numbers.
 
 Runtime: only the first ``MAX_SAMPLES`` (8) samples of each op are used (env
-``NEURON_OPINFO_MAX_SAMPLES``, ``0`` = all; ``SAMPLE_LIMITS`` raises it for single ops); with all
-samples the file takes ~3x longer and found nothing more than ``SAMPLE_LIMITS`` keeps.
-On 2 cores the file takes about 1.5 minutes (collection, importing op_db, is ~7 s of it).
+``NEURON_OPINFO_MAX_SAMPLES``, ``0`` = all; ``SAMPLE_LIMITS`` raises it for single ops). On 2 cores
+the file takes about 2 minutes (about 10 s of it importing op_db and collecting); with all samples
+about 5 minutes, and that found nothing the first 8 samples (plus ``SAMPLE_LIMITS``) miss.
 
-``EXCLUDED`` lists the ops that cannot match, with reasons; ``UNINITIALIZED`` ops are compared on
-metadata only. Backend bugs are ``xfail`` with a reason starting "neuron backend bug:" (``KNOWN_BUGS``);
-those that crash the interpreter inside the op call are not run (``xfail(run=False)``) unless
-``NEURON_OPINFO_RUN_CRASHERS=1``, which runs each in a subprocess.
+``EXCLUDED`` lists the ops (or op+dtype) that cannot match, with reasons; ``UNINITIALIZED`` ops are
+compared on shape, dtype, strides and device only. Backend bugs are ``xfail`` with a reason starting
+"neuron backend bug:" (``KNOWN_BUGS``, not strict: a fix shows as XPASS, remove the entry then).
+``CRASHES`` are the bugs that kill the interpreter inside the op call: while the minimal reproducer of
+their cause (``CRASH_REPRODUCERS``, run once in a subprocess, also ``test_crash_reproducer``) still
+crashes they are xfailed without running; ``NEURON_OPINFO_RUN_CRASHERS=1`` runs each in a subprocess.
+Results that would crash pytest when read or printed (conj/neg-bit or memory-less tensors) fail the
+test instead (``_check_readable``).
 
 Summary of pass rates per test kind and dtype:  ``python tests/aten/test_opinfo.py --report``
 """
+import concurrent.futures
+import functools
 import math
 import os
 import signal
@@ -89,28 +95,36 @@ _SDPA = ("neuron backend bug: _fused_sdp_choice runs on host views that lost req
 _MODE = ("neuron backend bug: torch.mode(..., out=) takes mode.values' CompositeExplicitAutograd "
          "kernel, which rejects the device ('mode only supports CPU, CUDA and XPU device type, got: "
          "neuron'); it needs a PrivateUse1 kernel")
-_FFT_INT = ("float32", "int64", "bool")
-# (kind, op) -> (reason, dtypes or None for all). CRASHES: the process dies inside the op call.
-KNOWN_BUGS = {
-    ("forward", "fft.ifft"): (_CONJ, None),  # ifft of a real input returns a conj view
-    ("forward", "fft.ihfft"): (_CONJ, None),
-    ("forward", "fft.ihfft2"): (_CONJ, None),
-    ("forward", "fft.ihfftn"): (_CONJ, None),
-    ("backward", "sgn"): (_ZERO, None),
-    ("backward", "nn.functional.scaled_dot_product_attention"): (_SDPA, None),
-    ("out", "mode"): (_MODE, None),
+# (kind, op) -> (reason, dtypes or None for all): xfail. CRASHES: the process dies inside the op call;
+# while the reproducer of the reason (PROBES) still crashes they are xfailed without running.
+# Every bug found by this file so far is fixed (conj/neg copies, ZeroTensor results, the SDPA choice
+# with a mask that requires grad, mode(out=)); tests/aten/test_semantics.py keeps their reproducers.
+KNOWN_BUGS: dict = {}
+CRASHES: dict = {}
+
+
+# Minimal reproducers of the crashes (run once, lazily, in a fresh interpreter; see _crashes).
+CRASH_REPRODUCERS = {
+    "conj_copy": (_CONJ, "torch.randn(3, dtype=torch.complex64, device='neuron').conj().cpu()"),
+    "neg_copy": (_CONJ, "torch.ones(3, device='neuron')._neg_view().clone()"),
+    "ifft_of_real": (_CONJ, "torch.fft.ifft(torch.randn(8, device='neuron')).cpu()"),
+    "zerotensor": (_ZERO, "torch._efficientzerotensor(4, device='neuron').cpu()"),
+    "sgn_grad": (_ZERO, """
+        x = torch.randn(4, device='neuron', requires_grad=True)
+        torch.autograd.grad(torch.sgn(x), x, torch.ones(4, device='neuron'))[0].cpu()"""),
 }
-CRASHES = {
-    ("forward", "fft.hfft"): (_CONJ, _FFT_INT),
-    ("forward", "fft.hfft2"): (_CONJ, _FFT_INT),
-    ("forward", "fft.hfftn"): (_CONJ, _FFT_INT),
-    ("out", "fft.hfft"): (_CONJ, _FFT_INT),
-    ("out", "fft.hfft2"): (_CONJ, _FFT_INT),
-    ("out", "fft.hfftn"): (_CONJ, _FFT_INT),
-    **{("backward", name): (_CONJ, None) for name in (
-        "fft.hfft", "fft.hfft2", "fft.hfftn", "fft.ifft", "fft.ihfft", "fft.ihfft2", "fft.ihfftn",
-        "linalg.eig", "linalg.eigvals", "polar")},
-}
+PROBES = {_CONJ: "conj_copy", _ZERO: "zerotensor"}
+
+
+@functools.cache
+def _reproduce(name):
+    code = "import torch\n" + textwrap.dedent(CRASH_REPRODUCERS[name][1])
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+
+def _crashes(name):
+    """Whether the reproducer `name` still kills the interpreter (with a signal)."""
+    return _reproduce(name).returncode < 0
 
 
 def op_id(op):
@@ -178,19 +192,21 @@ class UnreadableResult(AssertionError):
 
 def _check_readable(t, path):
     """Known ways a neuron result crashes the process when read: fail instead of crashing."""
-    if t.is_conj() or t.is_neg():
+    if (t.is_conj() or t.is_neg()) and _crashes("conj_copy" if t.is_conj() else "neg_copy"):
         raise UnreadableResult(f"{path}: result has the {'conj' if t.is_conj() else 'neg'} bit; reading it "
                              f"from neuron segfaults (_copy_from recursion)")
-    if t.numel() > 0 and t.data_ptr() == 0:
+    if t.numel() > 0 and t.data_ptr() == 0 and not t._is_zerotensor():
         raise UnreadableResult(f"{path}: result has no memory (data_ptr 0, zerotensor={t._is_zerotensor()}); "
                              f"reading it segfaults (a CPU ZeroTensor adopted without its ZeroTensor key)")
 
 
 def assert_same(neuron, cpu, path="out", values=True):
     """neuron result == CPU result, recursively; tensors must be on neuron."""
+    if neuron is cpu:
+        return  # an argument both runs share (ARGS_STAY_ON_CPU)
     if isinstance(cpu, torch.Tensor):
         assert isinstance(neuron, torch.Tensor), f"{path}: expected a tensor, got {type(neuron).__name__}"
-        assert neuron.device.type == DEVICE, f"{path}: result on {neuron.device}, expected {DEVICE}"
+        assert neuron.device.type == "neuron", f"{path}: result on {neuron.device}, expected neuron"
         assert neuron.dtype == cpu.dtype, f"{path}: dtype {neuron.dtype} != cpu {cpu.dtype}"
         assert neuron.shape == cpu.shape, f"{path}: shape {tuple(neuron.shape)} != cpu {tuple(cpu.shape)}"
         if not values:
@@ -219,8 +235,7 @@ def assert_same(neuron, cpu, path="out", values=True):
 # ---- running ------------------------------------------------------------------------------------
 
 
-def get_samples(op, dtype, requires_grad):
-    limit = SAMPLE_LIMITS.get(op_id(op), MAX_SAMPLES) if MAX_SAMPLES else 0
+def _collect_samples(op, dtype, requires_grad, limit):
     torch.manual_seed(1234)
     out = []
     for s in op.sample_inputs("cpu", dtype, requires_grad=requires_grad):
@@ -228,6 +243,16 @@ def get_samples(op, dtype, requires_grad):
         if limit and len(out) >= limit:
             break
     return out
+
+
+# OpInfo's sample iterator inspects the caller's stack (inspect.stack(), reading source files) to find
+# a unittest test; under pytest's deep stack that costs ~0.1 s per call. A worker thread's stack is short.
+_SAMPLER = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+
+
+def get_samples(op, dtype, requires_grad):
+    limit = SAMPLE_LIMITS.get(op_id(op), MAX_SAMPLES) if MAX_SAMPLES else 0
+    return _SAMPLER.submit(_collect_samples, op, dtype, requires_grad, limit).result()
 
 
 def _call(fn, args):
@@ -319,8 +344,8 @@ def check_inplace(op, dtype):
         where = _describe(i, s)
         dev_out = _call_on_device(op.inplace_variant, dev_args, where)
         assert (dev_out is dev_args[0]) == (cpu_out is cpu_args[0]), f"{where}: the result is not self"
-        assert_same(dev_out, cpu_out, f"{where}: output")
-        assert_same(dev_args, cpu_args, f"{where}: inputs after the call")
+        assert_same(dev_out, cpu_out, f"{where}: output", values=name not in UNINITIALIZED)
+        assert_same(dev_args, cpu_args, f"{where}: inputs after the call", values=name not in UNINITIALIZED)
         compared += 1
     return compared
 
@@ -344,7 +369,7 @@ def check_out(op, dtype):
             continue
         for preallocated in (False, True):
             cpu_args = pytree.tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, base)
-            dev_args = to_device_sample(name, cpu_args)
+            dev_args = to_device_sample(name, cpu_args) or cpu_args  # the out= tensors are on neuron
             cpu_o, dev_o = _make_out(expected, "cpu", preallocated), _make_out(expected, DEVICE, preallocated)
             try:
                 cpu_ret = _call(lambda inp, *a, **k: op(inp, *a, **k, out=cpu_o), cpu_args)
@@ -352,8 +377,9 @@ def check_out(op, dtype):
                 continue
             where = f"{_describe(i, s)} with {'a preallocated' if preallocated else 'an empty'} out="
             dev_ret = _call_on_device(lambda inp, *a, **k: op(inp, *a, **k, out=dev_o), dev_args, where)
-            assert_same(dev_o, cpu_o, f"{where}: out tensors")
-            assert_same(dev_ret, cpu_ret, f"{where}: returned")
+            values = name not in UNINITIALIZED
+            assert_same(dev_o, cpu_o, f"{where}: out tensors", values)
+            assert_same(dev_ret, cpu_ret, f"{where}: returned", values)
             assert_same(dev_args, cpu_args, f"{where}: inputs after the call")
             compared += 1
     return compared
@@ -386,9 +412,8 @@ def _params(kind):
             marks = []
             if excluded := EXCLUDED.get(name, EXCLUDED.get((name, d))):
                 marks.append(pytest.mark.skip(reason=f"excluded: {excluded}"))
-            elif reason := _bug(CRASHES, kind, name, d):
-                if not os.environ.get("NEURON_OPINFO_RUN_CRASHERS"):
-                    marks.append(pytest.mark.xfail(run=False, reason=reason + " [crashes the process]"))
+            elif _bug(CRASHES, kind, name, d):
+                pass  # decided when it runs (_run)
             elif reason := _bug(KNOWN_BUGS, kind, name, d):
                 marks.append(pytest.mark.xfail(reason=reason, strict=False))
             params.append(pytest.param(name, d, id=f"{name}-{d}", marks=marks))
@@ -396,20 +421,23 @@ def _params(kind):
 
 
 def _run(kind, name, dtype_name):
-    if crash := _bug(CRASHES, kind, name, dtype_name):  # only with NEURON_OPINFO_RUN_CRASHERS=1
+    crash = _bug(CRASHES, kind, name, dtype_name)
+    if crash and os.environ.get("NEURON_OPINFO_RUN_CRASHERS"):  # run it in a subprocess
         proc = subprocess.run([sys.executable, __file__, "--run-one", kind, name, dtype_name],
                               capture_output=True, text=True, timeout=300)
         if proc.returncode < 0:
             pytest.xfail(f"{crash} [{signal.Signals(-proc.returncode).name}]")
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         return
+    if crash and _crashes(PROBES[crash]):
+        pytest.xfail(f"{crash} [not run: it would crash the process]")
     try:
         compared = CHECKS[kind](OPS[name], DTYPES[dtype_name])
     except UnreadableResult as e:
         # re-raised without the frames that hold the tensor: printing it would crash pytest
         raise AssertionError(str(e)) from None
     if not compared:
-        pytest.skip("no sample of this op runs on CPU with this dtype")
+        pytest.skip("no sample both runs on CPU and uses the device (e.g. the op takes no tensor)")
 
 
 pytestmark = pytest.mark.filterwarnings("ignore")
@@ -435,23 +463,10 @@ def test_out(name, dtype):
     _run("out", name, dtype)
 
 
-# Minimal reproducers of the crashes behind the xfails above (each in a fresh interpreter).
-CRASH_REPRODUCERS = {
-    "conj_copy": (_CONJ, "torch.randn(3, dtype=torch.complex64, device='neuron').conj().cpu()"),
-    "neg_copy": (_CONJ, "torch.ones(3, device='neuron')._neg_view().clone()"),
-    "ifft_of_real": (_CONJ, "torch.fft.ifft(torch.randn(8, device='neuron')).cpu()"),
-    "zerotensor": (_ZERO, "torch._efficientzerotensor(4, device='neuron').cpu()"),
-    "sgn_grad": (_ZERO, """
-        x = torch.randn(4, device='neuron', requires_grad=True)
-        torch.autograd.grad(torch.sgn(x), x, torch.ones(4, device='neuron'))[0].cpu()"""),
-}
-
-
 @pytest.mark.parametrize("name", CRASH_REPRODUCERS)
 def test_crash_reproducer(name):
-    reason, code = CRASH_REPRODUCERS[name]
-    proc = subprocess.run([sys.executable, "-c", "import torch\n" + textwrap.dedent(code)],
-                          capture_output=True, text=True, timeout=120)
+    reason = CRASH_REPRODUCERS[name][0]
+    proc = _reproduce(name)
     if proc.returncode < 0:
         pytest.xfail(f"{reason} [{signal.Signals(-proc.returncode).name}]")
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -474,7 +489,7 @@ def _report():
                 return
             func, _, param = report.nodeid.partition("::")[2].partition("[")
             kind = func.removeprefix("test_")
-            dtype = param.rstrip("]").rpartition("-")[2] if kind in CHECKS else "-"
+            dtype = param.rstrip("]").rpartition("-")[2] if kind in CHECKS else ""
             if hasattr(report, "wasxfail"):
                 outcome = "xpassed" if report.passed else "xfailed (bug)"
             elif report.skipped:
@@ -483,25 +498,30 @@ def _report():
             else:
                 outcome = report.outcome
             self.counts[(kind, dtype)][outcome] += 1
-            if outcome in ("failed", "xpassed", "xfailed (bug)"):
+            if outcome in ("failed", "xpassed"):
                 self.lists[outcome].append(report.nodeid.partition("::")[2])
+            if outcome == "xfailed (bug)":
+                self.lists[report.wasxfail.split(":")[1].strip()[:70]].append(f"{kind}[{param}")
 
     col = Collector()
-    rc = pytest.main([__file__, "-q", "-p", "no:cacheprovider", "--no-header", "-rN", "--tb=no"],
-                     plugins=[col])
+    rc = pytest.main([__file__, "-q", "-p", "no:cacheprovider", "-p", "no:warnings", "--no-header", "-rN",
+                      "--tb=no"], plugins=[col])
     cols = ["passed", "failed", "xfailed (bug)", "xpassed", "excluded", "skipped"]
-    print(f"\n{'kind':<16}{'dtype':<10}" + "".join(f"{c:>15}" for c in cols) + f"{'pass rate':>12}")
+    print(f"\n{'kind':<18}{'dtype':<10}" + "".join(f"{c:>14}" for c in cols) + f"{'pass rate':>11}")
     total = Counter()
     for (kind, dtype), c in sorted(col.counts.items(), key=lambda kv: (list(CHECKS).index(kv[0][0])
                                    if kv[0][0] in CHECKS else 9, kv[0][1])):
         total.update(c)
         attempted = c["passed"] + c["failed"] + c["xfailed (bug)"] + c["xpassed"]
         rate = f"{100 * (c['passed'] + c['xpassed']) / attempted:.1f}%" if attempted else "-"
-        print(f"{kind:<16}{dtype:<10}" + "".join(f"{c[k]:>15}" for k in cols) + f"{rate:>12}")
+        print(f"{kind:<18}{dtype:<10}" + "".join(f"{c[k]:>14}" for k in cols) + f"{rate:>11}")
     attempted = total["passed"] + total["failed"] + total["xfailed (bug)"] + total["xpassed"]
-    print(f"{'all':<26}" + "".join(f"{total[k]:>15}" for k in cols)
-          + f"{100 * (total['passed'] + total['xpassed']) / max(attempted, 1):.1f}%".rjust(12))
-    print("(pass rate = passed / attempted; attempted excludes 'excluded' and 'skipped': no sample runs on CPU)")
+    print(f"{'all':<28}" + "".join(f"{total[k]:>14}" for k in cols)
+          + f"{100 * (total['passed'] + total['xpassed']) / max(attempted, 1):.1f}%".rjust(11))
+    print("(pass rate = passed / attempted; attempted excludes 'excluded' and 'skipped': no usable sample)")
+    for key, ids in col.lists.items():
+        if key not in ("failed", "xpassed"):
+            print(f"known bug '{key}...': {', '.join(ids)}")
     for outcome in ("failed", "xpassed"):
         for nodeid in col.lists[outcome]:
             print(f"{outcome}: {nodeid}" + ("  <- fixed? remove it from KNOWN_BUGS" if outcome == "xpassed" else ""))

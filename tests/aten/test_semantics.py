@@ -183,3 +183,35 @@ def test_warn_once_per_generic_op():
             torch.special.bessel_y0(x)  # second time: silent
     finally:
         torchneuron_ext.warn_on_generic_path(False)
+
+
+# Regressions for bugs the OpInfo sweep found (each crashed or raised before its fix).
+def test_conj_and_neg_views_copy_without_recursion():
+    x = n(torch.randn(4, dtype=torch.complex64))
+    assert torch.equal(x.conj().cpu(), x.cpu().conj())
+    assert torch.equal(x.conj().clone().cpu(), x.cpu().conj())
+    r = n(torch.randn(8))
+    torch.testing.assert_close(torch.fft.ifft(r).cpu(), torch.fft.ifft(r.cpu()))
+    torch.testing.assert_close(torch.fft.hfft(r.to(torch.complex64)).cpu(), torch.fft.hfft(r.cpu().to(torch.complex64)))
+
+
+def test_zero_tensor_results_stay_zero_tensors():
+    a = n(torch.randn(5)).requires_grad_()
+    (g,) = torch.autograd.grad(torch.sgn(a).sum(), a)
+    assert g.device.type == "neuron" and torch.equal(g.cpu(), torch.zeros(5))
+
+
+def test_sdpa_with_a_mask_that_requires_grad():
+    q = n(torch.randn(1, 2, 4, 8))
+    m = n(torch.randn(4, 4)).requires_grad_()
+    torch.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=m).sum().backward()
+    mc = m.detach().cpu().requires_grad_()
+    qc = q.cpu()
+    torch.nn.functional.scaled_dot_product_attention(qc, qc, qc, attn_mask=mc).sum().backward()
+    torch.testing.assert_close(m.grad.cpu(), mc.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_mode_with_out():
+    vals, idx = n(torch.empty(0)), n(torch.empty(0, dtype=torch.long))
+    torch.mode(n(torch.tensor([[1.0, 2, 2], [3, 3, 1]])), 1, out=(vals, idx))
+    assert torch.equal(vals.cpu(), torch.tensor([2.0, 3.0])) and torch.equal(idx.cpu(), torch.tensor([2, 1]))
