@@ -5,6 +5,7 @@ import torch.nn.functional as F
 
 import torchneuron_ext
 from torchneuron_ext.compiler import get_metrics, graph_breaks, reset_metrics
+from tests.models import Block
 
 
 def rms_naive(x, w, eps=1e-6):
@@ -13,23 +14,6 @@ def rms_naive(x, w, eps=1e-6):
 
 def rms_fused(x, w, eps=1e-6):
     return torch.rms_norm(x, (x.shape[-1],), w, eps)
-
-
-class Block(torch.nn.Module):
-    def __init__(self, d=32, heads=4):
-        super().__init__()
-        self.ln1, self.ln2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
-        self.qkv, self.proj = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
-        self.fc1, self.fc2 = torch.nn.Linear(d, 4 * d), torch.nn.Linear(4 * d, d)
-        self.heads = heads
-
-    def forward(self, x):
-        b, t, d = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
-        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
-        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
-        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
 
 
 @pytest.fixture(autouse=True)
