@@ -114,9 +114,7 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("_memory_stats", &memory_stats);
   m.def("_memory_snapshot", &memory_snapshot);
-  m.def("_empty_cache", [] {
-    for (int d = 0; d < neuron_rt::device_count(); ++d) neuron_rt::core_allocator(d).empty_cache();
-  });
+  m.def("_empty_cache", [] { device_allocator()->emptyCache(); });
   m.def("_reset_peak_memory_stats", [](int d) { guarded([&] { neuron_rt::core_allocator(d).reset_peak(); }); });
   m.def("_reset_accumulated_memory_stats",
         [](int d) { guarded([&] { neuron_rt::core_allocator(d).reset_accumulated(); }); });

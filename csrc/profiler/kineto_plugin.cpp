@@ -183,14 +183,9 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
         a.addMetadata("stream", r.stream);
         a.addMetadataQuoted("tier", tier);
         a.addMetadata("bytes", r.bytes_read + r.bytes_written);
-        if (copy) {
-          a.addMetadata("bytes read", r.bytes_read);
-          a.addMetadata("bytes written", r.bytes_written);
-        } else {
-          a.addMetadata("bytes read", r.bytes_read);
-          a.addMetadata("bytes written", r.bytes_written);
-          if (r.flops) a.addMetadata("flops", r.flops);
-        }
+        a.addMetadata("bytes read", r.bytes_read);
+        a.addMetadata("bytes written", r.bytes_written);
+        if (r.flops) a.addMetadata("flops", r.flops);
         seen_.insert({r.device, lane});
         buffer_->gpuOpCount++;
       }

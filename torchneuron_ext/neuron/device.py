@@ -91,7 +91,7 @@ def synchronize(device: DeviceLike = None) -> None:
     """Wait for all work on the device. Kernels run synchronously, so this only validates the device."""
     _lazy_init()
     index = _get_device_index(device, optional=True)
-    torch._C._accelerator_synchronizeDevice(index) if hasattr(torch._C, "_accelerator_synchronizeDevice") else None
+    torch._C._accelerator_synchronizeDevice(index)
 
 
 @dataclasses.dataclass(frozen=True)
