@@ -110,7 +110,9 @@ def summarize_trace(trace: Union[str, os.PathLike, dict]) -> TraceSummary:
             t_min, t_max = min(t_min, ts), max(t_max, ts + dur)
         if cat == "kernel":
             name = str(e.get("name", ""))
-            op = "aten::" + name[len("neuron::"):] if name.startswith("neuron::") else name
+            op = name
+            if name.startswith("neuron::"):  # neuron::mul -> aten::mul; neuron::compiled::graph_0 -> compiled::graph_0
+                op = name[len("neuron::"):] if "::" in name[len("neuron::"):] else "aten::" + name[len("neuron::"):]
             tier = str(args.get("tier", "native"))
             row = rows.setdefault(op, OpRow(op, tier))
             row.calls += 1
