@@ -1,0 +1,29 @@
+"""NKI, the Neuron Kernel Interface, on the emulated neuron device.
+
+``torchneuron_ext.nki`` is the new dialect (NKI 0.2+, ``import nki``): ``nki.language``, ``nki.isa``
+with destination-first instructions, ``kernel[lnc]``, ``nki.simulate``. ``torchneuron_ext.nki.legacy``
+is the legacy dialect (``neuronxcc.nki``): functional ``nl``/``nisa`` with arange, mgrid and masks,
+SPMD grids, ``nki.simulate_kernel``. Both run on one interpreter (engine.py) that enforces the
+hardware's rules and raises :class:`NKIError` with the toolchain's error codes.
+See docs/nki.md; ``torchneuron_ext.nki.compat.install()`` makes ``import nki`` and
+``import neuronxcc.nki`` resolve here.
+"""
+from __future__ import annotations
+
+from . import isa, language, typing  # noqa: F401
+from .entry_points import (make_baremetal, make_benchmark, make_jit, make_profile, make_simulate,
+                           make_simulate_kernel)
+from .errors import NKIError, NKIUnsupportedError  # noqa: F401
+from .kernel import GridKernel, Kernel, LaunchResult  # noqa: F401
+from .tensor import NKITensor  # noqa: F401
+
+jit = make_jit("new")
+simulate = make_simulate("new")
+simulate_kernel = make_simulate_kernel("new")
+baremetal = make_baremetal("new")
+benchmark = make_benchmark("new")
+profile = make_profile("new")
+tensor = NKITensor
+
+__all__ = ["jit", "simulate", "simulate_kernel", "baremetal", "benchmark", "profile", "language", "isa",
+           "typing", "NKIError", "NKIUnsupportedError", "Kernel", "NKITensor", "tensor"]

@@ -1,0 +1,58 @@
+"""Constants shared by both dialects' ``nki.isa``."""
+from __future__ import annotations
+
+import enum
+
+
+class engine(enum.Enum):
+    unknown = 0
+    tensor = 1
+    vector = 2
+    scalar = 3
+    gpsimd = 4
+    activation = 3
+    sync = 5
+
+
+unknown_engine, tensor_engine, vector_engine = engine.unknown, engine.tensor, engine.vector
+scalar_engine, gpsimd_engine, activation_engine = engine.scalar, engine.gpsimd, engine.scalar
+
+
+class reduce_cmd(enum.Enum):
+    idle = 0
+    reset = 1
+    reduce = 2
+    reset_reduce = 3
+    load_reduce = 4
+
+
+class dge_mode(enum.Enum):
+    unknown = 0
+    none = 1
+    swdge = 2
+    hwdge = 3
+
+
+class oob_mode(enum.Enum):
+    error = 0
+    skip = 1
+
+
+class nc_version(enum.Enum):
+    gen2 = 2
+    gen3 = 3
+    gen4 = 4
+
+
+def get_nc_version() -> nc_version:
+    from .memory import default_target
+    return {"trn1": nc_version.gen2, "inf2": nc_version.gen2, "trn2": nc_version.gen3,
+            "trn3": nc_version.gen4}[default_target().name]
+
+
+def engine_name(e: object, default: str = "vector") -> str:
+    if e is None or e is engine.unknown:
+        return default
+    if isinstance(e, engine):
+        return {1: "tensor", 2: "vector", 3: "scalar", 4: "gpsimd", 5: "vector"}[e.value]
+    return str(e)

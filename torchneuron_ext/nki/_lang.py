@@ -1,0 +1,325 @@
+"""The implementation behind ``nki.language`` of both dialects (the legacy one adds arange, mgrid, mask=)."""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from . import dtypes as _dt
+from . import engine as _eng
+from . import runtime as _rt
+from .errors import NKIUnsupportedError, fail
+from .indexing import DynSlice, ds
+from .memory import hbm, private_hbm, psum, sbuf, shared_hbm, tile_size
+from .tensor import NKITensor
+
+bool_, int8, int16, int32 = _dt.bool_, _dt.int8, _dt.int16, _dt.int32
+uint8, uint16, uint32 = _dt.uint8, _dt.uint16, _dt.uint32
+float16, float32, bfloat16, tfloat32 = _dt.float16, _dt.float32, _dt.bfloat16, _dt.tfloat32
+float8_e4m3, float8_e4m3fn, float8_e5m2 = _dt.float8_e4m3, _dt.float8_e4m3fn, _dt.float8_e5m2
+
+tile = NKITensor
+
+
+class par_dim:
+    """``nl.par_dim(n)`` marks the partition dimension in a shape with block dimensions before it."""
+    __slots__ = ("size",)
+
+    def __init__(self, size: int) -> None:
+        self.size = int(size)
+
+    def __index__(self) -> int:
+        return self.size
+
+    def __int__(self) -> int:
+        return self.size
+
+    def __repr__(self) -> str:
+        return f"par_dim({self.size})"
+
+
+def _parse_shape(shape: Any) -> tuple:
+    if isinstance(shape, (int, np.integer, par_dim)):
+        shape = (shape,)
+    par_axis = 0
+    out = []
+    for i, s in enumerate(shape):
+        if isinstance(s, par_dim):
+            par_axis = i
+            out.append(s.size)
+        else:
+            out.append(int(s))
+    return tuple(out), par_axis
+
+
+def _buffer(buffer: Any):
+    if buffer is None:
+        return sbuf
+    if buffer in (sbuf, psum, hbm, private_hbm, shared_hbm):
+        return buffer
+    raise TypeError(f"buffer= must be one of nl.sbuf, nl.psum, nl.hbm, nl.private_hbm, nl.shared_hbm, got {buffer!r}")
+
+
+def ndarray(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "", **_ignored: Any) -> NKITensor:
+    """A new, uninitialised tensor (NaN-filled, as AWS's simulator does, so reads of it show)."""
+    shp, par_axis = _parse_shape(shape)
+    storage = _rt.current().allocate(shp, _dt.as_dtype(dtype), _buffer(buffer), name, par_axis)
+    return NKITensor(storage, storage.array, None, par_axis)
+
+
+def _filled(shape: Any, value: Any, dtype: Any, buffer: Any, name: str) -> NKITensor:
+    shp, par_axis = _parse_shape(shape)
+    storage = _rt.current().allocate(shp, _dt.as_dtype(dtype), _buffer(buffer), name, par_axis, fill=value)
+    if storage.buffer.on_chip:
+        _rt.current().costs.compute("vector", "memset", math.prod(shp[1:]) if len(shp) > 1 else 1)
+    return NKITensor(storage, storage.array, None, par_axis)
+
+
+def zeros(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "", **_: Any) -> NKITensor:
+    return _filled(shape, 0, dtype, buffer, name)
+
+
+def ones(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "", **_: Any) -> NKITensor:
+    return _filled(shape, 1, dtype, buffer, name)
+
+
+def full(shape: Any, fill_value: Any, dtype: Any, *, buffer: Any = None, name: str = "", **_: Any) -> NKITensor:
+    return _filled(shape, fill_value, dtype, buffer, name)
+
+
+def zeros_like(a: NKITensor, dtype: Any = None, *, buffer: Any = None, name: str = "", **_: Any) -> NKITensor:
+    return zeros(a.shape, dtype if dtype is not None else a.dtype, buffer=buffer or a.buffer, name=name)
+
+
+def ones_like(a: NKITensor, dtype: Any = None, *, buffer: Any = None, name: str = "", **_: Any) -> NKITensor:
+    return ones(a.shape, dtype if dtype is not None else a.dtype, buffer=buffer or a.buffer, name=name)
+
+
+def empty_like(a: NKITensor, dtype: Any = None, *, buffer: Any = None, name: str = "", **_: Any) -> NKITensor:
+    return ndarray(a.shape, dtype if dtype is not None else a.dtype, buffer=buffer or a.buffer, name=name)
+
+
+def rand(shape: Any, dtype: Any = float32, *, buffer: Any = None, name: str = "", **_: Any) -> NKITensor:
+    t = ndarray(shape, dtype, buffer=buffer, name=name)
+    t.write(_dt.cast(_rng().random(t.shape, dtype=np.float32), t.dtype))
+    return t
+
+
+def _rng() -> np.random.Generator:
+    launch = _rt.current()
+    if not hasattr(launch, "rng"):
+        launch.rng = np.random.default_rng(0)
+    return launch.rng
+
+
+def shared_constant(constant: Any, dtype: Any = None, **_: Any) -> NKITensor:
+    arr = np.asarray(constant)
+    t = ndarray(arr.shape, dtype if dtype is not None else arr.dtype, buffer=shared_hbm)
+    t.write(_dt.cast(arr, t.dtype))
+    return t
+
+
+def shared_identity_matrix(n: int, dtype: Any = uint8, **_: Any) -> NKITensor:
+    return shared_constant(np.eye(n), dtype)
+
+
+def static_cast(arr: np.ndarray, dtype: Any) -> np.ndarray:
+    """Host helper: cast a numpy array to an NKI dtype (e.g. bfloat16) with round-to-nearest."""
+    return np.asarray(arr).astype(_dt.as_dtype(dtype))
+
+
+# -- loops and SPMD ------------------------------------------------------------------------------------
+
+def affine_range(*args: int, **_: Any) -> range:
+    return range(*args)
+
+
+def sequential_range(*args: int, **_: Any) -> range:
+    return range(*args)
+
+
+def static_range(*args: int, **_: Any) -> range:
+    return range(*args)
+
+
+def program_id(axis: int = 0) -> int:
+    pid = _rt.current().program_id
+    if axis >= len(pid):
+        if axis == 0 and not pid:
+            return 0
+        raise IndexError(f"nl.program_id({axis}): the launch grid has {len(pid)} dimensions")
+    return int(pid[axis])
+
+
+def num_programs(axes: Any = None) -> int:
+    grid = _rt.current().grid or (1,)
+    if axes is None:
+        return int(math.prod(grid))
+    if isinstance(axes, (tuple, list)):
+        return int(math.prod(grid[a] for a in axes))
+    return int(grid[axes]) if axes < len(grid) else 1
+
+
+def program_ndim() -> int:
+    return len(_rt.current().grid)
+
+
+def nc(n: int) -> int:
+    return int(n)
+
+
+def spmd_dim(*args: Any, **_: Any) -> int:
+    return int(math.prod(int(a) for a in args))
+
+
+def device_print(prefix: str, x: Any, **_: Any) -> None:
+    print(prefix, np.asarray(x.read()) if isinstance(x, NKITensor) else x)
+
+
+# -- data movement ---------------------------------------------------------------------------------------
+
+def load(src: NKITensor, *, mask: Any = None, dtype: Any = None, **_: Any) -> NKITensor:
+    return _eng.load(src, mask=mask, dtype=dtype)
+
+
+def store(dst: NKITensor, value: Any, *, mask: Any = None, **_: Any) -> None:
+    _eng.store(dst, value, mask=mask)
+
+
+def load_transpose2d(src: NKITensor, *, mask: Any = None, dtype: Any = None, **_: Any) -> NKITensor:
+    t = _eng.load(src, mask=mask, dtype=dtype, api="load_transpose2d")
+    return _eng.transpose(t, api="transpose", engine="tensor")
+
+
+def copy(src: NKITensor, *, dtype: Any = None, mask: Any = None, **_: Any) -> NKITensor:
+    return _eng.copy(src, dtype=dtype, mask=mask)
+
+
+def broadcast_to(src: NKITensor, *, shape: Sequence[int], **_: Any) -> NKITensor:
+    return _eng.broadcast_to(src, tuple(shape))
+
+
+def expand_dims(data: NKITensor, axis: int, **_: Any) -> NKITensor:
+    return _eng.expand_dims(data, axis)
+
+
+def where(condition: Any, x: Any, y: Any, *, dtype: Any = None, mask: Any = None, **_: Any) -> NKITensor:
+    return _eng.where(condition, x, y, dtype=dtype, mask=mask)
+
+
+# -- elementwise -----------------------------------------------------------------------------------------
+
+def _unary(name: str) -> Callable:
+    def op(x: Any, *, dtype: Any = None, mask: Any = None, **_: Any) -> NKITensor:
+        return _eng.elementwise(name, (x,), dtype=dtype, mask=mask, api=name)
+    op.__name__ = op.__qualname__ = name
+    op._nki_op = name
+    op.__doc__ = f"``nl.{name}(x)`` elementwise on the engines, computed in fp32."
+    return op
+
+
+def _binary(name: str) -> Callable:
+    def op(x: Any, y: Any, *, dtype: Any = None, mask: Any = None, **_: Any) -> NKITensor:
+        return _eng.elementwise(name, (x, y), dtype=dtype, mask=mask, api=name)
+    op.__name__ = op.__qualname__ = name
+    op._nki_op = name
+    op.__doc__ = f"``nl.{name}(x, y)`` elementwise with numpy broadcasting; tiles or scalars on either side."
+    return op
+
+
+exp, log, sqrt, rsqrt, reciprocal = (_unary(n) for n in ("exp", "log", "sqrt", "rsqrt", "reciprocal"))
+tanh, sigmoid, relu, gelu = (_unary(n) for n in ("tanh", "sigmoid", "relu", "gelu"))
+gelu_apprx_tanh, gelu_apprx_sigmoid, gelu_dx = (_unary(n) for n in ("gelu_apprx_tanh", "gelu_apprx_sigmoid",
+                                                                     "gelu_dx"))
+silu, silu_dx, softplus, mish, erf, erf_dx = (_unary(n) for n in ("silu", "silu_dx", "softplus", "mish", "erf",
+                                                                  "erf_dx"))
+sin, cos, tan, arctan, sign, abs = (_unary(n) for n in ("sin", "cos", "tan", "arctan", "sign", "abs"))
+square, negative, ceil, floor, trunc = (_unary(n) for n in ("square", "negative", "ceil", "floor", "trunc"))
+logical_not, invert = _unary("logical_not"), _unary("invert")
+bitwise_not = invert
+
+add, subtract, multiply, divide = (_binary(n) for n in ("add", "subtract", "multiply", "divide"))
+maximum, minimum, power, fmod, mod = (_binary(n) for n in ("maximum", "minimum", "power", "fmod", "mod"))
+equal, not_equal, less, less_equal = (_binary(n) for n in ("equal", "not_equal", "less", "less_equal"))
+greater, greater_equal = _binary("greater"), _binary("greater_equal")
+logical_and, logical_or, logical_xor = (_binary(n) for n in ("logical_and", "logical_or", "logical_xor"))
+bitwise_and, bitwise_or, bitwise_xor = (_binary(n) for n in ("bitwise_and", "bitwise_or", "bitwise_xor"))
+left_shift, right_shift = _binary("left_shift"), _binary("right_shift")
+
+
+# -- reductions ------------------------------------------------------------------------------------------
+
+def _reduction(name: str, engine_op: str) -> Callable:
+    def op(x: NKITensor, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False,
+           **_: Any) -> NKITensor:
+        return _eng.reduce(engine_op, x, axis, dtype=dtype, mask=mask, keepdims=keepdims, api=name)
+    op.__name__ = op.__qualname__ = name
+    op._nki_op = engine_op
+    op.__doc__ = (f"``nl.{name}(x, axis)`` over free axes; the partition dimension stays, so a 2-D tile gives "
+                  f"(P, 1).")
+    return op
+
+
+sum = _reduction("sum", "add")
+max = _reduction("max", "maximum")
+min = _reduction("min", "minimum")
+mean = _reduction("mean", "mean")
+prod = _reduction("prod", "multiply")
+all = _reduction("all", "logical_and")
+var = _reduction("var", "var")
+
+
+# -- fused helpers ---------------------------------------------------------------------------------------
+
+def softmax(x: NKITensor, axis: Any, *, dtype: Any = None, mask: Any = None, **_: Any) -> NKITensor:
+    m = max(x, axis=axis, keepdims=True, mask=mask)
+    e = exp(subtract(x, m, mask=mask), mask=mask)
+    s = sum(e, axis=axis, keepdims=True, mask=mask)
+    return divide(e, s, dtype=dtype, mask=mask)
+
+
+def rms_norm(x: NKITensor, w: Any, axis: Any, n: int, epsilon: float = 1e-6, *, dtype: Any = None,
+             mask: Any = None, **_: Any) -> NKITensor:
+    ss = sum(square(x, mask=mask), axis=axis, keepdims=True, mask=mask)
+    inv = rsqrt(add(divide(ss, float(n)), float(epsilon)))
+    return multiply(multiply(x, inv, mask=mask), w, dtype=dtype, mask=mask)
+
+
+def dropout(x: NKITensor, rate: Any, *, dtype: Any = None, mask: Any = None, **_: Any) -> NKITensor:
+    p = float(rate) if not isinstance(rate, NKITensor) else float(np.asarray(rate.read()).reshape(-1)[0])
+    keep = (_rng().random(x.shape) >= p).astype(np.float32)
+    return _eng.elementwise("multiply", (x, keep), dtype=dtype, mask=mask, api="dropout")
+
+
+# -- matmul and transpose --------------------------------------------------------------------------------
+
+def matmul(x: NKITensor, y: NKITensor, *, transpose_x: bool = False, mask: Any = None, **_: Any) -> NKITensor:
+    """x @ y (or x.T @ y with transpose_x) into a new fp32 PSUM tile."""
+    if not transpose_x:
+        _eng.check_tile(x, "matmul", "x")
+        if x.ndim == 2 and (x.shape[0] > 128 or x.shape[1] > 128):
+            fail("err_size_of_dimension_exceed_arch_limit",
+                 f"'matmul' without transpose_x transposes x on the Tensor engine: x must be at most 128x128, "
+                 f"got {x.shape}")
+        x = _eng.transpose(x, api="transpose")
+    return _eng.matmul(x, y, api="matmul", allow_psum_operands=True)
+
+
+def transpose(x: NKITensor, *, dtype: Any = None, mask: Any = None, **_: Any) -> NKITensor:
+    return _eng.transpose(x, api="transpose", dtype=dtype)
+
+
+def _unsupported(name: str, hint: str) -> Callable:
+    def op(*args: Any, **kwargs: Any) -> Any:
+        raise NKIUnsupportedError(f"nl.{name} is not modelled by the torchneuron_ext NKI simulator: {hint}")
+    op.__name__ = name
+    return op
+
+
+gather_flattened = _unsupported("gather_flattened", "gather with affine indices or load then select")
+atomic_rmw = _unsupported("atomic_rmw", "use nisa.dma_copy(..., dst_rmw_op=nl.add)")
+all_reduce = _unsupported("all_reduce", "collectives across cores are not simulated; use torch.distributed")
+fori_loop = _unsupported("fori_loop", "runtime loops with registers are not simulated; use a Python range")
+while_loop = _unsupported("while_loop", "runtime loops with registers are not simulated; use a Python range")
+dynamic_range = _unsupported("dynamic_range", "runtime loops are not simulated; use nl.affine_range")

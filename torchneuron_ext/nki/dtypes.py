@@ -1,0 +1,113 @@
+"""NKI data types (numpy dtypes; bf16 and fp8 from ml_dtypes) and the engines' promotion rules."""
+from __future__ import annotations
+
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+bool_ = np.dtype(np.bool_)
+int8, int16, int32 = np.dtype(np.int8), np.dtype(np.int16), np.dtype(np.int32)
+uint8, uint16, uint32 = np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.uint32)
+float16, float32 = np.dtype(np.float16), np.dtype(np.float32)
+bfloat16 = np.dtype(ml_dtypes.bfloat16)
+# tf32 has fp32's range and a 10-bit mantissa; the Tensor engine reads it as fp32 here.
+tfloat32 = float32
+float8_e4m3 = np.dtype(ml_dtypes.float8_e4m3)
+float8_e4m3fn = np.dtype(ml_dtypes.float8_e4m3fn)
+float8_e5m2 = np.dtype(ml_dtypes.float8_e5m2)
+float8_e8m0fnu = np.dtype(ml_dtypes.float8_e8m0fnu)
+
+_FLOATS = {float16, float32, bfloat16, float8_e4m3, float8_e4m3fn, float8_e5m2, float8_e8m0fnu}
+_FP8 = {float8_e4m3, float8_e4m3fn, float8_e5m2, float8_e8m0fnu}
+
+
+def as_dtype(dtype: Any) -> np.dtype:
+    """Accept NKI dtypes, numpy dtypes and scalar types, torch dtypes and names such as "bfloat16"."""
+    if dtype is None:
+        raise TypeError("dtype is None")
+    if isinstance(dtype, np.dtype):
+        return dtype
+    mod = type(dtype).__module__
+    if mod == "torch":
+        from .interop import torch_to_numpy_dtype
+        return torch_to_numpy_dtype(dtype)
+    if isinstance(dtype, str) and hasattr(ml_dtypes, dtype):
+        return np.dtype(getattr(ml_dtypes, dtype))
+    return np.dtype(dtype)
+
+
+def is_float(dtype: np.dtype) -> bool:
+    return dtype in _FLOATS or dtype.kind == "f"
+
+
+def itemsize(dtype: np.dtype) -> int:
+    return np.dtype(dtype).itemsize
+
+
+def _promote_pair(a: np.dtype, b: np.dtype) -> np.dtype:
+    if a == b:
+        return a
+    fa, fb = is_float(a), is_float(b)
+    if fa and not fb:
+        return a
+    if fb and not fa:
+        return b
+    if fa and fb:
+        if {a, b} == {float16, bfloat16}:
+            return float32
+        if a in _FP8 and b in _FP8:
+            return bfloat16
+        if a in _FP8:
+            return b
+        if b in _FP8:
+            return a
+        return a if a.itemsize > b.itemsize else b
+    if a == bool_:
+        return b
+    if b == bool_:
+        return a
+    if a.kind != b.kind:  # signed with unsigned
+        if {a, b} == {int32, uint32}:
+            return float32
+        signed, unsigned = (a, b) if a.kind == "i" else (b, a)
+        if signed.itemsize > unsigned.itemsize:
+            return signed
+        return {1: int16, 2: int32, 4: float32}[unsigned.itemsize]
+    return a if a.itemsize > b.itemsize else b
+
+
+def weak_scalar_dtype(value: Any) -> np.dtype:
+    """Python scalars are not weak on Neuron's engines: int is int32, float is fp32, bool is uint8."""
+    if isinstance(value, (bool, np.bool_)):
+        return uint8
+    if isinstance(value, (int, np.integer)):
+        return int32
+    return float32
+
+
+def promote(*dtypes: np.dtype) -> np.dtype:
+    """The output dtype of an engine op over inputs of these dtypes (NKI's rules, section 'Data types')."""
+    out = dtypes[0]
+    for d in dtypes[1:]:
+        out = _promote_pair(out, d)
+    return out
+
+
+def cast(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Cast an fp32 engine result to its output dtype: round to nearest for floats, saturate nothing."""
+    if values.dtype == dtype:
+        return values
+    if not is_float(dtype) and dtype != bool_ and is_float(values.dtype):
+        with np.errstate(invalid="ignore"):
+            return np.rint(values).astype(dtype)
+    return values.astype(dtype)
+
+
+_NAMES = {bool_: "bool", int8: "int8", int16: "int16", int32: "int32", uint8: "uint8", uint16: "uint16",
+          uint32: "uint32", float16: "float16", float32: "float32", bfloat16: "bfloat16",
+          float8_e4m3: "float8_e4m3", float8_e4m3fn: "float8_e4m3fn", float8_e5m2: "float8_e5m2"}
+
+
+def name(dtype: np.dtype) -> str:
+    return _NAMES.get(np.dtype(dtype), str(dtype))

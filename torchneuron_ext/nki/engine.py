@@ -1,0 +1,804 @@
+"""The compute engines: every nl.* and nisa.* operation of both dialects ends here.
+
+Engines read their operands, compute in fp32 (integer ops in int64, bit-exact), and cast to the
+output dtype. Each function validates what the hardware requires of its operands (memory kind,
+partition count, shape limits) and charges the instruction to an engine in the launch's cost model.
+Functions take an optional ``dst``: the new dialect writes into it, the legacy one gets a new tile.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from . import dtypes, runtime
+from .errors import fail
+from .indexing import as_mask
+from .memory import Buffer, psum, sbuf
+from .tensor import NKITensor, _mask_to
+
+def _quiet() -> Any:  # masked-out and uninitialised (NaN) lanes go through exp, rsqrt...
+    return np.errstate(all="ignore")
+
+# ---------------------------------------------------------------------------------------------------------
+# operands
+# ---------------------------------------------------------------------------------------------------------
+
+
+def is_tensor(x: Any) -> bool:
+    return isinstance(x, NKITensor)
+
+
+def check_tile(x: Any, api: str, arg: str, *, allow_psum: bool = True, allow_hbm: bool = False) -> NKITensor:
+    """An on-chip tile operand: partition dimension first, rank >= 2, at most 128 partitions."""
+    if not isinstance(x, NKITensor):
+        raise TypeError(f"operand '{arg}' of '{api}' must be an NKI tile, got {type(x).__name__}")
+    buf = x.buffer
+    if buf.is_hbm and not allow_hbm:
+        fail("err_unsupported_memory",
+             f"Expected operand '{arg}' of '{api}' to be in address space 'sbuf'{' or psum' if allow_psum else ''}, "
+             f"but got a tile in 'hbm' instead; load it first (nl.load / nisa.dma_copy)")
+    if buf is psum and not allow_psum:
+        fail("err_unsupported_memory",
+             f"Expected operand '{arg}' of '{api}' to be in address space 'sbuf', but got a tile in 'psum' instead; "
+             f"copy it to SBUF first (nl.copy / nisa.tensor_copy)")
+    if buf.on_chip:
+        if x.par_axis != 0:
+            fail("err_failed_to_infer_tile_from_local_tensor",
+                 f"operand '{arg}' of '{api}' is a tensor with block dimensions {x.shape}; index its block "
+                 f"dimensions (t[b]) to get a tile")
+        if x.ndim < 2:
+            fail("err_insufficient_rank",
+                 f"Insufficient rank: operand '{arg}' of '{api}' has shape {x.shape}; tiles need a partition "
+                 f"and at least one free dimension, e.g. ({x.shape[0] if x.shape else 1}, 1)")
+        if x.shape[0] > 128:
+            fail("err_num_partition_exceed_arch_limit",
+                 f"Size of partition dimension {x.shape[0]} exceeds architecture limitation of 128. "
+                 f"(operand '{arg}' of '{api}')")
+    return x
+
+
+def value_of(x: Any, mask: Optional[np.ndarray] = None) -> Any:
+    if isinstance(x, NKITensor):
+        return x.read(None if mask is None else _mask_for(mask, x.shape))
+    if isinstance(x, (np.ndarray, np.generic)):
+        return x
+    return x
+
+
+def _mask_for(mask: np.ndarray, shape: tuple) -> Optional[np.ndarray]:
+    try:
+        return _mask_to(mask, shape)
+    except ValueError:
+        return None
+
+
+def dtype_of(x: Any) -> np.dtype:
+    if isinstance(x, NKITensor):
+        return x.dtype
+    if isinstance(x, np.ndarray):
+        return x.dtype
+    if isinstance(x, np.generic):
+        return x.dtype
+    return dtypes.weak_scalar_dtype(x)
+
+
+def shape_of(x: Any) -> tuple:
+    return x.shape if isinstance(x, (NKITensor, np.ndarray)) else ()
+
+
+def _fp32(v: Any) -> Any:
+    if isinstance(v, np.ndarray):
+        return v.astype(np.float32, copy=False) if v.dtype != np.float32 else v
+    if isinstance(v, np.generic):
+        return np.float32(v)
+    return v
+
+
+def new_tile(shape: tuple, dtype: np.dtype, buffer: Buffer = sbuf) -> NKITensor:
+    storage = runtime.current().allocate(shape, dtype, buffer, fill=None)
+    return NKITensor(storage, storage.array)
+
+
+def _free(shape: tuple) -> int:
+    return int(math.prod(shape[1:])) if len(shape) > 1 else 1
+
+
+def _charge(engine: str, name: str, shape: tuple) -> None:
+    runtime.current().costs.compute(engine, name, _free(shape))
+
+
+def _emit(result: np.ndarray, dtype: np.dtype, dst: Optional[NKITensor], mask: Optional[np.ndarray],
+          api: str) -> Optional[NKITensor]:
+    """Write an engine result into ``dst`` or a new SBUF tile, casting to the output dtype."""
+    if dst is None:
+        out = new_tile(result.shape, dtype)
+        vals = dtypes.cast(result, dtype)
+        if mask is not None:
+            m = _mask_for(mask, result.shape)
+            if m is not None:
+                fill = np.nan if dtypes.is_float(dtype) else 0
+                vals = np.where(m, vals, np.array(fill).astype(dtype))
+        out.write(vals)
+        return out
+    check_tile(dst, api, "dst")
+    store_into(dst, result, api, mask)
+    return None
+
+
+def store_into(dst: NKITensor, values: np.ndarray, api: str, mask: Optional[np.ndarray] = None) -> None:
+    if _larger_than(values.shape, dst.shape):
+        fail("err_store_dst_shape_smaller_than_other_shape",
+             f"'{api}' writes a result of shape {tuple(values.shape)} into a destination of shape {dst.shape}")
+    vals = dtypes.cast(np.asarray(values), dst.dtype)
+    if dst.buffer is psum:
+        _psum_started(dst)[...] = False
+    dst.write(vals, None if mask is None else _mask_for(mask, dst.shape))
+
+
+def _larger_than(src: tuple, dst: tuple) -> bool:
+    if int(math.prod(src)) > int(math.prod(dst)) and len(src) >= len(dst):
+        return True
+    try:
+        np.broadcast_shapes(src, dst)
+    except ValueError:
+        return int(math.prod(src)) != int(math.prod(dst))
+    return any(s > d for s, d in zip(src[::-1], dst[::-1]))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# elementwise
+# ---------------------------------------------------------------------------------------------------------
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    import torch
+    return torch.special.erf(torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))).numpy()
+
+
+def _sigmoid(x: Any) -> Any:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _gelu(x: Any) -> Any:
+    return 0.5 * x * (1.0 + _erf(x / np.float32(math.sqrt(2.0))))
+
+
+def _gelu_tanh(x: Any) -> Any:
+    return 0.5 * x * (1.0 + np.tanh(np.float32(math.sqrt(2.0 / math.pi)) * (x + 0.044715 * x ** 3)))
+
+
+def _gelu_dx(x: Any) -> Any:
+    return 0.5 * (1.0 + _erf(x / np.float32(math.sqrt(2.0)))) + x * np.exp(-0.5 * x * x) / np.float32(
+        math.sqrt(2.0 * math.pi))
+
+
+def _softplus(x: Any) -> Any:
+    return np.logaddexp(np.float32(0), x)
+
+
+UNARY: dict[str, tuple[str, Callable]] = {
+    # name: (engine, fp32 function)
+    "exp": ("scalar", np.exp), "log": ("scalar", np.log), "sqrt": ("scalar", np.sqrt),
+    "rsqrt": ("scalar", lambda x: 1.0 / np.sqrt(x)), "reciprocal": ("vector", lambda x: 1.0 / x),
+    "tanh": ("scalar", np.tanh), "sigmoid": ("scalar", _sigmoid), "relu": ("scalar", lambda x: np.maximum(x, 0)),
+    "gelu": ("scalar", _gelu), "gelu_apprx_tanh": ("scalar", _gelu_tanh),
+    "gelu_apprx_sigmoid": ("scalar", lambda x: x * _sigmoid(1.702 * x)), "gelu_dx": ("scalar", _gelu_dx),
+    "silu": ("scalar", lambda x: x * _sigmoid(x)),
+    "silu_dx": ("scalar", lambda x: _sigmoid(x) * (1 + x * (1 - _sigmoid(x)))),
+    "softplus": ("scalar", _softplus), "mish": ("scalar", lambda x: x * np.tanh(_softplus(x))),
+    "erf": ("scalar", _erf), "erf_dx": ("scalar", lambda x: 2.0 / np.sqrt(np.pi) * np.exp(-x * x)),
+    "sin": ("scalar", np.sin), "cos": ("scalar", np.cos), "tan": ("scalar", np.tan),
+    "arctan": ("scalar", np.arctan), "sign": ("vector", np.sign), "abs": ("vector", np.abs),
+    "square": ("scalar", np.square), "negative": ("vector", np.negative), "ceil": ("vector", np.ceil),
+    "floor": ("vector", np.floor), "trunc": ("vector", np.trunc), "copy": ("vector", lambda x: x),
+    "identity": ("scalar", lambda x: x),
+}
+INT_UNARY = {"logical_not": np.logical_not, "invert": np.invert}
+
+BINARY: dict[str, Callable] = {
+    "add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide,
+    "maximum": np.maximum, "minimum": np.minimum, "power": np.power, "fmod": np.fmod, "mod": np.mod,
+    "equal": np.equal, "not_equal": np.not_equal, "less": np.less, "less_equal": np.less_equal,
+    "greater": np.greater, "greater_equal": np.greater_equal,
+    "logical_and": np.logical_and, "logical_or": np.logical_or, "logical_xor": np.logical_xor,
+}
+INT_BINARY: dict[str, Callable] = {
+    "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or, "bitwise_xor": np.bitwise_xor,
+    "left_shift": np.left_shift, "right_shift": np.right_shift,
+}
+_PREDICATES = {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
+               "logical_and", "logical_or", "logical_xor", "logical_not"}
+
+_UFUNC_NAMES = {
+    np.add: "add", np.subtract: "subtract", np.multiply: "multiply", np.divide: "divide",
+    np.maximum: "maximum", np.minimum: "minimum", np.power: "power", np.fmod: "fmod", np.mod: "mod",
+    np.equal: "equal", np.not_equal: "not_equal", np.less: "less", np.less_equal: "less_equal",
+    np.greater: "greater", np.greater_equal: "greater_equal", np.logical_and: "logical_and",
+    np.logical_or: "logical_or", np.logical_xor: "logical_xor", np.bitwise_and: "bitwise_and",
+    np.bitwise_or: "bitwise_or", np.bitwise_xor: "bitwise_xor", np.left_shift: "left_shift",
+    np.right_shift: "right_shift", np.amax: "maximum", np.amin: "minimum", np.max: "maximum",
+    np.min: "minimum", np.sum: "add", np.prod: "multiply", np.exp: "exp", np.tanh: "tanh",
+    np.sqrt: "sqrt", np.abs: "abs", np.negative: "negative", np.square: "square", np.log: "log",
+    np.reciprocal: "reciprocal", np.sin: "sin", np.cos: "cos", np.sign: "sign",
+}
+
+
+def op_name(op: Any) -> str:
+    """The engine op of ``op``: an nl.* function, a numpy ufunc, or a name."""
+    if isinstance(op, str):
+        name = op
+    else:
+        name = getattr(op, "_nki_op", None) or _UFUNC_NAMES.get(op)
+    if name is None:
+        fail("err_unsupported_op", f"{op!r} is not an operator the engines support (use nl.add, nl.multiply, "
+                                   f"nl.maximum, np.add, ...)")
+    return name
+
+
+def elementwise(op: str, inputs: Sequence[Any], *, dtype: Any = None, mask: Any = None,
+                dst: Optional[NKITensor] = None, operator_overload: bool = False, api: Optional[str] = None,
+                engine: Optional[str] = None) -> Optional[NKITensor]:
+    api = api or op
+    m = as_mask(mask)
+    tiles = [x for x in inputs if isinstance(x, NKITensor)]
+    if not tiles:
+        raise TypeError(f"'{api}' needs at least one tile operand")
+    for i, x in enumerate(inputs):
+        if isinstance(x, NKITensor):
+            check_tile(x, api, f"x{i}" if len(inputs) > 1 else "x")
+    shapes = [shape_of(x) for x in inputs]
+    try:
+        out_shape = np.broadcast_shapes(*shapes)
+    except ValueError:
+        fail("err_shape_mismatch", f"operands of '{api}' have shapes {shapes} that do not broadcast")
+    if operator_overload and len(tiles) == 2 and tiles[0].shape[0] != tiles[1].shape[0]:
+        fail("err_num_partition_mismatch",
+             f"operator '{api}' on tiles with {tiles[0].shape[0]} and {tiles[1].shape[0]} partitions: operators do "
+             f"not broadcast the partition dimension; use nl.{api}(a, b) or b.broadcast_to({out_shape})")
+    out_dtype = dtypes.as_dtype(dtype) if dtype is not None else (
+        dtypes.bool_ if op in _PREDICATES else dtypes.promote(*(dtype_of(x) for x in inputs)))
+    vals = [value_of(x, m) for x in inputs]
+    with _quiet():
+        if op in INT_BINARY or op in INT_UNARY:
+            for x in inputs:
+                if dtypes.is_float(dtype_of(x)):
+                    fail("err_unsupported_dtype", f"'{api}' is a bitvec operation and needs integer operands, got "
+                                                  f"{dtypes.name(dtype_of(x))}")
+            fn = INT_BINARY.get(op) or INT_UNARY[op]
+            result = fn(*[np.asarray(v).astype(np.int64) for v in vals])
+        elif op in BINARY:
+            a, b = (_fp32(v) for v in vals)
+            result = np.asarray(BINARY[op](a, b), dtype=np.float32 if op not in _PREDICATES else None)
+            if op in ("divide", "mod", "fmod") and not dtypes.is_float(out_dtype):
+                result = np.trunc(result) if op == "divide" else result
+        elif op in UNARY:
+            result = np.asarray(UNARY[op][1](_fp32(vals[0])), dtype=np.float32)
+        else:
+            fail("err_unsupported_op", f"unknown engine operation '{op}'")
+    result = np.broadcast_to(result, out_shape)
+    _charge(engine or (UNARY[op][0] if op in UNARY else "vector"), api, out_shape)
+    return _emit(result, out_dtype, dst, m, api)
+
+
+def accumulate(ref: NKITensor, op: str, other: Any) -> None:
+    """``t += x`` (and -=, *=, /=): an engine op whose destination is ``t``; PSUM accumulates in fp32."""
+    if ref.buffer.is_hbm:
+        fail("err_unsupported_memory", f"in-place '{op}' on an HBM tensor: compute on tiles, then nl.store")
+    with _quiet():
+        result = BINARY[op](_fp32(ref.read()), _fp32(value_of(other)))
+    if _larger_than(np.shape(result), ref.shape):
+        fail("err_store_dst_shape_smaller_than_other_shape",
+             f"in-place '{op}' of a {np.shape(result)} value into a {ref.shape} tile")
+    _charge("vector", op, ref.shape)
+    ref.write(dtypes.cast(np.asarray(result, dtype=np.float32), ref.dtype))
+
+
+def assign(dst: NKITensor, value: Any) -> None:
+    """``t[idx] = value``: a copy with a cast to ``t``'s dtype; the value may broadcast up, not down."""
+    vals = value_of(value)
+    shape = np.shape(vals)
+    if _larger_than(shape, dst.shape):
+        fail("err_store_dst_shape_smaller_than_other_shape",
+             f"cannot assign a value of shape {tuple(shape)} to a destination of shape {dst.shape}")
+    try:
+        np.broadcast_shapes(shape, dst.shape)
+    except ValueError:
+        if int(math.prod(shape)) != int(math.prod(dst.shape)):
+            fail("err_shape_mismatch", f"cannot assign a value of shape {tuple(shape)} to {dst.shape}")
+        vals = np.reshape(vals, dst.shape)
+    if dst.buffer.is_hbm or (isinstance(value, NKITensor) and value.buffer.is_hbm):
+        runtime.current().costs.dma("assign", int(np.prod(dst.shape)) * dst.itemsize,
+                                    dst.buffer.is_hbm, isinstance(value, NKITensor) and value.buffer.is_hbm)
+    else:
+        _charge("vector", "tensor_copy", dst.shape)
+    store_into(dst, vals if isinstance(vals, np.ndarray) else np.asarray(vals), "assign")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# data movement
+# ---------------------------------------------------------------------------------------------------------
+
+def load(src: NKITensor, *, mask: Any = None, dtype: Any = None, dst: Optional[NKITensor] = None,
+         api: str = "load") -> Optional[NKITensor]:
+    if not isinstance(src, NKITensor):
+        raise TypeError(f"'{api}' needs an HBM tensor (a kernel argument or nl.ndarray in HBM), got "
+                        f"{type(src).__name__}")
+    if not src.buffer.is_hbm:
+        fail("err_unsupported_memory",
+             f"Expected operand 'src' of '{api}' to be in address space 'hbm', but got a tile in "
+             f"'{src.buffer.name}' instead")
+    m = as_mask(mask)
+    vals = src.read(m)
+    out_dtype = dtypes.as_dtype(dtype) if dtype is not None else src.dtype
+    runtime.current().costs.dma(api, vals.size * src.itemsize, False, True)
+    if dst is None:
+        shape = tuple(vals.shape)
+        if len(shape) < 2:
+            fail("err_insufficient_rank", f"Insufficient rank: '{api}' of shape {shape} gives no tile; index "
+                                          f"the HBM tensor so the result has a partition and a free dimension")
+        if shape[0] > 128:
+            fail("err_num_partition_exceed_arch_limit",
+                 f"Size of partition dimension {shape[0]} exceeds architecture limitation of 128.")
+        out = new_tile(shape, out_dtype)
+        v = dtypes.cast(vals, out_dtype)
+        if m is not None:
+            mm = _mask_for(m, shape)
+            if mm is not None and dtypes.is_float(out_dtype):
+                v = np.where(mm, v, np.array(np.nan, dtype=np.float32).astype(out_dtype))
+        out.write(v)
+        return out
+    store_into(dst, vals, api, m)
+    return None
+
+
+def store(dst: NKITensor, value: Any, *, mask: Any = None, api: str = "store") -> None:
+    if not isinstance(dst, NKITensor) or not dst.buffer.is_hbm:
+        where = dst.buffer.name if isinstance(dst, NKITensor) else type(dst).__name__
+        fail("err_unsupported_memory",
+             f"Expected operand 'dst' of '{api}' to be in address space 'hbm', but got a tile in '{where}' instead")
+    m = as_mask(mask)
+    if isinstance(value, NKITensor):
+        check_tile(value, api, "value")
+    vals = value_of(value, m)
+    if _larger_than(np.shape(vals), dst.shape):
+        fail("err_store_dst_shape_smaller_than_other_shape",
+             f"'{api}' of a value of shape {tuple(np.shape(vals))} into a destination of shape {dst.shape}")
+    runtime.current().costs.dma(api, int(np.prod(dst.shape)) * dst.itemsize, True, False)
+    dst.write(dtypes.cast(np.asarray(vals), dst.dtype), None if m is None else _mask_for(m, dst.shape))
+
+
+def dma_copy(dst: NKITensor, src: NKITensor, *, mask: Any = None, dst_rmw_op: Any = None,
+             dialect: str = "legacy") -> None:
+    for name, t in (("dst", dst), ("src", src)):
+        if not isinstance(t, NKITensor):
+            raise TypeError(f"'dma_copy' operand '{name}' must be an NKI tensor, got {type(t).__name__}")
+    if dialect == "new" and src.buffer is psum:
+        fail("err_unsupported_memory", "Expected operand 'src' of 'dma_copy' to be in 'hbm' or 'sbuf', but got a "
+                                       "tile in 'psum' instead; copy PSUM to SBUF with nisa.tensor_copy")
+    m = as_mask(mask)
+    vals = src.read(m)
+    if int(np.prod(np.shape(vals))) != int(np.prod(dst.shape)):
+        fail("err_shape_mismatch", f"dma_copy from {src.shape} to {dst.shape}: element counts differ")
+    if np.shape(vals) != dst.shape:
+        try:
+            np.broadcast_shapes(np.shape(vals), dst.shape)
+        except ValueError:
+            vals = np.reshape(vals, dst.shape)
+    if dst_rmw_op is not None:
+        with _quiet():
+            vals = BINARY[op_name(dst_rmw_op)](_fp32(dst.read(m)), _fp32(vals))
+    runtime.current().costs.dma("dma_copy", int(np.prod(dst.shape)) * dst.itemsize, dst.buffer.is_hbm,
+                                src.buffer.is_hbm)
+    store_into(dst, np.asarray(vals), "dma_copy", m)
+
+
+def copy(src: NKITensor, *, dtype: Any = None, mask: Any = None, dst: Optional[NKITensor] = None,
+         api: str = "copy", engine: str = "vector") -> Optional[NKITensor]:
+    check_tile(src, api, "src")
+    m = as_mask(mask)
+    out_dtype = dtypes.as_dtype(dtype) if dtype is not None else src.dtype
+    _charge(engine if engine != "unknown" else "vector", api, src.shape)
+    vals = src.read(m)
+    return _emit(np.asarray(vals), out_dtype if dst is None else dst.dtype, dst, m, api)
+
+
+def broadcast_to(src: NKITensor, shape: tuple, *, dst: Optional[NKITensor] = None) -> Optional[NKITensor]:
+    check_tile(src, "broadcast_to", "src")
+    try:
+        vals = np.broadcast_to(src.read(), shape)
+    except ValueError:
+        fail("err_shape_mismatch", f"cannot broadcast a tile of shape {src.shape} to {shape}: only dimensions of "
+                                   f"size 1 broadcast")
+    _charge("vector", "broadcast_to", shape)
+    return _emit(np.array(vals), src.dtype, dst, None, "broadcast_to")
+
+
+def expand_dims(src: NKITensor, axis: int) -> NKITensor:
+    check_tile(src, "expand_dims", "data")
+    axis = axis if axis >= 0 else src.ndim + 1 + axis
+    if axis < src.ndim:
+        fail("err_unsupported_axis", f"expand_dims can only add trailing axes (axis >= {src.ndim}), got {axis}")
+    return NKITensor(src.storage, np.expand_dims(src.read(), axis), None, 0) if src.index is None else \
+        _emit(np.expand_dims(np.array(src.read()), axis), src.dtype, None, None, "expand_dims")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# reductions
+# ---------------------------------------------------------------------------------------------------------
+
+_REDUCE = {"add": (np.sum, 0.0), "maximum": (np.max, -np.inf), "minimum": (np.min, np.inf),
+           "multiply": (np.prod, 1.0), "mean": (None, 0.0), "var": (None, 0.0),
+           "logical_and": (np.all, True), "logical_or": (np.any, False),
+           "bitwise_and": (np.bitwise_and.reduce, -1), "bitwise_or": (np.bitwise_or.reduce, 0),
+           "bitwise_xor": (np.bitwise_xor.reduce, 0)}
+
+
+def _axes(axis: Any, ndim: int, api: str) -> tuple:
+    axes = tuple(sorted(a % ndim for a in (axis if isinstance(axis, (tuple, list)) else (axis,))))
+    if 0 in axes:
+        fail("err_unsupported_reduce_axis",
+             f"'{api}' cannot reduce the partition axis (axis 0): engines reduce free axes only; transpose the "
+             f"tile or use nisa.tensor_partition_reduce")
+    if axes != tuple(range(axes[0], ndim)):
+        fail("err_unsupported_reduce_axis",
+             f"'{api}' reduces free axes that are contiguous and end at the last axis, got axis={axis} for a "
+             f"{ndim}-d tile")
+    return axes
+
+
+def reduce(op: str, data: NKITensor, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False,
+           negate: bool = False, dst: Optional[NKITensor] = None, api: Optional[str] = None) -> Optional[NKITensor]:
+    api = api or op
+    check_tile(data, api, "data")
+    axes = _axes(axis, data.ndim, api)
+    m = as_mask(mask)
+    vals = value_of(data, m)
+    mm = None if m is None else _mask_for(m, data.shape)
+    integer = op.startswith("bitwise") or op.startswith("logical")
+    with _quiet():
+        x = np.asarray(vals).astype(np.int64) if integer else _fp32(np.asarray(vals))
+        if op in ("mean", "var"):
+            if mm is not None:
+                count = mm.sum(axis=axes, keepdims=True)
+                xs = np.where(mm, x, 0)
+            else:
+                count = np.float32(math.prod(data.shape[a] for a in axes))
+                xs = x
+            mean = xs.sum(axis=axes, keepdims=True, dtype=np.float32) / count
+            if op == "mean":
+                result = mean
+            else:
+                dev = np.where(mm, x - mean, 0) if mm is not None else x - mean
+                result = (dev * dev).sum(axis=axes, keepdims=True, dtype=np.float32) / count
+        else:
+            fn, identity = _REDUCE[op]
+            if mm is not None:
+                x = np.where(mm, x, np.array(identity).astype(x.dtype))
+            result = fn(x, axis=axes, keepdims=True)
+        if negate:
+            result = -result
+    if dst is not None:
+        if int(np.prod(dst.shape)) != int(np.prod(result.shape)):
+            fail("err_shape_mismatch",
+                 f"'{api}' produces {int(np.prod(result.shape)) // data.shape[0]} elements per partition but dst "
+                 f"{dst.shape} holds {int(np.prod(dst.shape)) // max(dst.shape[0], 1)}")
+        result = result.reshape(dst.shape)
+    elif not keepdims:
+        result = result.reshape(tuple(s for i, s in enumerate(result.shape) if i not in axes))
+        if result.ndim < 2:
+            result = result.reshape(data.shape[0], 1)  # tiles are 2-D: the partition dimension stays
+    in_dtype = data.dtype
+    out_dtype = dtypes.as_dtype(dtype) if dtype is not None else (
+        dtypes.float32 if op in ("mean", "var") and not dtypes.is_float(in_dtype) else in_dtype)
+    _charge("vector", api, data.shape)
+    return _emit(np.asarray(result), out_dtype if dst is None else dst.dtype, dst, None, api)
+
+
+def partition_reduce(op: str, data: NKITensor, *, dtype: Any = None, dst: Optional[NKITensor] = None
+                     ) -> Optional[NKITensor]:
+    check_tile(data, "tensor_partition_reduce", "data", allow_psum=False)
+    fn, _ = _REDUCE[op]
+    with _quiet():
+        result = fn(_fp32(np.asarray(data.read())), axis=0, keepdims=True)
+    runtime.current().costs.compute("gpsimd", "tensor_partition_reduce", _free(data.shape) * data.shape[0])
+    return _emit(np.asarray(result), dtypes.as_dtype(dtype) if dtype is not None else data.dtype, dst, None,
+                 "tensor_partition_reduce")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Tensor engine
+# ---------------------------------------------------------------------------------------------------------
+
+def _psum_started(dst: NKITensor) -> np.ndarray:
+    """The 'already written by a matmul' flags of the PSUM elements ``dst`` covers."""
+    started = dst.storage.psum_started
+    base = dst.storage.array
+    if dst.index is not None:
+        return _IndexedFlags(started, dst)
+    item = base.itemsize
+    offset = (dst.view.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // item
+    strides = tuple(s // item for s in dst.view.strides)
+    return np.lib.stride_tricks.as_strided(started.reshape(-1)[offset:], shape=dst.view.shape, strides=strides)
+
+
+class _IndexedFlags:
+    """PSUM started-flags addressed through advanced indexing (rare: legacy tiles indexed with arange)."""
+
+    def __init__(self, started: np.ndarray, dst: NKITensor) -> None:
+        self.started, self.dst = started, dst
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        return self.started[self.dst._checked_index(None)]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.started[self.dst._checked_index(None)] = value
+
+
+def matmul(stationary: NKITensor, moving: NKITensor, *, dst: Optional[NKITensor] = None,
+           accumulate: Optional[bool] = None, api: str = "nc_matmul", allow_psum_operands: bool = False,
+           is_transpose: bool = False) -> Optional[NKITensor]:
+    """``stationary.T @ moving`` on the Tensor engine, in fp32, into PSUM."""
+    check_tile(stationary, api, "stationary", allow_psum=allow_psum_operands)
+    check_tile(moving, api, "moving", allow_psum=allow_psum_operands)
+    target = runtime.current().target
+    if stationary.ndim != 2 or moving.ndim != 2:
+        fail("err_exceed_max_supported_dimension",
+             f"'{api}' takes 2-D tiles, got stationary {stationary.shape} and moving {moving.shape}")
+    k, m = stationary.shape
+    k2, n = moving.shape
+    if k != k2:
+        fail("err_num_partition_mismatch",
+             f"number of partitions (dimension 0 size of a tile) mismatch in parameters "
+             f"(stationary{list(stationary.shape)}, moving{list(moving.shape)}) of '{api}': the contraction runs "
+             f"over the partition dimension of both")
+    if m > 128:
+        fail("err_size_of_dimension_exceed_arch_limit",
+             f"stationary free size {m} of '{api}' exceeds architecture limitation of 128")
+    if n > target.gemm_moving_fmax:
+        fail("err_size_of_dimension_exceed_arch_limit",
+             f"moving free size {n} of '{api}' exceeds architecture limitation of {target.gemm_moving_fmax}")
+    f32 = {dtypes.float32}
+    if (stationary.dtype in f32) != (moving.dtype in f32):
+        fail("err_unsupported_dtype_combination",
+             f"'{api}' cannot mix fp32 with {dtypes.name(moving.dtype if stationary.dtype in f32 else stationary.dtype)}: "
+             f"cast both operands to the same precision class")
+    a = _fp32(np.asarray(stationary.read()))
+    b = _fp32(np.asarray(moving.read()))
+    result = a.T @ b
+    runtime.current().costs.matmul(api, k, m, n, stationary.dtype in f32)
+    if dst is None:
+        out = new_tile((m, n), dtypes.float32, psum)
+        out.write(result)
+        return out
+    if dst.buffer is not psum:
+        fail("err_unsupported_memory",
+             f"Expected operand 'dst' of '{api}' to be in address space 'psum', but got a tile in "
+             f"'{dst.buffer.name}' instead: the Tensor engine writes only to PSUM")
+    if dst.shape != (m, n):
+        fail("err_shape_mismatch", f"'{api}' produces ({m}, {n}) but dst is {dst.shape}")
+    if dst.dtype != dtypes.float32 and not (target.psum_bf16 and dst.dtype == dtypes.bfloat16):
+        fail("err_unsupported_dtype", f"'{api}' writes fp32 to PSUM; dst has dtype {dtypes.name(dst.dtype)}")
+    started = _psum_started(dst)
+    if accumulate is None:
+        flags = np.asarray(started[...])
+        prev = _fp32(np.asarray(dst.read()))
+        new = np.where(flags, prev + result, result)
+    elif accumulate:
+        new = _fp32(np.asarray(dst.read())) + result
+    else:
+        new = result
+    dst.write(dtypes.cast(new.astype(np.float32), dst.dtype))
+    started[...] = True
+    return None
+
+
+def transpose(data: NKITensor, *, engine: str = "tensor", dst: Optional[NKITensor] = None,
+              api: str = "nc_transpose", dtype: Any = None) -> Optional[NKITensor]:
+    check_tile(data, api, "data")
+    shape = data.shape
+    if len(shape) > 2 and api == "transpose":
+        fail("err_exceed_max_supported_dimension", f"'{api}' takes a 2-D tile, got {shape}")
+    p, f = shape[0], _free(shape)
+    limit = 32 if engine == "vector" else 128
+    if p > limit or f > limit:
+        fail("err_size_of_dimension_exceed_arch_limit",
+             f"'{api}' on the {engine} engine takes at most {limit}x{limit}, got ({p}, {f})")
+    vals = np.asarray(data.read()).reshape(p, f).T
+    if engine == "vector":
+        _charge("vector", api, (f, p))
+        buffer = sbuf
+    else:
+        runtime.current().costs.matmul(api, p, p, f, data.dtype == dtypes.float32)
+        buffer = psum
+    out_dtype = dtypes.as_dtype(dtype) if dtype is not None else data.dtype
+    if dst is None:
+        out = new_tile((f, p), out_dtype if buffer is sbuf else dtypes.float32 if api == "nc_transpose" else out_dtype,
+                       buffer if api == "nc_transpose" else sbuf)
+        out.write(dtypes.cast(_fp32(vals), out.dtype))
+        return out
+    store_into(dst, _fp32(vals), api)
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# fused engine instructions
+# ---------------------------------------------------------------------------------------------------------
+
+def _per_partition(x: Any, data: NKITensor, api: str, arg: str) -> Any:
+    """A scalar, or a (P, 1) tile/vector broadcast along the free axes."""
+    if x is None:
+        return None
+    if isinstance(x, NKITensor):
+        check_tile(x, api, arg)
+        v = _fp32(np.asarray(x.read()))
+        if x.shape[0] != data.shape[0] or _free(x.shape) != 1:
+            fail("err_num_partition_mismatch",
+                 f"operand '{arg}' of '{api}' must be a scalar or a ({data.shape[0]}, 1) tile, got {x.shape}")
+        return v.reshape((data.shape[0],) + (1,) * (data.ndim - 1))
+    return np.float32(x) if not isinstance(x, np.ndarray) else _fp32(x)
+
+
+def activation(op: Any, data: NKITensor, *, bias: Any = None, scale: Any = 1.0, reduce_op: Any = None,
+               reduce_res: Optional[NKITensor] = None, reduce_cmd: Any = None, dtype: Any = None, mask: Any = None,
+               dst: Optional[NKITensor] = None, api: str = "activation") -> Optional[NKITensor]:
+    check_tile(data, api, "data")
+    name = op_name(op)
+    if name not in UNARY:
+        fail("err_unsupported_activation", f"'{name}' is not an activation function of the Scalar engine")
+    x = _fp32(np.asarray(data.read()))
+    with _quiet():
+        y = x * _per_partition(scale, data, api, "scale")
+        b = _per_partition(bias, data, api, "bias")
+        if b is not None:
+            y = y + b
+        result = np.asarray(UNARY[name][1](y), dtype=np.float32)
+    if reduce_res is not None:
+        check_tile(reduce_res, api, "reduce_res")
+        rname = op_name(reduce_op) if reduce_op is not None else "add"
+        if rname != "add":
+            fail("err_unsupported_op", f"'{api}' reduces with add only, got {rname}")
+        red = result.reshape(result.shape[0], -1).sum(axis=1, keepdims=True, dtype=np.float32)
+        cmd = getattr(reduce_cmd, "name", reduce_cmd)
+        if cmd in ("reduce", "accumulate"):
+            red = red + _fp32(np.asarray(reduce_res.read())).reshape(red.shape)
+        store_into(reduce_res, red.reshape(reduce_res.shape), api)
+    _charge("scalar", api, data.shape)
+    out_dtype = dtypes.as_dtype(dtype) if dtype is not None else data.dtype
+    return _emit(result, out_dtype, dst, as_mask(mask), api)
+
+
+def tensor_tensor(data1: NKITensor, data2: NKITensor, op: Any, *, dtype: Any = None, mask: Any = None,
+                  dst: Optional[NKITensor] = None, engine: str = "vector") -> Optional[NKITensor]:
+    api = "tensor_tensor"
+    check_tile(data1, api, "data1")
+    check_tile(data2, api, "data2")
+    if data1.shape[0] != data2.shape[0] or _free(data1.shape) != _free(data2.shape):
+        fail("err_num_partition_mismatch",
+             f"number of partitions (dimension 0 size of a tile) mismatch in parameters (data1{list(data1.shape)}, "
+             f"data2{list(data2.shape)}) of '{api}'")
+    if data1.buffer is psum and data2.buffer is psum:
+        fail("err_unsupported_memory", f"'{api}' cannot read both operands from PSUM; copy one to SBUF first")
+    name = op_name(op)
+    if (name == "power" or engine == "gpsimd") and psum in (data1.buffer, data2.buffer):
+        fail("err_unsupported_memory", f"'{api}' with {name} runs on GpSimd, which cannot access PSUM")
+    d2 = data2 if data2.shape == data1.shape else data2.reshape(data1.shape) if data2.index is None else data2
+    return elementwise(name, (data1, d2), dtype=dtype, mask=mask, dst=dst, api=api,
+                       engine="gpsimd" if name == "power" else "vector")
+
+
+def tensor_scalar(data: NKITensor, op0: Any, operand0: Any, reverse0: bool = False, op1: Any = None,
+                  operand1: Any = None, reverse1: bool = False, *, dtype: Any = None, mask: Any = None,
+                  dst: Optional[NKITensor] = None, engine: str = "vector") -> Optional[NKITensor]:
+    api = "tensor_scalar"
+    check_tile(data, api, "data")
+    m = as_mask(mask)
+    x = _fp32(np.asarray(data.read(m))) if dtypes.is_float(data.dtype) else np.asarray(data.read(m))
+    in_dtypes = [data.dtype]
+    with _quiet():
+        for op, operand, rev, arg in ((op0, operand0, reverse0, "operand0"), (op1, operand1, reverse1, "operand1")):
+            if op is None:
+                continue
+            name = op_name(op)
+            v = _per_partition(operand, data, api, arg)
+            in_dtypes.append(dtype_of(operand))
+            fn = BINARY.get(name) or INT_BINARY[name]
+            if name in INT_BINARY:
+                x = fn(np.asarray(x).astype(np.int64), np.asarray(v).astype(np.int64))
+            else:
+                x = fn(v, _fp32(x)) if rev else fn(_fp32(x), v)
+    _charge("vector", api, data.shape)
+    out_dtype = dtypes.as_dtype(dtype) if dtype is not None else data.dtype
+    return _emit(np.asarray(x), out_dtype, dst, m, api)
+
+
+def iota_expr(expr: Any, dtype: Any) -> NKITensor:
+    vals = np.asarray(expr)
+    if vals.ndim < 2:
+        fail("err_insufficient_rank", "nisa.iota needs a 2-D index expression, e.g. nl.arange(128)[:, None]")
+    _charge("gpsimd", "iota", vals.shape)
+    return _emit(vals, dtypes.as_dtype(dtype), None, None, "iota")
+
+
+def iota_pattern(dst: NKITensor, pattern: Sequence[Sequence[int]], offset: int = 0,
+                 channel_multiplier: int = 0) -> None:
+    check_tile(dst, "iota", "dst")
+    p = dst.shape[0]
+    sizes = [int(n) for _, n in pattern]
+    vals = np.full((p,) + tuple(sizes), offset, dtype=np.int64)
+    vals += (np.arange(p) * channel_multiplier).reshape((p,) + (1,) * len(sizes))
+    for j, (step, num) in enumerate(pattern):
+        shape = [1] * (len(sizes) + 1)
+        shape[j + 1] = int(num)
+        vals += (np.arange(int(num)) * int(step)).reshape(shape)
+    _charge("gpsimd", "iota", dst.shape)
+    store_into(dst, vals.reshape(dst.shape), "iota")
+
+
+def memset(shape: tuple, value: Any, dtype: Any, *, dst: Optional[NKITensor] = None,
+           buffer: Buffer = sbuf) -> Optional[NKITensor]:
+    if dst is None:
+        out = new_tile(tuple(shape), dtypes.as_dtype(dtype), buffer)
+        out.write(np.array(value).astype(out.dtype))
+        _charge("vector", "memset", out.shape)
+        return out
+    check_tile(dst, "memset", "dst")
+    _charge("vector", "memset", dst.shape)
+    store_into(dst, np.array(value), "memset")
+    return None
+
+
+def bn_stats(data: NKITensor, *, mask: Any = None, dtype: Any = None, dst: Optional[NKITensor] = None
+             ) -> Optional[NKITensor]:
+    api = "bn_stats"
+    check_tile(data, api, "data")
+    if _free(data.shape) > 512:
+        fail("err_size_of_dimension_exceed_arch_limit",
+             f"free size {_free(data.shape)} of 'bn_stats' exceeds architecture limitation of 512 "
+             f"(nl.tile_size.bn_stats_fmax): split the free axis and aggregate with bn_aggr")
+    m = as_mask(mask)
+    p = data.shape[0]
+    x = _fp32(np.asarray(data.read(m))).reshape(p, -1)
+    valid = np.ones_like(x, dtype=bool) if m is None else np.asarray(_mask_for(m, data.shape)).reshape(p, -1)
+    out = np.zeros((p, 6), dtype=np.float32)
+    with _quiet():
+        for half, sl in ((0, slice(0, None, 2)), (1, slice(1, None, 2))):
+            xv, vv = x[:, sl], valid[:, sl]
+            count = vv.sum(axis=1).astype(np.float32)
+            mean = np.where(vv, xv, 0).sum(axis=1, dtype=np.float32) / np.maximum(count, 1)
+            m2 = np.where(vv, (xv - mean[:, None]) ** 2, 0).sum(axis=1, dtype=np.float32)
+            out[:, 3 * half:3 * half + 3] = np.stack([count, mean, m2], axis=1)
+    _charge("vector", api, data.shape)
+    return _emit(out, dtypes.as_dtype(dtype) if dtype is not None else dtypes.float32, dst, None, api)
+
+
+def bn_aggr(data: NKITensor, *, dtype: Any = None, dst: Optional[NKITensor] = None) -> Optional[NKITensor]:
+    api = "bn_aggr"
+    check_tile(data, api, "data")
+    p = data.shape[0]
+    x = _fp32(np.asarray(data.read())).reshape(p, -1)
+    if x.shape[1] % 3:
+        fail("err_shape_mismatch", f"'bn_aggr' takes bn_stats results ((P, 6k)), got {data.shape}")
+    g = x.reshape(p, -1, 3)
+    count, mean, m2 = g[..., 0], g[..., 1], g[..., 2]
+    with _quiet():
+        total = count.sum(axis=1)
+        mu = (count * mean).sum(axis=1) / np.maximum(total, 1)
+        var = (m2 + count * (mean - mu[:, None]) ** 2).sum(axis=1) / np.maximum(total, 1)
+    _charge("vector", api, data.shape)
+    return _emit(np.stack([mu, var], axis=1).astype(np.float32),
+                 dtypes.as_dtype(dtype) if dtype is not None else dtypes.float32, dst, None, api)
+
+
+def where(cond: Any, x: Any, y: Any, *, dtype: Any = None, mask: Any = None,
+          dst: Optional[NKITensor] = None) -> Optional[NKITensor]:
+    tiles = [t for t in (cond, x, y) if isinstance(t, NKITensor)]
+    for t in tiles:
+        check_tile(t, "where", "operand")
+    m = as_mask(mask)
+    c = np.asarray(value_of(cond, m)).astype(bool)
+    with _quiet():
+        result = np.where(c, _fp32(value_of(x, m)), _fp32(value_of(y, m))).astype(np.float32)
+    out_dtype = dtypes.as_dtype(dtype) if dtype is not None else dtypes.promote(dtype_of(x), dtype_of(y))
+    _charge("vector", "where", result.shape)
+    return _emit(result, out_dtype, dst, m, "where")

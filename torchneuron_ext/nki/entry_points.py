@@ -1,0 +1,164 @@
+"""The ways to run a kernel: jit, simulate_kernel, simulate, baremetal, benchmark, profile.
+
+On this machine every mode runs the simulator on the host (there is no NeuronCore to run a NEFF on);
+``benchmark`` adds a latency estimate from the documented cost model (cost_model.py).
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Callable, Optional
+
+from .kernel import GridKernel, Kernel, LaunchResult, as_kernel
+
+_MODES = {"auto", "jax", "torchxla", "baremetal", "benchmark", "simulation", "torch", "numpy"}
+
+
+def make_jit(dialect: str) -> Callable:
+    def jit(func: Optional[Callable] = None, mode: str = "auto", **options: Any) -> Any:
+        """Make ``func`` an NKI kernel, callable with numpy arrays, CPU tensors or neuron tensors."""
+        if mode not in _MODES:
+            raise ValueError(f"nki.jit mode must be one of {sorted(_MODES)}, got {mode!r}")
+
+        def wrap(f: Callable) -> Kernel:
+            return Kernel(f, dialect=dialect, mode=mode, **options)
+        return wrap if func is None else wrap(func)
+    jit.__doc__ = f"``nki.jit`` ({dialect} dialect): decorate a kernel function."
+    return jit
+
+
+def make_simulate_kernel(dialect: str) -> Callable:
+    def simulate_kernel(kernel: Any, *args: Any, **kwargs: Any) -> Any:
+        """Run ``kernel`` (optionally ``kernel[grid]``) on numpy arrays in the simulator; returns numpy."""
+        k, grid = as_kernel(kernel, dialect)
+        return GridKernel(k, grid)(*args, **kwargs)
+    return simulate_kernel
+
+
+def make_simulate(dialect: str) -> Callable:
+    def simulate(kernel: Any) -> Callable:
+        """``nki.simulate(kernel)(*args)`` / ``nki.simulate(kernel[2])(*args)``: numpy or torch arguments."""
+        k, grid = as_kernel(kernel, dialect)
+        bound = GridKernel(k, grid)
+
+        @functools_wraps(k)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            return bound(*args, **kwargs)
+        return run
+    return simulate
+
+
+def functools_wraps(k: Kernel) -> Callable:
+    import functools
+    return functools.wraps(k.func)
+
+
+def make_baremetal(dialect: str) -> Callable:
+    def baremetal(kernel: Optional[Callable] = None, **options: Any) -> Any:
+        """AWS runs the kernel on a NeuronCore; here it runs in the simulator (artifacts are not produced)."""
+        def wrap(f: Callable) -> Kernel:
+            return Kernel(f, dialect=dialect, mode="baremetal", **options)
+        return wrap if kernel is None else wrap(kernel)
+    return baremetal
+
+
+class LatencyStats:
+    """``benchmark_result.nc_latency``: the cost model's estimate, in microseconds."""
+
+    def __init__(self, result: LaunchResult) -> None:
+        self.result = result
+
+    def get_latency_percentile(self, percentile: int) -> float:
+        # The model is deterministic: every percentile is the estimate.
+        return self.result.estimated_latency_us
+
+    def __repr__(self) -> str:
+        return f"nc_latency(p50={self.get_latency_percentile(50):.2f} us, estimated)"
+
+
+class BenchmarkResult:
+    def __init__(self, result: LaunchResult, wall_times: list) -> None:
+        self.nc_latency = LatencyStats(result)
+        self.launch = result
+        self.simulator_wall_times_s = wall_times
+
+    def summary(self) -> str:
+        c = self.launch.costs
+        busy = ", ".join(f"{k} {v * 1e6:.1f} us" for k, v in c.busy_s.items() if v)
+        return (f"{self.launch.kernel_name}: estimated {self.launch.estimated_latency_us:.1f} us on "
+                f"{c.target.name} (busiest engine; serial {c.serial_latency_s * 1e6:.1f} us), "
+                f"{c.total_instructions} instructions [{busy}]; simulator wall time "
+                f"{min(self.simulator_wall_times_s) * 1e3:.2f} ms")
+
+
+class BenchmarkKernel(Kernel):
+    """``nki.benchmark(kernel)``: runs in the simulator and estimates the device latency."""
+
+    def __init__(self, func: Callable, dialect: str, warmup: int, iters: int, **options: Any) -> None:
+        super().__init__(func, dialect=dialect, mode="benchmark", **options)
+        self.warmup, self.iters = warmup, iters
+        self.benchmark_result: Optional[BenchmarkResult] = None
+
+    def __getitem__(self, grid: Any) -> "GridKernel":
+        bound = super().__getitem__(grid)
+        owner = self
+
+        class _Bound(GridKernel):
+            def __call__(self, *args: Any, **kwargs: Any) -> Any:
+                return owner._run(bound, args, kwargs)
+        return _Bound(self, bound.grid)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._run(GridKernel(self, ()), args, kwargs)
+
+    def _run(self, bound: GridKernel, args: tuple, kwargs: dict) -> Any:
+        # The simulator is deterministic, so one run (not warmup + iters) gives the estimate; a few
+        # extra runs measure the simulator's own wall time.
+        walls = []
+        out = None
+        for _ in range(max(1, min(self.iters, int(os.environ.get("NKI_BENCHMARK_SIM_RUNS", "1"))))):
+            out = GridKernel.__call__(bound, *args, **kwargs)
+            walls.append(self.last_result.wall_time_s)
+        self.benchmark_result = BenchmarkResult(self.last_result, walls)
+        return out
+
+
+def make_benchmark(dialect: str) -> Callable:
+    def benchmark(kernel: Optional[Callable] = None, warmup: int = 10, iters: int = 100, **options: Any) -> Any:
+        def wrap(f: Callable) -> BenchmarkKernel:
+            f = f.func if isinstance(f, Kernel) else f
+            return BenchmarkKernel(f, dialect, warmup, iters, **options)
+        return wrap if kernel is None else wrap(kernel)
+    return benchmark
+
+
+class ProfileKernel(BenchmarkKernel):
+    def __init__(self, func: Callable, dialect: str, working_directory: Optional[str], trace_name: Optional[str],
+                 **options: Any) -> None:
+        super().__init__(func, dialect, 0, 1, **options)
+        self.working_directory, self.trace_name = working_directory, trace_name
+
+    def _run(self, bound: GridKernel, args: tuple, kwargs: dict) -> Any:
+        out = super()._run(bound, args, kwargs)
+        if self.working_directory:
+            os.makedirs(self.working_directory, exist_ok=True)
+            name = os.path.splitext(self.trace_name or self.__name__)[0] + ".json"
+            c = self.last_result.costs
+            with open(os.path.join(self.working_directory, name), "w") as f:
+                json.dump({"kernel": self.__name__, "target": c.target.name,
+                           "estimated_latency_us": self.last_result.estimated_latency_us,
+                           "engine_busy_us": {k: v * 1e6 for k, v in c.busy_s.items()},
+                           "instructions": dict(c.instructions), "bytes_read": c.bytes_read,
+                           "bytes_written": c.bytes_written, "flops": c.flops}, f, indent=2)
+        return out
+
+
+def make_profile(dialect: str) -> Callable:
+    def profile(kernel: Optional[Callable] = None, working_directory: Optional[str] = None,
+                save_neff_name: Optional[str] = None, save_trace_name: Optional[str] = None, **options: Any) -> Any:
+        """Runs the kernel and writes the cost model's per-engine summary as JSON into working_directory."""
+        def wrap(f: Callable) -> ProfileKernel:
+            f = f.func if isinstance(f, Kernel) else f
+            return ProfileKernel(f, dialect, working_directory, save_trace_name, **options)
+        return wrap if kernel is None else wrap(kernel)
+    return profile

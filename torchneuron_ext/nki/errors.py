@@ -1,0 +1,78 @@
+"""Errors the simulator raises when a kernel breaks a rule of the hardware or of the language.
+
+One class serves every rule. It derives from SyntaxError (what the legacy compiler raises), from
+AssertionError (what AWS's new simulator raises) and from ValueError, so tests written against either
+toolchain catch it. `.code` carries the toolchain's error code (for example
+``err_num_partition_exceed_arch_limit``) and the message points at the kernel line that caused it.
+"""
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+from types import FrameType
+from typing import Optional
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+class NKIError(SyntaxError, AssertionError, ValueError):
+    """A kernel broke a rule. ``code`` names the rule as the Neuron compiler does."""
+
+    def __init__(self, code: str, message: str, *, frame: Optional[FrameType] = None) -> None:
+        self.code = code
+        self.message = message
+        location = _kernel_location(frame)
+        if location is None:
+            super().__init__(f"{message} [{code}]")
+            self.filename, self.lineno, self.source_line = None, None, None
+            return
+        filename, lineno, func, text = location
+        # SyntaxError's own fields make tracebacks and IDEs point at the kernel line.
+        super().__init__(f"{message} [{code}]", (filename, lineno, None, text))
+        self.msg = f"{message} [{code}]"
+        self.source_line = text
+        self.function = func
+
+    def __str__(self) -> str:
+        if self.filename is None:
+            return self.msg
+        return (f"{self.msg}\n  at {self.filename}:{self.lineno} in {self.function}: "
+                f"{(self.source_line or '').strip()}")
+
+    def __reduce__(self):
+        return (_rebuild, (self.code, str(self)))
+
+
+def _rebuild(code: str, text: str) -> "NKIError":
+    err = NKIError.__new__(NKIError)
+    SyntaxError.__init__(err, text)
+    err.code, err.message, err.source_line = code, text, None
+    return err
+
+
+def _is_internal(filename: str) -> bool:
+    path = os.path.abspath(filename)
+    return (path.startswith(_PACKAGE_DIR) or "/numpy/" in path or "/ml_dtypes/" in path
+            or path.startswith(os.path.dirname(os.__file__)))
+
+
+def _kernel_location(frame: Optional[FrameType]):
+    """The innermost frame of user code: the kernel line that made the failing call."""
+    f = frame if frame is not None else sys._getframe(2)
+    while f is not None and _is_internal(f.f_code.co_filename):
+        f = f.f_back
+    if f is None:
+        return None
+    filename, lineno = f.f_code.co_filename, f.f_lineno
+    text = linecache.getline(filename, lineno) or None
+    return filename, lineno, f.f_code.co_name, text
+
+
+def fail(code: str, message: str) -> "NKIError":
+    """Raise the error for ``code``; the location is found from the caller's stack."""
+    raise NKIError(code, message, frame=sys._getframe(1))
+
+
+class NKIUnsupportedError(NotImplementedError):
+    """A real NKI feature that this simulator does not model (yet); the message says what to use."""

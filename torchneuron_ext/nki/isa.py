@@ -1,0 +1,99 @@
+"""``nki.isa`` of the new dialect (NKI 0.2+): every instruction writes into ``dst``, its first argument."""
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+from . import engine as _eng
+from ._isa_common import (activation_engine, dge_mode, engine, engine_name, get_nc_version, gpsimd_engine,  # noqa
+                          nc_version, oob_mode, reduce_cmd, scalar_engine, tensor_engine, unknown_engine,
+                          vector_engine)
+from .errors import NKIUnsupportedError
+from .tensor import NKITensor
+
+
+def nc_matmul(dst: NKITensor, stationary: NKITensor, moving: NKITensor, is_stationary_onezero: bool = False,
+              is_moving_onezero: bool = False, is_transpose: bool = False, tile_position: Sequence[int] = (),
+              tile_size: Sequence[int] = (), perf_mode: Any = None, accumulate: Optional[bool] = None,
+              **_: Any) -> None:
+    """dst = stationary.T @ moving; the first write to a PSUM location overwrites, later ones accumulate."""
+    _eng.matmul(stationary, moving, dst=dst, accumulate=accumulate)
+
+
+def nc_transpose(dst: NKITensor, data: NKITensor, engine: Any = None, **_: Any) -> None:
+    _eng.transpose(data, dst=dst, engine=engine_name(engine, "tensor"))
+
+
+def activation(dst: NKITensor, op: Any, data: NKITensor, bias: Any = None, scale: Any = 1.0,
+               reduce_op: Any = None, reduce_res: Optional[NKITensor] = None, reduce_cmd: Any = None,
+               **_: Any) -> None:
+    _eng.activation(op, data, bias=bias, scale=scale, reduce_op=reduce_op, reduce_res=reduce_res,
+                    reduce_cmd=reduce_cmd, dst=dst)
+
+
+def activation_reduce(dst: NKITensor, op: Any, data: NKITensor, reduce_op: Any, reduce_res: NKITensor,
+                      bias: Any = None, scale: Any = 1.0, **_: Any) -> None:
+    _eng.activation(op, data, bias=bias, scale=scale, reduce_op=reduce_op, reduce_res=reduce_res, dst=dst,
+                    api="activation_reduce")
+
+
+def tensor_tensor(dst: NKITensor, data1: NKITensor, data2: NKITensor, op: Any, engine: Any = None,
+                  **_: Any) -> None:
+    _eng.tensor_tensor(data1, data2, op, dst=dst, engine=engine_name(engine))
+
+
+def tensor_scalar(dst: NKITensor, data: NKITensor, op0: Any, operand0: Any, reverse0: bool = False,
+                  op1: Any = None, operand1: Any = None, reverse1: bool = False, engine: Any = None,
+                  **_: Any) -> None:
+    _eng.tensor_scalar(data, op0, operand0, reverse0, op1, operand1, reverse1, dst=dst,
+                       engine=engine_name(engine))
+
+
+def tensor_reduce(dst: NKITensor, op: Any, data: NKITensor, axis: Any, negate: bool = False,
+                  keepdims: bool = False, **_: Any) -> None:
+    _eng.reduce(_eng.op_name(op), data, axis, negate=negate, keepdims=keepdims, dst=dst, api="tensor_reduce")
+
+
+def tensor_partition_reduce(dst: NKITensor, op: Any, data: NKITensor, **_: Any) -> None:
+    _eng.partition_reduce(_eng.op_name(op), data, dst=dst)
+
+
+def tensor_copy(dst: NKITensor, src: NKITensor, engine: Any = None, **_: Any) -> None:
+    _eng.copy(src, dst=dst, api="tensor_copy", engine=engine_name(engine))
+
+
+def reciprocal(dst: NKITensor, data: NKITensor, **_: Any) -> None:
+    _eng.elementwise("reciprocal", (data,), dst=dst, api="reciprocal")
+
+
+def exponential(dst: NKITensor, data: NKITensor, **_: Any) -> None:
+    _eng.elementwise("exp", (data,), dst=dst, api="exponential")
+
+
+def memset(dst: NKITensor, value: Any, engine: Any = None, **_: Any) -> None:
+    _eng.memset(dst.shape, value, dst.dtype, dst=dst)
+
+
+def iota(dst: NKITensor, pattern: Sequence[Sequence[int]], offset: int = 0, channel_multiplier: int = 0,
+         **_: Any) -> None:
+    _eng.iota_pattern(dst, pattern, offset, channel_multiplier)
+
+
+def bn_stats(dst: NKITensor, data: NKITensor, **_: Any) -> None:
+    _eng.bn_stats(data, dst=dst)
+
+
+def bn_aggr(dst: NKITensor, data: NKITensor, **_: Any) -> None:
+    _eng.bn_aggr(data, dst=dst)
+
+
+def dma_copy(dst: NKITensor, src: NKITensor, dst_rmw_op: Any = None, oob_mode: Any = None, dge_mode: Any = None,
+             **_: Any) -> None:
+    _eng.dma_copy(dst, src, dst_rmw_op=dst_rmw_op, dialect="new")
+
+
+def __getattr__(name: str) -> Any:
+    if name.startswith("__"):
+        raise AttributeError(name)
+    raise NKIUnsupportedError(
+        f"nki.isa.{name} is not modelled by the torchneuron_ext NKI simulator; see docs/nki.md for the "
+        f"instructions it runs")

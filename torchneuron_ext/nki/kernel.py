@@ -1,0 +1,281 @@
+"""Kernels and their launch: ``nki.jit``, ``kernel[grid](...)``, simulate, baremetal, benchmark.
+
+A launch converts the arguments to HBM tensors without copying (numpy arrays are used as they are;
+CPU and neuron tensors are viewed), runs every instance of the grid in order, and hands back the
+returned HBM tensors as the caller's kind: numpy arrays, CPU tensors or neuron tensors (kernel-created
+HBM tensors are allocated on the neuron device in the first place). Arguments written by the kernel
+are updated in place, so kernels in the outputs-passed-in style work too.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import time
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from . import runtime
+from .cost_model import Costs
+from .errors import fail
+from .indexing import iter_grid
+from .memory import TARGETS, Target, default_target, shared_hbm
+from .runtime import Launch, Storage
+from .tensor import NKITensor
+
+_input_buffer = shared_hbm  # kernel arguments live in device HBM, visible to every instance
+
+
+class LaunchResult:
+    """What the last launch of a kernel did: instruction counts and the cost model's estimate."""
+
+    def __init__(self, launch: Launch, wall_s: float) -> None:
+        self.kernel_name = launch.kernel_name
+        self.grid = launch.grid
+        self.costs: Costs = launch.costs
+        self.wall_time_s = wall_s
+
+    @property
+    def instructions(self) -> int:
+        return self.costs.total_instructions
+
+    @property
+    def estimated_latency_us(self) -> float:
+        return self.costs.estimated_latency_s * 1e6
+
+    def __repr__(self) -> str:
+        return (f"LaunchResult({self.kernel_name}, grid={self.grid}, instructions={self.instructions}, "
+                f"estimated_latency_us={self.estimated_latency_us:.1f}, wall_time_s={self.wall_time_s:.4f})")
+
+
+class Kernel:
+    """A function decorated with ``@nki.jit``: call it, or index it with a grid first."""
+
+    def __init__(self, func: Callable, *, dialect: str, mode: str = "auto", **options: Any) -> None:
+        if isinstance(func, Kernel):
+            func = func.func
+        functools.update_wrapper(self, func)
+        self.func, self.dialect, self.mode, self.options = func, dialect, mode, options
+        target = options.get("platform_target")
+        self.target: Optional[Target] = TARGETS[target] if target else None
+        self.last_result: Optional[LaunchResult] = None
+
+    def __getitem__(self, grid: Any) -> "GridKernel":
+        return GridKernel(self, _normalize_grid(grid, self.dialect))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return launch(self, (), args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"<NKI kernel {self.__name__} ({self.dialect} dialect)>"
+
+
+class GridKernel:
+    """``kernel[grid]``: a kernel bound to an SPMD grid (legacy) or an LNC degree (new)."""
+
+    def __init__(self, kernel: Kernel, grid: tuple) -> None:
+        self.kernel, self.grid = kernel, grid
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return launch(self.kernel, self.grid, args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"<NKI kernel {self.kernel.__name__}{list(self.grid)}>"
+
+
+def _normalize_grid(grid: Any, dialect: str) -> tuple:
+    grid = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
+    out = []
+    for g in grid:
+        n = int(g)  # nl.nc(2) * 4, nl.spmd_dim(...) are plain sizes here
+        if n < 1:
+            raise ValueError(f"launch grid dimensions must be positive, got {grid}")
+        out.append(n)
+    if dialect == "new" and (len(out) != 1 or out[0] not in (1, 2)):
+        raise ValueError(
+            f"in NKI 0.2+, kernel[n] sets the logical NeuronCore degree and n must be 1 or 2, got {list(out)}; "
+            f"an SPMD grid of any shape is a legacy-dialect (neuronxcc.nki) feature")
+    return tuple(out)
+
+
+def as_kernel(kernel: Any, dialect: str) -> "tuple[Kernel, tuple]":
+    if isinstance(kernel, GridKernel):
+        return kernel.kernel, kernel.grid
+    if isinstance(kernel, Kernel):
+        return kernel, ()
+    if callable(kernel):
+        return Kernel(kernel, dialect=dialect), ()
+    raise TypeError(f"expected an NKI kernel (a function or @nki.jit object), got {type(kernel).__name__}")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# launch
+# ---------------------------------------------------------------------------------------------------------
+
+class _Args:
+    """Kernel arguments converted to HBM tensors, and how to give results back to the caller."""
+
+    def __init__(self) -> None:
+        self.kind = "numpy"  # numpy | cpu | neuron | meta
+        self.device = None
+        self.originals: dict[int, Any] = {}  # id(storage) -> caller's object
+        self.storages: list[Storage] = []
+
+    def convert(self, value: Any) -> Any:
+        import sys
+        torch = sys.modules.get("torch")
+        if isinstance(value, np.ndarray):
+            return self._wrap(value, value)
+        if torch is not None and isinstance(value, torch.Tensor):
+            return self._torch(value)
+        if isinstance(value, (list, tuple)) and any(self._is_array(v) for v in value):
+            return type(value)(self.convert(v) for v in value)
+        return value
+
+    @staticmethod
+    def _is_array(v: Any) -> bool:
+        return isinstance(v, np.ndarray) or type(v).__module__.startswith("torch")
+
+    def _wrap(self, array: np.ndarray, original: Any) -> NKITensor:
+        storage = Storage(array, _input_buffer, "", 0, original)
+        self.originals[id(storage)] = original
+        self.storages.append(storage)
+        return NKITensor(storage, array)
+
+    def _torch(self, t: Any) -> NKITensor:
+        from .interop import tensor_view
+        dev = t.device.type
+        kind = {"cpu": "cpu", "neuron": "neuron", "meta": "meta"}.get(dev)
+        if kind is None or _is_fake(t):
+            kind = "meta" if _is_fake(t) or dev == "meta" else None
+        if kind is None:
+            raise TypeError(f"NKI kernels take numpy arrays, CPU tensors or neuron tensors, got a tensor on {t.device}")
+        if self.kind not in ("numpy", kind) and not (kind == "meta" or self.kind == "meta"):
+            raise ValueError(
+                f"all tensor arguments of an NKI kernel must be on one device, got {self.device} and {t.device}: "
+                f"move them with .to('neuron')")
+        if self.kind != "meta":
+            self.kind = kind
+        self.device = t.device
+        if kind == "meta":
+            from .interop import torch_to_numpy_dtype
+            return self._wrap(np.zeros(tuple(t.shape), dtype=torch_to_numpy_dtype(t.dtype)), t)
+        return self._wrap(tensor_view(t), t)
+
+    def hbm_allocator(self) -> runtime.HbmAllocator:
+        if self.kind == "neuron":
+            from .interop import neuron_hbm_allocator
+            return neuron_hbm_allocator(self.device)
+        return runtime.numpy_hbm
+
+    def result(self, value: Any, launch: Launch) -> Any:
+        if isinstance(value, NKITensor):
+            return self._result_tensor(value, launch)
+        if isinstance(value, (tuple, list)):
+            return type(value)(self.result(v, launch) for v in value)
+        if isinstance(value, dict):
+            return {k: self.result(v, launch) for k, v in value.items()}
+        return value
+
+    def _result_tensor(self, t: NKITensor, launch: Launch) -> Any:
+        storage = t.storage
+        if storage.buffer.on_chip:
+            fail("err_unsupported_memory",
+                 f"a kernel returns HBM tensors, but this one is in {storage.buffer.name}: allocate the output "
+                 f"with nl.ndarray(shape, dtype, buffer=nl.shared_hbm) and nl.store/nisa.dma_copy into it")
+        if id(storage) in self.originals:
+            original = self.originals[id(storage)]
+            if t.view is storage.array or t.view.shape == storage.array.shape:
+                return original
+        if launch.dialect == "new" and storage.buffer is not shared_hbm:
+            fail("err_output_must_be_shared_hbm",
+                 "kernel outputs must be allocated with buffer=nl.shared_hbm (nl.hbm is per-instance scratch)")
+        whole = t.index is None and t.view.shape == storage.array.shape and \
+            t.view.__array_interface__["data"][0] == storage.array.__array_interface__["data"][0]
+        if self.kind == "neuron":
+            owner = storage.owner
+            if whole:
+                return owner
+            import torch
+            item = storage.array.itemsize
+            offset = (t.view.__array_interface__["data"][0] - storage.array.__array_interface__["data"][0]) // item
+            return torch.as_strided(owner, t.shape, tuple(s // item for s in t.view.strides), offset)
+        array = storage.array if whole else np.asarray(t.read())
+        if self.kind in ("cpu", "meta"):
+            from .interop import numpy_to_cpu_tensor
+            out = numpy_to_cpu_tensor(array)
+            if self.kind == "meta":
+                import torch
+                return torch.empty(out.shape, dtype=out.dtype, device=self.device)
+            return out
+        return array
+
+
+def _is_fake(t: Any) -> bool:
+    from torch._subclasses.fake_tensor import FakeTensor
+    return isinstance(t, FakeTensor) or t.device.type == "meta"
+
+
+def launch(kernel: Kernel, grid: tuple, args: tuple, kwargs: dict) -> Any:
+    current = runtime.current_or_none()
+    if current is not None:
+        # A kernel called from inside a kernel runs inline, in the caller's launch.
+        if grid:
+            fail("err_nested_kernel_with_spmd_grid",
+                 "a kernel with an SPMD grid cannot be launched from inside another kernel")
+        return kernel.func(*args, **kwargs)
+    conv = _Args()
+    cargs = tuple(conv.convert(a) for a in args)
+    ckwargs = {k: conv.convert(v) for k, v in kwargs.items()}
+    target = kernel.target or default_target()
+    state = Launch(kernel.__name__, kernel.func, grid, kernel.dialect, target, conv.hbm_allocator())
+    _check_arguments(kernel.func, cargs, ckwargs)
+    record = conv.kind == "neuron"
+    if record:
+        from .. import _C
+        start = _C._now_ns()
+    t0 = time.perf_counter()
+    result = None
+    with runtime.active(state), np.errstate(all="ignore"):
+        for index, pid in enumerate(iter_grid(grid)):
+            state.begin_instance(tuple(int(p) for p in pid), index)
+            value = kernel.func(*cargs, **ckwargs)
+            if index == 0:
+                result = value
+        out = conv.result(result, state)
+    wall = time.perf_counter() - t0
+    kernel.last_result = LaunchResult(state, wall)
+    _check_mutable(kernel.func, conv, result)
+    if record:
+        c = state.costs
+        _C._record_kernel(f"nki::{kernel.__name__}", "nki", conv.device.index or 0, start, _C._now_ns(),
+                          c.bytes_read, c.bytes_written, c.flops)
+    return out
+
+
+def _check_arguments(func: Callable, args: tuple, kwargs: dict) -> None:
+    try:
+        inspect.signature(func).bind(*args, **kwargs)
+    except TypeError as e:
+        raise TypeError(f"NKI kernel {func.__name__}: {e}") from None
+
+
+def _check_mutable(func: Callable, conv: _Args, result: Any) -> None:
+    """A parameter annotated nt.mutable_tensor that the kernel writes must be among its results."""
+    from .typing import is_mutable
+    annotations = getattr(func, "__annotations__", {})
+    if not any(is_mutable(a) for a in annotations.values()):
+        return
+    returned = set()
+    stack = [result]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, NKITensor):
+            returned.add(id(v.storage))
+        elif isinstance(v, (tuple, list)):
+            stack.extend(v)
+    params = list(inspect.signature(func).parameters)
+    for name, storage in zip(params, conv.storages):
+        if is_mutable(annotations.get(name)) and id(storage) not in returned:
+            fail("err_mutable_parameter_not_returned",
+                 f"parameter '{name}' is annotated nt.mutable_tensor but the kernel does not return it")

@@ -1,0 +1,224 @@
+"""The state of one kernel launch: SPMD instances, allocations and their capacity, instruction counts.
+
+A launch runs its grid's instances one after another. Each instance has private SBUF, PSUM and
+private HBM; the k-th ``shared_hbm`` tensor an instance creates is the same buffer in every instance.
+On-chip capacity is accounted from the live tiles (Python's reference counting is their lifetime),
+so a kernel that keeps more tiles alive than SBUF or PSUM can hold fails as it would on the device.
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+import math
+import threading
+import weakref
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from . import cost_model, dtypes
+from .errors import fail
+from .memory import Buffer, Target, psum, sbuf, shared_hbm
+
+_state = threading.local()
+
+
+class Storage:
+    """One allocation: the numpy array that holds it and the memory it lives in."""
+    __slots__ = ("array", "buffer", "name", "par_axis", "owner", "psum_started", "__weakref__")
+
+    def __init__(self, array: np.ndarray, buffer: Buffer, name: str = "", par_axis: int = 0,
+                 owner: Any = None) -> None:
+        self.array, self.buffer, self.name, self.par_axis, self.owner = array, buffer, name, par_axis, owner
+        # New-dialect nc_matmul overwrites a PSUM location on its first write and accumulates after.
+        self.psum_started = np.zeros(array.shape, dtype=bool) if buffer is psum else None
+
+
+HbmAllocator = Callable[[tuple, np.dtype], "tuple[np.ndarray, Any]"]
+
+
+def numpy_hbm(shape: tuple, dtype: np.dtype) -> "tuple[np.ndarray, Any]":
+    arr = np.empty(shape, dtype=dtype)
+    return arr, None
+
+
+class Launch:
+    """Everything one call of a kernel shares across its instances."""
+
+    def __init__(self, kernel_name: str, func: Callable, grid: tuple, dialect: str, target: Target,
+                 hbm_allocator: HbmAllocator = numpy_hbm) -> None:
+        self.kernel_name, self.func, self.grid, self.dialect, self.target = \
+            kernel_name, func, grid, dialect, target
+        self.hbm_allocator = hbm_allocator
+        self.shared: list[Storage] = []
+        self.costs = cost_model.Costs(target)
+        self.program_id: tuple = ()
+        self._shared_seen = 0
+        self._live = {sbuf: 0, psum: 0}
+        self._nested_lines: Optional[set] = None
+        self.instance_index = 0
+
+    # -- instances -----------------------------------------------------------
+    def begin_instance(self, program_id: tuple, index: int) -> None:
+        self.program_id, self.instance_index, self._shared_seen = program_id, index, 0
+
+    # -- allocation ----------------------------------------------------------
+    def allocate(self, shape: tuple, dtype: np.dtype, buffer: Buffer, name: str = "",
+                 par_axis: int = 0, fill: Any = "uninit") -> Storage:
+        shape = tuple(int(s) for s in shape)
+        if any(s < 0 for s in shape):
+            fail("err_invalid_shape", f"negative dimension in shape {shape}")
+        if buffer.on_chip:
+            self._check_tile_shape(shape, dtype, buffer, par_axis)
+        if buffer is shared_hbm:
+            return self._shared_allocation(shape, dtype, name, fill)
+        if buffer.on_chip:
+            array, owner = np.empty(shape, dtype=dtype), None
+        else:
+            array, owner = self.hbm_allocator(shape, dtype)
+        storage = Storage(array, buffer, name, par_axis, owner)
+        _fill(array, fill)
+        if buffer.on_chip:
+            self._account(storage)
+        return storage
+
+    def _shared_allocation(self, shape: tuple, dtype: np.dtype, name: str, fill: Any) -> Storage:
+        self._check_kernel_level()
+        k = self._shared_seen
+        self._shared_seen += 1
+        if k < len(self.shared):
+            storage = self.shared[k]
+            if storage.array.shape != shape or storage.array.dtype != dtype:
+                fail("err_shared_hbm_mismatch",
+                     f"shared_hbm tensor #{k} is {shape} {dtypes.name(dtype)} in instance {self.program_id} "
+                     f"but {storage.array.shape} {dtypes.name(storage.array.dtype)} in instance 0: every "
+                     f"instance of a grid must create the same shared_hbm tensors")
+            return storage
+        array, owner = self.hbm_allocator(shape, dtype)
+        _fill(array, fill)
+        storage = Storage(array, shared_hbm, name, 0, owner)
+        self.shared.append(storage)
+        return storage
+
+    def _check_tile_shape(self, shape: tuple, dtype: np.dtype, buffer: Buffer, par_axis: int) -> None:
+        if len(shape) < 2:
+            fail("err_insufficient_rank",
+                 f"Insufficient rank: a tile in {buffer.name} needs a partition dimension and at least one "
+                 f"free dimension, got shape {shape}; use e.g. ({shape[0] if shape else 1}, 1)")
+        p = shape[par_axis]
+        if p > self.target.num_partitions:
+            fail("err_num_partition_exceed_arch_limit",
+                 f"Size of partition dimension {p} exceeds architecture limitation of "
+                 f"{self.target.num_partitions}.")
+        free = math.prod(shape[par_axis + 1:]) * np.dtype(dtype).itemsize
+        per_partition = math.prod(shape[:par_axis]) * free
+        if buffer is psum:
+            if free > self.target.psum_bank_bytes:
+                fail("err_size_of_dimension_exceed_arch_limit",
+                     f"PSUM tile {shape} {dtypes.name(dtype)} needs {free} bytes per partition; a PSUM tile must "
+                     f"fit one bank of {self.target.psum_bank_bytes} bytes (512 fp32)")
+            if per_partition > self.target.psum_partition_bytes:
+                fail("err_psum_capacity_exceeded",
+                     f"PSUM tensor {shape} needs {per_partition} bytes per partition; PSUM has "
+                     f"{self.target.psum_partition_bytes} (8 banks of 2 KiB)")
+        elif per_partition > self.target.sbuf_partition_bytes:
+            fail("err_sbuf_capacity_exceeded",
+                 f"SBUF tile {shape} {dtypes.name(dtype)} needs {per_partition} bytes per partition; "
+                 f"{self.target.name} SBUF has {self.target.sbuf_partition_bytes} per partition")
+
+    def _account(self, storage: Storage) -> None:
+        shape, pa = storage.array.shape, storage.par_axis
+        nbytes = math.prod(shape[:pa]) * math.prod(shape[pa + 1:]) * storage.array.itemsize
+        buffer = storage.buffer
+        if buffer is psum:
+            # PSUM is handed out in whole 2 KiB banks.
+            nbytes = math.ceil(nbytes / self.target.psum_bank_bytes) * self.target.psum_bank_bytes
+        capacity = self.target.psum_partition_bytes if buffer is psum else self.target.sbuf_partition_bytes
+        if self._live[buffer] + nbytes > capacity:
+            fail("err_psum_capacity_exceeded" if buffer is psum else "err_sbuf_capacity_exceeded",
+                 f"out of {buffer.name}: this {storage.array.shape} tile needs {nbytes} bytes per partition but "
+                 f"live {buffer.name} tiles already hold {self._live[buffer]} of {capacity}; let tiles go out of "
+                 f"scope (reuse one buffer per loop iteration) or use smaller tiles")
+        self._live[buffer] += nbytes
+        weakref.finalize(storage, self._release, buffer, nbytes)
+
+    def _release(self, buffer: Buffer, nbytes: int) -> None:
+        self._live[buffer] -= nbytes
+
+    def live_bytes(self, buffer: Buffer) -> int:
+        return self._live[buffer]
+
+    def _check_kernel_level(self) -> None:
+        """shared_hbm outputs must be created in the kernel body, not in a loop or branch."""
+        import sys
+        frame = sys._getframe(3)
+        while frame is not None and frame.f_code is not self.func.__code__:
+            frame = frame.f_back
+        if frame is None:
+            return
+        if self._nested_lines is None:
+            self._nested_lines = _nested_statement_lines(self.func)
+        if frame.f_lineno in self._nested_lines:
+            fail("err_shared_hbm_must_in_kernel_level",
+                 "shared_hbm tensors must be created at the kernel's top level, not inside a loop or branch")
+
+
+def _nested_statement_lines(func: Callable) -> set:
+    try:
+        source = inspect.getsource(func)
+        first = func.__code__.co_firstlineno
+    except (OSError, TypeError):
+        return set()
+    import textwrap
+    tree = ast.parse(textwrap.dedent(source))
+    lines: set = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.For, ast.While, ast.If, ast.AsyncFor)):
+            for child in node.body + node.orelse:
+                for sub in ast.walk(child):
+                    if hasattr(sub, "lineno"):
+                        lines.add(sub.lineno + first - 1)
+    return lines
+
+
+_UNINIT_INT = 4  # what AWS's simulator puts in fresh integer tensors
+
+
+def _fill(array: np.ndarray, fill: Any) -> None:
+    if fill is None:
+        return
+    if isinstance(fill, str):  # uninitialised memory: make reads of it visible
+        if dtypes.is_float(array.dtype):
+            array.fill(np.nan)
+        elif array.dtype != np.bool_:
+            array.fill(_UNINIT_INT)
+        return
+    array.fill(fill)
+
+
+def current() -> Launch:
+    launch = getattr(_state, "launch", None)
+    if launch is None:
+        raise RuntimeError(
+            "this NKI API can only be used while a kernel runs: decorate the function with @nki.jit and call "
+            "it (or use nki.simulate_kernel)")
+    return launch
+
+
+def current_or_none() -> Optional[Launch]:
+    return getattr(_state, "launch", None)
+
+
+class active:
+    """Context manager making ``launch`` the current one on this thread (kernels may nest)."""
+
+    def __init__(self, launch: Launch) -> None:
+        self.launch = launch
+
+    def __enter__(self) -> Launch:
+        self.prev = getattr(_state, "launch", None)
+        _state.launch = self.launch
+        return self.launch
+
+    def __exit__(self, *exc: Any) -> None:
+        _state.launch = self.prev

@@ -1,0 +1,359 @@
+"""NKI tensors: a view of one allocation (HBM, SBUF or PSUM), indexed the way NKI indexes.
+
+A tensor is an allocation (`Storage`), a numpy view of it after basic indexing, and optionally the
+integer index arrays of advanced indexing (``nl.arange``/``nl.mgrid`` expressions), applied lazily so
+that a masked access can leave out-of-bounds positions alone. Reading and writing go through
+``read``/``write``, which enforce the bounds rules; engines (``engine.py``) compute on what they read.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from . import dtypes
+from .errors import fail
+from .indexing import DynSlice, IndexExpr
+from .memory import Buffer, psum
+
+
+class NKITensor:
+    """A tensor or tile inside a kernel. Partition dimension first for tiles in SBUF and PSUM."""
+
+    __slots__ = ("storage", "view", "index", "par_axis", "_shape", "_slices", "_updated")
+
+    def __init__(self, storage: Any, view: np.ndarray, index: Optional[tuple] = None, par_axis: int = 0) -> None:
+        self.storage, self.view, self.index, self.par_axis = storage, view, index, par_axis
+        self._slices = None
+        self._updated = False
+        if index is None:
+            self._shape = view.shape
+        else:
+            self._shape = np.broadcast_shapes(*(a.shape for a in index)) + view.shape[len(index):]
+
+    # -- metadata ------------------------------------------------------------
+    @property
+    def shape(self) -> tuple:
+        return self._shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.view.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self._shape)
+
+    @property
+    def itemsize(self) -> int:
+        return self.view.itemsize
+
+    @property
+    def buffer(self) -> Buffer:
+        return self.storage.buffer
+
+    @property
+    def name(self) -> str:
+        return self.storage.name
+
+    def __len__(self) -> int:
+        return self._shape[0]
+
+    def __repr__(self) -> str:
+        return f"NKITensor(shape={self._shape}, dtype={dtypes.name(self.dtype)}, buffer={self.buffer!r})"
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        raise TypeError(
+            "an NKI tensor is not a numpy array inside a kernel: load it (nl.load / nisa.dma_copy) and use "
+            "nl.*/nisa.* operations on it")
+
+    def __bool__(self) -> bool:
+        raise TypeError("an NKI tile has no truth value inside a kernel; compare it with nl.* ops instead")
+
+    # -- indexing ------------------------------------------------------------
+    def __getitem__(self, key: Any) -> "NKITensor":
+        key = _normalize_key(key, self.ndim)
+        if self.index is not None:
+            return self._compose(key)
+        has_adv = any(isinstance(k, np.ndarray) for k in key)
+        if has_adv:
+            if any(isinstance(k, slice) for k in key):
+                fail("err_unsupported_mixing_basic_advanced_tensor_indexing",
+                     "Mixing basic tensor indexing (slices, nl.ds) and advanced tensor indexing (nl.arange, "
+                     "nl.mgrid) is not supported: index every axis with arange/mgrid expressions or integers")
+            arrays = []
+            for k in key:
+                if isinstance(k, IndexExpr) and k.ndim == 1 and len(key) > 1:
+                    fail("err_1d_arange_not_supported",
+                         "1d arange is not supported: lift it to a partition or free index with "
+                         "nl.arange(n)[:, None] or nl.arange(n)[None, :]")
+                arrays.append(np.asarray(k, dtype=np.int64) if not isinstance(k, np.ndarray) else k)
+            return NKITensor(self.storage, self.view, tuple(arrays), 0)
+        # Basic indexing: check bounds (numpy would clip slices silently) and take a view.
+        out_key = []
+        par_axis = self.par_axis
+        for axis, k in enumerate(key):
+            dim = self.view.shape[axis]
+            if isinstance(k, slice):
+                start, stop, step = k.start, k.stop, k.step or 1
+                if step <= 0:
+                    fail("err_unsupported_negative_step", f"slice step must be positive, got {step}")
+                start = 0 if start is None else int(start)
+                stop = dim if stop is None else int(stop)
+                if start < 0:
+                    start += dim
+                if stop < 0:
+                    stop += dim
+                if start < 0 or stop > dim or start > stop:
+                    fail("err_tensor_access_out_of_bound",
+                         f"index range [{start}, {stop - 1}] exceed dimension size of {dim}")
+                out_key.append(slice(start, stop, step))
+            else:
+                i = int(k)
+                if i < 0:
+                    i += dim
+                if not 0 <= i < dim:
+                    fail("err_tensor_access_out_of_bound", f"index {int(k)} exceed dimension size of {dim}")
+                out_key.append(i)
+                if axis < self.par_axis:
+                    par_axis -= 1
+        return NKITensor(self.storage, self.view[tuple(out_key)], None, max(par_axis, 0))
+
+    def _compose(self, key: tuple) -> "NKITensor":
+        full = self._full_index()
+        return NKITensor(self.storage, self.view, tuple(np.asarray(a)[key] for a in full), 0)
+
+    def _full_index(self) -> list:
+        """Index arrays for every axis of ``view`` that reproduce this tensor's elements."""
+        lead = np.broadcast_shapes(*(a.shape for a in self.index))
+        trailing = self.view.shape[len(self.index):]
+        n = len(lead) + len(trailing)
+        out = [np.broadcast_to(a.reshape(a.shape + (1,) * len(trailing)), lead + trailing) for a in self.index]
+        for j, size in enumerate(trailing):
+            shape = [1] * n
+            shape[len(lead) + j] = size
+            out.append(np.broadcast_to(np.arange(size).reshape(shape), lead + trailing))
+        return out
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        dst = self[key]
+        if isinstance(value, NKITensor) and value._updated:
+            value._updated = False  # `t[i] += x` already updated t[i] in place
+            return
+        from . import engine
+        engine.assign(dst, value)
+
+    # -- access --------------------------------------------------------------
+    def _fast_slices(self) -> Optional[tuple]:
+        """arange/mgrid index arrays that walk axes in order are plain slices: use a view."""
+        if self._slices is not None:
+            return self._slices or None
+        slices = []
+        n = len(self.index)
+        for axis, a in enumerate(self.index):
+            if a.ndim != n or any(s != 1 for j, s in enumerate(a.shape) if j != axis):
+                self._slices = ()
+                return None
+            flat = a.reshape(-1)
+            start = int(flat[0])
+            step = int(flat[1] - flat[0]) if flat.size > 1 else 1
+            dim = self.view.shape[axis]
+            last = start + step * (flat.size - 1)
+            if step <= 0 or start < 0 or last >= dim or (
+                    flat.size > 2 and not np.array_equal(flat, np.arange(start, last + 1, step))):
+                self._slices = ()
+                return None
+            slices.append(slice(start, last + 1, step))
+        self._slices = tuple(slices)
+        return self._slices
+
+    def _checked_index(self, mask: Optional[np.ndarray]) -> tuple:
+        """Index arrays with masked-out positions made safe; raises on unmasked out-of-bounds."""
+        lead = np.broadcast_shapes(*(a.shape for a in self.index))
+        valid = None if mask is None else _mask_to(mask, lead)
+        out = []
+        for axis, a in enumerate(self.index):
+            dim = self.view.shape[axis]
+            lo, hi = int(a.min()), int(a.max())
+            if lo >= 0 and hi < dim:
+                out.append(a)
+                continue
+            b = np.broadcast_to(a, lead)
+            if valid is not None:
+                inside = b[valid]
+                lo, hi = (int(inside.min()), int(inside.max())) if inside.size else (0, 0)
+            if lo < 0 or hi >= dim:
+                fail("err_tensor_access_out_of_bound",
+                     f"index range [{lo}, {hi}] exceed dimension size of {dim}; if only part of the tile is in "
+                     f"bounds, pass mask= (for example mask=(i * 128 + i_p < {dim}))")
+            out.append(np.where(valid, b, 0))
+        return tuple(out)
+
+    def read(self, mask: Optional[np.ndarray] = None) -> np.ndarray:
+        """The values (a view when possible: do not write into it)."""
+        if self.index is None:
+            return self.view
+        slices = self._fast_slices()
+        if slices is not None:
+            return self.view[slices]
+        return self.view[self._checked_index(mask)]
+
+    def write(self, values: Any, mask: Optional[np.ndarray] = None) -> None:
+        """Store ``values`` (already in this tensor's dtype, broadcastable to its shape)."""
+        if self.index is None or self._fast_slices() is not None:
+            target = self.view if self.index is None else self.view[self._slices]
+            if mask is None:
+                target[...] = values
+            else:
+                np.copyto(target, np.broadcast_to(values, target.shape), where=_mask_to(mask, target.shape))
+            return
+        idx = self._checked_index(mask)
+        lead = np.broadcast_shapes(*(a.shape for a in idx))
+        vals = np.broadcast_to(values, self._shape)
+        if mask is None:
+            self.view[idx] = vals
+            return
+        valid = _mask_to(mask, lead)
+        sel = tuple(np.broadcast_to(a, lead)[valid] for a in idx)
+        self.view[sel] = vals[valid]
+
+    # -- views ---------------------------------------------------------------
+    def reshape(self, shape: Sequence[int]) -> "NKITensor":
+        shape = tuple(int(s) for s in shape)
+        if int(np.prod(shape)) != int(np.prod(self._shape)):
+            fail("err_invalid_reshape", f"cannot reshape a tensor of shape {self._shape} to {shape}")
+        if self.index is not None or not self.view.flags.c_contiguous:
+            fail("err_invalid_reshape", "only a contiguous tensor (no advanced indexing) can be reshaped")
+        return NKITensor(self.storage, self.view.reshape(shape), None, 0)
+
+    def view_as_dtype(self, dtype: Any) -> "NKITensor":
+        return NKITensor(self.storage, self.view.view(dtypes.as_dtype(dtype)), None, self.par_axis)
+
+    def permute(self, *dims: Any) -> "NKITensor":
+        if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+            dims = tuple(dims[0])
+        if self.index is not None:
+            fail("err_invalid_view", "permute a tensor before indexing it with arange/mgrid")
+        return NKITensor(self.storage, self.view.transpose(dims), None, 0)
+
+    def ap(self, pattern: Sequence[Sequence[int]], offset: int = 0, **_unused: Any) -> "NKITensor":
+        """An access pattern ``[[step, num], ...]`` over this tensor's memory, starting at ``offset``."""
+        if self.index is not None or not self.view.flags.c_contiguous:
+            fail("err_invalid_access_pattern", ".ap() needs a contiguous tensor")
+        flat = self.view.reshape(-1)
+        shape = tuple(int(num) for _, num in pattern)
+        strides = tuple(int(step) * flat.itemsize for step, _ in pattern)
+        last = offset + sum((n - 1) * s for s, n in ((int(p[0]), int(p[1])) for p in pattern))
+        if offset < 0 or last >= flat.size:
+            fail("err_tensor_access_out_of_bound",
+                 f"access pattern {list(map(list, pattern))} at offset {offset} reaches element {last} of a "
+                 f"tensor with {flat.size} elements")
+        view = np.lib.stride_tricks.as_strided(flat[offset:], shape=shape, strides=strides)
+        return NKITensor(self.storage, view, None, 0)
+
+    def broadcast_to(self, shape: Sequence[int]) -> "NKITensor":
+        from . import engine
+        return engine.broadcast_to(self, tuple(shape))
+
+    def astype(self, dtype: Any) -> "NKITensor":
+        from . import engine
+        return engine.copy(self, dtype=dtype)
+
+    def expand_dims(self, axis: int) -> "NKITensor":
+        from . import engine
+        return engine.expand_dims(self, axis)
+
+    # -- operators (engine ops on tiles) -------------------------------------
+    def _bin(self, op: str, other: Any, reverse: bool = False) -> "NKITensor":
+        from . import engine
+        a, b = (other, self) if reverse else (self, other)
+        return engine.elementwise(op, (a, b), operator_overload=True)
+
+    def __add__(self, o): return self._bin("add", o)
+    def __radd__(self, o): return self._bin("add", o, True)
+    def __sub__(self, o): return self._bin("subtract", o)
+    def __rsub__(self, o): return self._bin("subtract", o, True)
+    def __mul__(self, o): return self._bin("multiply", o)
+    def __rmul__(self, o): return self._bin("multiply", o, True)
+    def __truediv__(self, o): return self._bin("divide", o)
+    def __rtruediv__(self, o): return self._bin("divide", o, True)
+    def __pow__(self, o): return self._bin("power", o)
+    def __rpow__(self, o): return self._bin("power", o, True)
+    def __mod__(self, o): return self._bin("mod", o)
+    def __and__(self, o): return self._bin("bitwise_and", o)
+    def __rand__(self, o): return self._bin("bitwise_and", o, True)
+    def __or__(self, o): return self._bin("bitwise_or", o)
+    def __ror__(self, o): return self._bin("bitwise_or", o, True)
+    def __xor__(self, o): return self._bin("bitwise_xor", o)
+    def __rxor__(self, o): return self._bin("bitwise_xor", o, True)
+    def __lshift__(self, o): return self._bin("left_shift", o)
+    def __rshift__(self, o): return self._bin("right_shift", o)
+    def __lt__(self, o): return self._bin("less", o)
+    def __le__(self, o): return self._bin("less_equal", o)
+    def __gt__(self, o): return self._bin("greater", o)
+    def __ge__(self, o): return self._bin("greater_equal", o)
+    def __eq__(self, o): return self._bin("equal", o)  # type: ignore[override]
+    def __ne__(self, o): return self._bin("not_equal", o)  # type: ignore[override]
+    __hash__ = object.__hash__
+
+    def __neg__(self):
+        from . import engine
+        return engine.elementwise("negative", (self,))
+
+    def __invert__(self):
+        from . import engine
+        return engine.elementwise("invert", (self,))
+
+    def __abs__(self):
+        from . import engine
+        return engine.elementwise("abs", (self,))
+
+    def _iop(self, op: str, other: Any) -> "NKITensor":
+        from . import engine
+        engine.accumulate(self, op, other)
+        self._updated = True
+        return self
+
+    def __iadd__(self, o): return self._iop("add", o)
+    def __isub__(self, o): return self._iop("subtract", o)
+    def __imul__(self, o): return self._iop("multiply", o)
+    def __itruediv__(self, o): return self._iop("divide", o)
+
+
+def _normalize_key(key: Any, ndim: int) -> tuple:
+    if not isinstance(key, tuple):
+        key = (key,)
+    out: list = []
+    for k in key:
+        if k is Ellipsis:
+            n = ndim - (len(key) - 1)
+            out.extend([slice(None)] * max(n, 0))
+        elif isinstance(k, DynSlice):
+            out.append(k.as_slice())
+        elif isinstance(k, NKITensor):
+            fail("err_dynamic_index_unsupported",
+                 "indexing with a tile's values (dynamic indexing) is not supported by the simulator: use "
+                 "affine expressions of nl.arange/program_id/loop indices")
+        elif isinstance(k, (list, tuple)):
+            out.append(np.asarray(k, dtype=np.int64))
+        else:
+            out.append(k)
+    if len(out) > ndim:
+        fail("err_exceed_max_supported_dimension",
+             f"too many indices ({len(out)}) for a tensor with {ndim} dimensions")
+    return tuple(out)
+
+
+def _mask_to(mask: np.ndarray, shape: tuple) -> np.ndarray:
+    """The mask as seen by an access of ``shape``: broadcast, or reduced where the access is narrower."""
+    try:
+        return np.broadcast_to(mask, shape)
+    except ValueError:
+        pass
+    full = np.broadcast_shapes(mask.shape, shape) if len(mask.shape) <= len(shape) else None
+    if full is None:
+        m = mask.reshape(mask.shape[:len(shape)] + (-1,)).any(axis=-1) if mask.ndim > len(shape) else mask
+        return np.broadcast_to(m, shape)
+    m = np.broadcast_to(mask, full)
+    axes = tuple(i for i, (f, s) in enumerate(zip(full, shape)) if s == 1 and f != 1)
+    return np.broadcast_to(m.any(axis=axes, keepdims=True), shape)
