@@ -37,7 +37,8 @@ setup(
     "torch.compile, NKI and profiling on any Linux machine.",
     packages=find_packages(include=["torchneuron_ext", "torchneuron_ext.*"]),
     python_requires=">=3.10",
-    install_requires=["torch==2.13.0"],
+    # numpy and ml_dtypes: the NKI simulator (bf16 and fp8 arrays).
+    install_requires=["torch==2.13.0", "numpy", "ml_dtypes"],
     extras_require={"test": ["pytest", "expecttest"]},
     ext_modules=[
         cpp_extension.CppExtension(
