@@ -229,7 +229,7 @@ def launch(kernel: Kernel, grid: tuple, args: tuple, kwargs: dict) -> Any:
     ckwargs = {k: conv.convert(v) for k, v in kwargs.items()}
     target = kernel.target or default_target()
     state = Launch(kernel.__name__, kernel.func, grid, kernel.dialect, target, conv.hbm_allocator())
-    _check_arguments(kernel.func, cargs, ckwargs)
+    bound = _bind(kernel.func, cargs, ckwargs)
     record = conv.kind == "neuron"
     if record:
         from .. import _C
@@ -245,7 +245,7 @@ def launch(kernel: Kernel, grid: tuple, args: tuple, kwargs: dict) -> Any:
         out = conv.result(result, state)
     wall = time.perf_counter() - t0
     kernel.last_result = LaunchResult(state, wall)
-    _check_mutable(kernel.func, conv, result)
+    _check_mutable(kernel.func, bound, result)
     if record:
         c = state.costs
         _C._record_kernel(f"nki::{kernel.__name__}", "nki", conv.device.index or 0, start, _C._now_ns(),
@@ -253,14 +253,14 @@ def launch(kernel: Kernel, grid: tuple, args: tuple, kwargs: dict) -> Any:
     return out
 
 
-def _check_arguments(func: Callable, args: tuple, kwargs: dict) -> None:
+def _bind(func: Callable, args: tuple, kwargs: dict) -> inspect.BoundArguments:
     try:
-        inspect.signature(func).bind(*args, **kwargs)
+        return inspect.signature(func).bind(*args, **kwargs)
     except TypeError as e:
         raise TypeError(f"NKI kernel {func.__name__}: {e}") from None
 
 
-def _check_mutable(func: Callable, conv: _Args, result: Any) -> None:
+def _check_mutable(func: Callable, bound: inspect.BoundArguments, result: Any) -> None:
     """A parameter annotated nt.mutable_tensor that the kernel writes must be among its results."""
     from .typing import is_mutable
     annotations = getattr(func, "__annotations__", {})
@@ -274,8 +274,9 @@ def _check_mutable(func: Callable, conv: _Args, result: Any) -> None:
             returned.add(id(v.storage))
         elif isinstance(v, (tuple, list)):
             stack.extend(v)
-    params = list(inspect.signature(func).parameters)
-    for name, storage in zip(params, conv.storages):
-        if is_mutable(annotations.get(name)) and id(storage) not in returned:
+    for name, value in bound.arguments.items():
+        if (is_mutable(annotations.get(name)) and isinstance(value, NKITensor) and value.storage.written
+                and id(value.storage) not in returned):
             fail("err_mutable_parameter_not_returned",
-                 f"parameter '{name}' is annotated nt.mutable_tensor but the kernel does not return it")
+                 f"parameter '{name}' is annotated nt.mutable_tensor and written by the kernel, so the kernel "
+                 f"must return it")

@@ -25,11 +25,12 @@ _state = threading.local()
 
 class Storage:
     """One allocation: the numpy array that holds it and the memory it lives in."""
-    __slots__ = ("array", "buffer", "name", "par_axis", "owner", "psum_started", "__weakref__")
+    __slots__ = ("array", "buffer", "name", "par_axis", "owner", "psum_started", "written", "__weakref__")
 
     def __init__(self, array: np.ndarray, buffer: Buffer, name: str = "", par_axis: int = 0,
                  owner: Any = None) -> None:
         self.array, self.buffer, self.name, self.par_axis, self.owner = array, buffer, name, par_axis, owner
+        self.written = False
         # New-dialect nc_matmul overwrites a PSUM location on its first write and accumulates after.
         self.psum_started = np.zeros(array.shape, dtype=bool) if buffer is psum else None
 

@@ -200,6 +200,7 @@ class NKITensor:
 
     def write(self, values: Any, mask: Optional[np.ndarray] = None) -> None:
         """Store ``values`` (already in this tensor's dtype, broadcastable to its shape)."""
+        self.storage.written = True
         if self.index is None or self._fast_slices() is not None:
             target = self.view if self.index is None else self.view[self._slices]
             if mask is None:

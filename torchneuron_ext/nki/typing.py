@@ -26,4 +26,6 @@ scalar = float
 
 
 def is_mutable(annotation: Any) -> bool:
+    if isinstance(annotation, str):  # postponed annotations (from __future__ import annotations)
+        return annotation.split("[")[0].endswith("mutable_tensor")
     return isinstance(annotation, _TensorType) and annotation.mutable
