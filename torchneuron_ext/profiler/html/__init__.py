@@ -1,0 +1,8 @@
+"""The HTML report: one self-contained page (summary and findings, timeline with the framework,
+runtime, hardware, transfer and memory lanes, op table, HBM usage, profiles side by side), written
+by `torchneuron-ext report PATH --html OUT.html` and served by `torchneuron-ext view PATH`."""
+from .findings import Finding, find
+from .page import build_html, write_html_report
+from .server import serve
+
+__all__ = ["Finding", "build_html", "find", "serve", "write_html_report"]

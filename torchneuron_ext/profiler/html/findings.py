@@ -1,0 +1,114 @@
+"""Ranked findings for the summary page: what limits this profile, in plain words, with what to try.
+
+Each finding carries the time it puts at stake (microseconds); the page lists them largest first,
+like the insights on Neuron Explorer's summary page.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from .._format import format_bytes, format_us
+from ..report import TraceSummary
+
+
+@dataclasses.dataclass
+class Finding:
+    key: str
+    title: str
+    detail: str
+    advice: str
+    at_stake_us: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _share(part: float, whole: float) -> str:
+    return f"{100 * part / whole:.0f}%" if whole > 0 else "0%"
+
+
+def _kernel_ops(s: TraceSummary) -> list:
+    return [r for r in s.ops if r.calls > 0 and r.device_us > 0]
+
+
+def find(summary: TraceSummary, limit: int = 5) -> list[Finding]:
+    """The findings of one profile, largest time at stake first (at most `limit`)."""
+    s = summary
+    out: list[Finding] = []
+    if s.kernels == 0:
+        return [Finding(
+            "no_device_activity", "No device activity was recorded",
+            "The trace has no neuron kernels or transfers.",
+            "Profile with activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1] and run work on "
+            "device=\"neuron\" inside the profiler.", 0.0)]
+    kernel_ops = _kernel_ops(s)
+    compiled = any(r.tier == "compiled" for r in kernel_ops)
+    idle = max(0.0, s.wall_us - s.device_busy_us)
+    mean_kernel = s.device_busy_us / s.kernels
+    if s.verdict == "host-bound":
+        advice = ("Fewer, larger device operations: fuse ops (torch.compile(model, backend=\"neuron\"), fused ops "
+                  "such as torch.rms_norm or scaled_dot_product_attention) or batch more work per call.")
+        if compiled:
+            advice = ("Compiled graphs are already in use: look for graph breaks "
+                      "(torchneuron_ext.compiler.graph_breaks) and eager ops left between graphs, or batch more "
+                      "work per call.")
+        out.append(Finding(
+            "host_bound", f"Host-bound: the device idles {_share(idle, s.wall_us)} of the wall time",
+            f"Kernels kept the device busy {format_us(s.device_busy_us)} of {format_us(s.wall_us)}; "
+            f"{s.kernels} kernels averaged {format_us(mean_kernel)} each, and the device waited for the host "
+            f"between them.", advice, idle))
+    else:
+        top = max(kernel_ops, key=lambda r: r.device_us, default=None)
+        detail = f"Kernels kept the device busy {_share(s.device_busy_us, s.wall_us)} of {format_us(s.wall_us)}."
+        if top is not None:
+            detail += (f" The largest is {top.name}: {_share(top.device_us, s.device_busy_us)} of device time "
+                       f"over {top.calls} calls.")
+        out.append(Finding(
+            "device_bound", f"Device-bound: kernels fill {_share(s.device_busy_us, s.wall_us)} of the wall time",
+            detail, "Speed up the top ops by device time: fewer passes over memory (fused or compiled kernels), "
+            "lower precision (torch.autocast(\"neuron\")), or less work.", s.device_busy_us))
+    overhead = sum(max(0.0, r.host_us - r.device_us) for r in s.ops if r.calls > 0)
+    device_of_dispatched = sum(r.device_us for r in s.ops if r.calls > 0 and r.host_us > 0)
+    if overhead > 0 and device_of_dispatched > 0:
+        out.append(Finding(
+            "dispatch_overhead",
+            f"Dispatch overhead is {format_us(overhead)}, {overhead / device_of_dispatched:.2f}x the kernel time",
+            f"The runtime spent {format_us(s.host_dispatch_us)} in dispatch spans, of which "
+            f"{format_us(overhead)} went to preparing launches rather than running kernels "
+            f"({format_us(overhead / s.kernels)} per kernel).",
+            "Each eager op pays this once: torch.compile turns a sequence of ops into one launch.", overhead))
+    if s.generic_ops:
+        n_generic = sum(s.generic_ops.values())
+        generic_rows = [r for r in s.ops if r.name in s.generic_ops]
+        spent = sum(r.device_us + max(0.0, r.host_us - r.device_us) for r in generic_rows)
+        names = ", ".join(f"{name} ({n})" for name, n in list(s.generic_ops.items())[:4])
+        out.append(Finding(
+            "generic_path", f"{_share(n_generic, s.kernels)} of kernels took the generic path",
+            f"{n_generic} of {s.kernels} kernels ran a host kernel through the boxed fallback, without a native "
+            f"kernel: {names}. They took {format_us(spent)}.",
+            "Find them with torchneuron_ext.get_fallback_ops() or warn_on_generic_path(); replace them with "
+            "ops that have native kernels, or keep them out of hot loops.", spent))
+    if s.transfers:
+        copy_row = next((r for r in s.ops if r.name == "aten::_copy_from"), None)
+        spent = copy_row.device_us if copy_row else 0.0
+        count = sum(c for c, _ in s.transfers.values())
+        nbytes = sum(b for _, b in s.transfers.values())
+        kinds = ", ".join(f"{d} {c}x {format_bytes(b)}" for d, (c, b) in s.transfers.items())
+        out.append(Finding(
+            "transfers", f"{count} transfers moved {format_bytes(nbytes)} in {format_us(spent)}",
+            f"Copies by direction: {kinds}; {_share(spent, s.device_busy_us)} of device busy time.",
+            "Keep tensors on the device between steps; avoid .cpu(), .item() and printing device tensors "
+            "inside loops; move inputs once, with non_blocking=True from pinned memory.", spent))
+    if not compiled and s.kernels >= 8:
+        small = [r for r in kernel_ops if r.device_us / r.calls < 50.0]
+        small_calls = sum(r.calls for r in small)
+        if small_calls >= s.kernels / 2:
+            spent = sum(r.host_us for r in small)
+            out.append(Finding(
+                "small_kernels", f"{_share(small_calls, s.kernels)} of kernels are shorter than 50 us",
+                f"{small_calls} kernels of {len(small)} ops averaged under 50 us each; at that size launch cost "
+                "rivals the work.", "Try torch.compile(model, backend=\"neuron\") to fuse them, or larger "
+                "batches.", spent))
+    out.sort(key=lambda f: -f.at_stake_us)
+    return out[:limit]

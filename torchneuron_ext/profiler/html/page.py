@@ -1,0 +1,104 @@
+"""One self-contained HTML report from one or more traces: the viewer's HTML, CSS and JavaScript
+inlined, the traces embedded, nothing fetched (a Content-Security-Policy forbids the network)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+from importlib import resources
+from typing import Optional, Sequence, Union
+
+from ..report import _load, summarize_trace
+from .findings import find
+from .model import build_profile
+
+TraceLike = Union[str, os.PathLike, dict]
+
+
+def _asset(name: str) -> str:
+    return resources.files(__package__).joinpath("assets", name).read_text(encoding="utf-8")
+
+
+def _default_name(trace: TraceLike, index: int, path: Optional[str]) -> str:
+    if path is None:
+        return f"profile {index + 1}"
+    # .../demo/naive/<host>_pid_<pid>/<stamp>/trace.json -> "naive"; plain files keep their stem.
+    parts = os.path.normpath(path).split(os.sep)
+    if len(parts) >= 4 and parts[-1] == "trace.json" and "_pid_" in parts[-3]:
+        return parts[-4]
+    stem = os.path.splitext(os.path.basename(path))[0]
+    return stem if stem != "trace" or len(parts) < 2 else parts[-2]
+
+
+def _resolve(trace: TraceLike) -> tuple[dict, Optional[str]]:
+    if isinstance(trace, dict):
+        return trace, None
+    path = os.fspath(trace)
+    if os.path.isdir(path):
+        found = []
+        for root, _, files in os.walk(path):
+            found += [os.path.join(root, f) for f in files if f.endswith(".json")]
+        if not found:
+            raise FileNotFoundError(f"no trace .json file under {path}")
+        path = max(found, key=os.path.getmtime)
+    return _load(path), path
+
+
+def profile_payload(trace: TraceLike, name: Optional[str] = None, index: int = 0) -> dict:
+    """Everything the page shows about one trace: events in columns, summary, findings, op table."""
+    data, path = _resolve(trace)
+    summary = summarize_trace(data)
+    profile = build_profile(data, name or _default_name(trace, index, path), source=path or "")
+    profile["summary"] = summary.to_dict()
+    profile["summary"].pop("ops")
+    profile["ops"] = [
+        {"name": r.name, "tier": r.tier, "calls": r.calls, "host_us": r.host_us, "device_us": r.device_us,
+         "bytes": r.bytes} for r in summary.ops
+    ]
+    profile["findings"] = [f.to_dict() for f in find(summary)]
+    return profile
+
+
+def build_html(traces: Sequence[TraceLike], names: Optional[Sequence[Optional[str]]] = None,
+               title: str = "neuron profile") -> str:
+    """The report page for `traces` (paths to trace.json files or profile directories, or trace
+    dicts); `names` label them (default: the demo variant or the file name)."""
+    if not traces:
+        raise ValueError("build_html needs at least one trace")
+    names = list(names) if names is not None else [None] * len(traces)
+    if len(names) != len(traces):
+        raise ValueError(f"{len(names)} names for {len(traces)} traces")
+    profiles = [profile_payload(t, n, i) for i, (t, n) in enumerate(zip(traces, names))]
+    seen: dict[str, int] = {}
+    for p in profiles:  # two traces of the same name stay tellable apart in the pickers
+        if p["name"] in seen:
+            seen[p["name"]] += 1
+            p["name"] = f"{p['name']} ({seen[p['name']]})"
+        else:
+            seen[p["name"]] = 1
+    payload = json.dumps({"title": title, "profiles": profiles}, separators=(",", ":"), allow_nan=False)
+    # Inside <script>, "</script" or "<!--" would change how the HTML parser reads on; JSON only has
+    # "<" inside strings, where \u003c is the same character.
+    payload = payload.replace("<", "\\u003c")
+    parts = {"/*TNX_CSS*/": _asset("viewer.css"), "__TNX_TITLE__": _html_escape(title), "/*TNX_DATA*/": payload,
+             "/*TNX_JS*/": _asset("viewer.js").replace("</script", "<\\/script")}
+    # One pass, so a placeholder-like string inside the data is never substituted.
+    return re.sub(r"/\*TNX_(?:CSS|DATA|JS)\*/|__TNX_TITLE__", lambda m: parts[m.group(0)], _asset("viewer.html"))
+
+
+def _html_escape(s: str) -> str:
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
+def write_html_report(traces: Sequence[TraceLike], out: Union[str, os.PathLike],
+                      names: Optional[Sequence[Optional[str]]] = None, title: str = "neuron profile") -> str:
+    """Write the report page to `out`; returns its path."""
+    html = build_html(traces, names, title)
+    out = os.fspath(out)
+    parent = os.path.dirname(os.path.abspath(out))
+    os.makedirs(parent, exist_ok=True)
+    tmp = out + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(html)
+    os.replace(tmp, out)
+    return out
