@@ -36,6 +36,7 @@ setup(
     description="An emulated AWS Trainium `neuron` device for PyTorch: runtime, eager kernels, "
     "torch.compile, NKI and profiling on any Linux machine.",
     packages=find_packages(include=["torchneuron_ext", "torchneuron_ext.*"]),
+    package_data={"torchneuron_ext.profiler.html": ["assets/*.html", "assets/*.js", "assets/*.css"]},
     python_requires=">=3.10",
     # numpy and ml_dtypes: the NKI simulator (bf16 and fp8 arrays).
     install_requires=["torch==2.13.0", "numpy", "ml_dtypes"],
