@@ -3,7 +3,8 @@
     torchneuron-ext info                          the cores, their memory and versions
     torchneuron-ext demo [--out DIR]              profile three RMSNorm variants and report
     torchneuron-ext profile [--out DIR] -- python script.py ARGS
-    torchneuron-ext report PATH                   summarise a trace (file or directory)
+    torchneuron-ext report PATH... [--html OUT]   summarise traces (files or directories); OUT.html: the viewer
+    torchneuron-ext view PATH... [--port N]       serve the HTML report on localhost
 """
 from __future__ import annotations
 
@@ -81,7 +82,11 @@ def _profile(args: argparse.Namespace) -> int:
             status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     out = exporter.last_export_dir
     print(format_report(summarize_trace(os.path.join(out, "trace.json"))), file=sys.stderr)
-    print(f"trace and report written to {out}", file=sys.stderr)
+    from torchneuron_ext.profiler.html import write_html_report
+
+    write_html_report([os.path.join(out, "trace.json")], os.path.join(out, "report.html"),
+                      title=f"neuron profile of {target}")
+    print(f"trace and report written to {out} (open report.html in a browser)", file=sys.stderr)
     return status
 
 
@@ -89,11 +94,35 @@ def _report(args: argparse.Namespace) -> int:
     from torchneuron_ext.profiler import format_report, summarize_trace
 
     try:
-        summary = summarize_trace(args.path)
+        summaries = [summarize_trace(path) for path in args.path]
+        if args.html:
+            from torchneuron_ext.profiler.html import write_html_report
+
+            write_html_report(args.path, args.html, title=args.title)
     except (OSError, ValueError) as e:
         print(f"torchneuron-ext report: {e}", file=sys.stderr)
         return 2
-    print(format_report(summary, top=args.top), end="")
+    for path, summary in zip(args.path, summaries):
+        if len(args.path) > 1:
+            print(f"\n### {path}")
+        print(format_report(summary, top=args.top), end="")
+    if args.html:
+        print(f"\nHTML report written to {args.html} (self-contained: open it in any browser)")
+    return 0
+
+
+def _view(args: argparse.Namespace) -> int:
+    from torchneuron_ext.profiler.html import serve, serve_html
+
+    try:
+        if len(args.path) == 1 and args.path[0].endswith(".html"):  # a report written before
+            with open(args.path[0], encoding="utf-8") as f:
+                serve_html(f.read(), host=args.host, port=args.port)
+        else:
+            serve(args.path, host=args.host, port=args.port, title=args.title)
+    except (OSError, ValueError) as e:
+        print(f"torchneuron-ext view: {e}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -115,10 +144,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--out", default="neuron_profile", help="profile_output_dir (default ./neuron_profile)")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- python script.py ARGS")
     p.set_defaults(func=_profile)
-    p = sub.add_parser("report", help="summarise a trace.json (or the newest one under a directory)")
-    p.add_argument("path")
+    p = sub.add_parser("report", help="summarise trace.json files (or the newest one under each directory)")
+    p.add_argument("path", nargs="+", help="trace.json files or profile directories; several are compared")
     p.add_argument("--top", type=int, default=15, help="how many ops to list")
+    p.add_argument("--html", metavar="OUT.html", help="also write the self-contained HTML report (timeline, "
+                   "ops, HBM, side-by-side comparison)")
+    p.add_argument("--title", default="neuron profile", help="title of the HTML report")
     p.set_defaults(func=_report)
+    p = sub.add_parser("view", help="serve the HTML report of traces on localhost and print its address")
+    p.add_argument("path", nargs="+", help="trace.json files or profile directories, or a report .html")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=0, help="port (default: any free one)")
+    p.add_argument("--title", default="neuron profile", help="title of the report")
+    p.set_defaults(func=_view)
     args = parser.parse_args(argv)
     return int(args.func(args) or 0)
 

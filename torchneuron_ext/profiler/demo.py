@@ -79,6 +79,12 @@ def run_demo(out_dir: str, size: int = 2048, iters: int = 5) -> int:
         if fused.kernels >= naive.kernels:
             print("torch 2.13 decomposes torch.rms_norm into the same elementwise ops (it is CompositeImplicit),")
             print("so the gain comes from fewer passes over memory, not fewer kernels; torch.compile fuses them.")
-    print("Open a trace.json in https://ui.perfetto.dev or chrome://tracing to see the framework, runtime and "
-          "hardware lanes.")
+    from .html import write_html_report
+
+    report = write_html_report([os.path.join(path, "trace.json") for _, _, path in results.values()],
+                               os.path.join(out_dir, "report.html"), names=list(results),
+                               title=f"RMSNorm on neuron ({size}x{size}, {iters} iterations)")
+    print(f"\nHTML report (summary, timeline with framework, runtime, hardware, transfer and memory lanes, ops, HBM, "
+          f"naive against torch.compile side by side): {report}\nOpen it in a browser (it needs no network), or "
+          f"serve it with `torchneuron-ext view {report}`.")
     return 0

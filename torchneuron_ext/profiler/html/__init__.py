@@ -3,6 +3,6 @@ runtime, hardware, transfer and memory lanes, op table, HBM usage, profiles side
 by `torchneuron-ext report PATH --html OUT.html` and served by `torchneuron-ext view PATH`."""
 from .findings import Finding, find
 from .page import build_html, write_html_report
-from .server import serve
+from .server import serve, serve_html
 
-__all__ = ["Finding", "build_html", "find", "serve", "write_html_report"]
+__all__ = ["Finding", "build_html", "find", "serve", "serve_html", "write_html_report"]

@@ -66,8 +66,9 @@ class _Columns:
 def _lane_label(group: str, pid: Any, tid: Any, thread_names: dict, process_names: dict) -> str:
     name = thread_names.get((pid, tid))
     if group == "framework":
-        proc = process_names.get(pid, f"pid {pid}")
-        return f"{proc} / {name or f'thread {tid}'}"
+        # Kineto names its own spans with string pids and tids ("Spans" / "PyTorch Profiler").
+        proc = process_names.get(pid) or (pid if isinstance(pid, str) else f"pid {pid}")
+        return f"{proc} / {name or (tid if isinstance(tid, str) else f'thread {tid}')}"
     return name or f"{group} {tid}"
 
 

@@ -32,12 +32,11 @@ def make_server(html: str, host: str = "127.0.0.1", port: int = 0) -> http.serve
     return http.server.ThreadingHTTPServer((host, port), Handler)
 
 
-def serve(traces: Sequence[TraceLike], host: str = "127.0.0.1", port: int = 0,
-          names: Optional[Sequence[Optional[str]]] = None, title: str = "neuron profile",
-          on_ready: Optional[Callable[[str], None]] = None) -> None:
-    """Build the report of `traces` and serve it until interrupted; `on_ready(url)` is called once
-    the server listens (by default the address is printed)."""
-    server = make_server(build_html(traces, names, title), host, port)
+def serve_html(html: str, host: str = "127.0.0.1", port: int = 0,
+               on_ready: Optional[Callable[[str], None]] = None) -> None:
+    """Serve `html` until interrupted; `on_ready(url)` is called once the server listens (by
+    default the address is printed)."""
+    server = make_server(html, host, port)
     bound_host, bound_port = server.server_address[:2]
     shown = f"[{bound_host}]" if ":" in str(bound_host) else bound_host
     url = f"http://{shown}:{bound_port}/"
@@ -53,4 +52,11 @@ def serve(traces: Sequence[TraceLike], host: str = "127.0.0.1", port: int = 0,
         server.server_close()
 
 
-__all__ = ["make_server", "serve"]
+def serve(traces: Sequence[TraceLike], host: str = "127.0.0.1", port: int = 0,
+          names: Optional[Sequence[Optional[str]]] = None, title: str = "neuron profile",
+          on_ready: Optional[Callable[[str], None]] = None) -> None:
+    """Build the report of `traces` and serve it until interrupted (see serve_html)."""
+    serve_html(build_html(traces, names, title), host, port, on_ready)
+
+
+__all__ = ["make_server", "serve", "serve_html"]

@@ -227,7 +227,17 @@
       this.items = [];
       this.laneItem = new Array(p.lanes.length);
       let y = AXIS_H, group = null;
-      const addGroup = (g) => { if (g !== group) { group = g; this.items.push({ kind: "group", group: g, y, h: GROUP_H }); y += GROUP_H; } };
+      // Every group gets its header, an empty one saying so: a missing transfer lane is news too.
+      const addGroup = (g) => {
+        while (group !== g) {
+          const next = p.groups[group === null ? 0 : p.groups.indexOf(group) + 1];
+          if (next === undefined) return;
+          group = next;
+          const empty = next !== g;
+          this.items.push({ kind: "group", group: next, y, h: GROUP_H, empty });
+          y += GROUP_H;
+        }
+      };
       p.lanes.forEach((lane, li) => {
         addGroup(lane.group);
         const item = { kind: "lane", lane: li, y, h: lane.rows * ROW_H + LANE_PAD };
@@ -240,6 +250,8 @@
         this.items.push({ kind: "counter", counter: ci, y, h: COUNTER_H });
         y += COUNTER_H;
       });
+      addGroup(p.groups[p.groups.length - 1]);
+      if (!p.counters.length && this.items.length && this.items[this.items.length - 1].group === "memory") this.items[this.items.length - 1].empty = true;
       this.height = y + 4;
     }
 
@@ -558,7 +570,7 @@
         ctx.fillStyle = it.kind === "group" ? "#e9edf3" : "#f8f9fb";
         ctx.fillRect(0, it.y, LABEL_W, it.h - (it.kind === "group" ? 0 : 1));
         ctx.fillStyle = it.kind === "group" ? "#1d2330" : "#3a4356";
-        const text = it.kind === "group" ? it.group.toUpperCase()
+        const text = it.kind === "group" ? it.group.toUpperCase() + (it.empty ? "  (none recorded)" : "")
           : it.kind === "lane" ? p.lanes[it.lane].label : p.counters[it.counter].label + " (MB)";
         ctx.font = it.kind === "group" ? "600 11px system-ui, sans-serif" : "11px system-ui, sans-serif";
         const room = Math.floor((LABEL_W - 12) / 6.2);
@@ -887,7 +899,11 @@
           el("td", { text: v(r.a, "device_us", fmtUs) }), el("td", { text: v(r.b, "device_us", fmtUs) }),
           el("td", { text: v(r.a, "host_us", fmtUs) }), el("td", { text: v(r.b, "host_us", fmtUs) }))));
       const hostA = el("div"), hostB = el("div");
-      body.append(el("div", {}, el("h2", { text: "Summary" }), metrics), el("div", {}, el("h2", { text: "Ops" }), ops),
+      const findings = (p, side) => el("div", { class: "compare-findings" }, el("h2", { text: side + ": " + p.name + " — findings" }),
+        el("ol", { class: "findings" }, ...p.findings.map((f) => el("li", { "data-key": f.key }, el("div", { class: "title", text: f.title }), el("div", { text: f.detail })))));
+      body.append(
+        el("div", { class: "side-by-side" }, el("div", {}, el("h2", { text: "Summary" }), metrics), el("div", {}, el("h2", { text: "Ops" }), ops)),
+        el("div", { class: "side-by-side even" }, findings(a, "A"), findings(b, "B")),
         el("div", {}, el("h2", { text: "A: " + a.name }), hostA), el("div", {}, el("h2", { text: "B: " + b.name }), hostB));
       const link = (src, view) => { for (const t of app.compareTimelines || []) if (t !== src) t.setView(view.t0, view.t1, true, true); };
       const ta = new Timeline(hostA, a, { onView: link }), tb = new Timeline(hostB, b, { onView: link });
