@@ -723,14 +723,7 @@ def iota_expr(expr: Any, dtype: Any) -> NKITensor:
 def iota_pattern(dst: NKITensor, pattern: Sequence[Sequence[int]], offset: int = 0,
                  channel_multiplier: int = 0) -> None:
     check_tile(dst, "iota", "dst")
-    p = dst.shape[0]
-    sizes = [int(n) for _, n in pattern]
-    vals = np.full((p,) + tuple(sizes), offset, dtype=np.int64)
-    vals += (np.arange(p) * channel_multiplier).reshape((p,) + (1,) * len(sizes))
-    for j, (step, num) in enumerate(pattern):
-        shape = [1] * (len(sizes) + 1)
-        shape[j + 1] = int(num)
-        vals += (np.arange(int(num)) * int(step)).reshape(shape)
+    vals = affine_pattern_values(dst.shape[0], pattern, offset, channel_multiplier)
     _charge("gpsimd", "iota", dst.shape)
     store_into(dst, vals.reshape(dst.shape), "iota")
 
@@ -802,3 +795,113 @@ def where(cond: Any, x: Any, y: Any, *, dtype: Any = None, mask: Any = None,
     out_dtype = dtypes.as_dtype(dtype) if dtype is not None else dtypes.promote(dtype_of(x), dtype_of(y))
     _charge("vector", "where", result.shape)
     return _emit(result, out_dtype, dst, m, "where")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# selection, scans and top-8
+# ---------------------------------------------------------------------------------------------------------
+
+def affine_select(on_true: NKITensor, on_false_value: Any, predicate: np.ndarray, *, dtype: Any = None,
+                  dst: Optional[NKITensor] = None, mask: Any = None) -> Optional[NKITensor]:
+    """``on_true`` where the affine predicate holds, ``on_false_value`` elsewhere (GpSimd)."""
+    api = "affine_select"
+    check_tile(on_true, api, "on_true_tile", allow_psum=False)
+    try:
+        pred = np.broadcast_to(np.asarray(predicate, dtype=bool), on_true.shape)
+    except ValueError:
+        fail("err_shape_mismatch", f"the predicate of '{api}' (shape {np.shape(predicate)}) does not cover the "
+                                   f"tile {on_true.shape}")
+    with _quiet():
+        result = np.where(pred, _fp32(np.asarray(on_true.read())), np.float32(on_false_value))
+    _charge("gpsimd", api, on_true.shape)
+    return _emit(result, dtypes.as_dtype(dtype) if dtype is not None else on_true.dtype, dst, as_mask(mask), api)
+
+
+def affine_pattern_values(partitions: int, pattern: Sequence[Sequence[int]], offset: int,
+                          channel_multiplier: int) -> np.ndarray:
+    """offset + p * channel_multiplier + sum(step_i * idx_i): the affine expression of iota/affine_select."""
+    sizes = [int(n) for _, n in pattern]
+    vals = np.full((partitions,) + tuple(sizes), int(offset), dtype=np.int64)
+    vals += (np.arange(partitions) * int(channel_multiplier)).reshape((partitions,) + (1,) * len(sizes))
+    for j, (step, num) in enumerate(pattern):
+        shape = [1] * (len(sizes) + 1)
+        shape[j + 1] = int(num)
+        vals += (np.arange(int(num)) * int(step)).reshape(shape)
+    return vals.reshape(partitions, -1)
+
+
+def scalar_tensor_tensor(data: NKITensor, op0: Any, operand0: Any, op1: Any, operand1: NKITensor, *,
+                         reverse0: bool = False, reverse1: bool = False, dtype: Any = None, mask: Any = None,
+                         dst: Optional[NKITensor] = None) -> Optional[NKITensor]:
+    """``(data op0 operand0) op1 operand1``: a scalar (or (P, 1)) then a tile, in one Vector instruction."""
+    api = "scalar_tensor_tensor"
+    check_tile(data, api, "data")
+    check_tile(operand1, api, "operand1")
+    if operand1.shape[0] != data.shape[0] or _free(operand1.shape) != _free(data.shape):
+        fail("err_num_partition_mismatch",
+             f"number of partitions (dimension 0 size of a tile) mismatch in parameters (data{list(data.shape)}, "
+             f"operand1{list(operand1.shape)}) of '{api}'")
+    a = _per_partition(operand0, data, api, "operand0")
+    x = _fp32(np.asarray(data.read()))
+    t = _fp32(np.asarray(operand1.read())).reshape(x.shape)
+    with _quiet():
+        f0, f1 = BINARY[op_name(op0)], BINARY[op_name(op1)]
+        y = f0(a, x) if reverse0 else f0(x, a)
+        y = f1(t, y) if reverse1 else f1(y, t)
+    _charge("vector", api, data.shape)
+    out_dtype = dtypes.as_dtype(dtype) if dtype is not None else dtypes.promote(data.dtype, operand1.dtype)
+    return _emit(np.asarray(y, dtype=np.float32), out_dtype, dst, as_mask(mask), api)
+
+
+def tensor_tensor_scan(data0: NKITensor, data1: NKITensor, initial: Any, op0: Any, op1: Any, *,
+                       reverse0: bool = False, reverse1: bool = False, dtype: Any = None,
+                       dst: Optional[NKITensor] = None) -> Optional[NKITensor]:
+    """out[:, i] = (out[:, i-1] op0 data0[:, i]) op1 data1[:, i], with out[:, -1] = initial (a recurrence)."""
+    api = "tensor_tensor_scan"
+    check_tile(data0, api, "data0")
+    check_tile(data1, api, "data1")
+    if data0.shape != data1.shape:
+        fail("err_shape_mismatch", f"'{api}' needs data0 and data1 of one shape, got {data0.shape} and {data1.shape}")
+    p = data0.shape[0]
+    a = _fp32(np.asarray(data0.read())).reshape(p, -1)
+    b = _fp32(np.asarray(data1.read())).reshape(p, -1)
+    prev = np.broadcast_to(_per_partition(initial, data0, api, "initial"), (p, 1)).reshape(p).astype(np.float32)
+    f0, f1 = BINARY[op_name(op0)], BINARY[op_name(op1)]
+    out = np.empty_like(a)
+    with _quiet():
+        for i in range(a.shape[1]):
+            y = f0(a[:, i], prev) if reverse0 else f0(prev, a[:, i])
+            prev = f1(b[:, i], y) if reverse1 else f1(y, b[:, i])
+            out[:, i] = prev
+    _charge("vector", api, data0.shape)
+    return _emit(out.reshape(data0.shape), dtypes.as_dtype(dtype) if dtype is not None else data0.dtype, dst,
+                 None, api)
+
+
+def max8(src: NKITensor, *, dtype: Any = None, dst: Optional[NKITensor] = None) -> Optional[NKITensor]:
+    """The 8 largest values of each partition, in descending order: (P, 8)."""
+    api = "max8"
+    check_tile(src, api, "src")
+    p = src.shape[0]
+    x = _fp32(np.asarray(src.read())).reshape(p, -1)
+    if x.shape[1] < 8 or x.shape[1] > 16384:
+        fail("err_size_of_dimension_exceed_arch_limit", f"'{api}' takes 8 to 16384 elements per partition, got "
+                                                        f"{x.shape[1]}")
+    top = -np.sort(-x, axis=1)[:, :8]
+    _charge("vector", api, src.shape)
+    return _emit(top, dtypes.as_dtype(dtype) if dtype is not None else src.dtype, dst, None, api)
+
+
+def find_index8(data: NKITensor, vals: NKITensor, *, dtype: Any = None,
+                dst: Optional[NKITensor] = None) -> Optional[NKITensor]:
+    """For each partition, the index of the first element equal to each of the 8 values in ``vals``."""
+    api = "nc_find_index8"
+    check_tile(data, api, "data")
+    check_tile(vals, api, "vals")
+    p = data.shape[0]
+    x = _fp32(np.asarray(data.read())).reshape(p, -1)
+    v = _fp32(np.asarray(vals.read())).reshape(p, -1)[:, :8]
+    eq = x[:, None, :] == v[:, :, None]
+    idx = np.where(eq.any(axis=2), eq.argmax(axis=2), np.iinfo(np.uint32).max).astype(np.int64)
+    _charge("vector", api, data.shape)
+    return _emit(idx, dtypes.as_dtype(dtype) if dtype is not None else dtypes.uint32, dst, None, api)

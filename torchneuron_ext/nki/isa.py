@@ -91,6 +91,34 @@ def dma_copy(dst: NKITensor, src: NKITensor, dst_rmw_op: Any = None, oob_mode: A
     _eng.dma_copy(dst, src, dst_rmw_op=dst_rmw_op, dialect="new")
 
 
+def affine_select(dst: NKITensor, pattern: Sequence[Sequence[int]], offset: int, channel_multiplier: int,
+                  on_true_tile: NKITensor, on_false_value: Any, cmp_op: Any = None, **_: Any) -> None:
+    """dst = on_true_tile where cmp_op(offset + p * channel_multiplier + pattern . idx, 0), else on_false_value."""
+    import numpy as np
+    values = _eng.affine_pattern_values(dst.shape[0], pattern, offset, channel_multiplier)
+    op = _eng.BINARY[_eng.op_name(cmp_op if cmp_op is not None else "equal")]
+    pred = op(values, 0).reshape(dst.shape)
+    _eng.affine_select(on_true_tile, on_false_value, np.asarray(pred), dst=dst)
+
+
+def scalar_tensor_tensor(dst: NKITensor, data: NKITensor, op0: Any, operand0: Any, op1: Any, operand1: NKITensor,
+                         reverse0: bool = False, reverse1: bool = False, **_: Any) -> None:
+    _eng.scalar_tensor_tensor(data, op0, operand0, op1, operand1, reverse0=reverse0, reverse1=reverse1, dst=dst)
+
+
+def tensor_tensor_scan(dst: NKITensor, data0: NKITensor, data1: NKITensor, initial: Any, op0: Any, op1: Any,
+                       reverse0: bool = False, reverse1: bool = False, **_: Any) -> None:
+    _eng.tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=reverse0, reverse1=reverse1, dst=dst)
+
+
+def max8(dst: NKITensor, src: NKITensor, **_: Any) -> None:
+    _eng.max8(src, dst=dst)
+
+
+def nc_find_index8(dst: NKITensor, data: NKITensor, vals: NKITensor, **_: Any) -> None:
+    _eng.find_index8(data, vals, dst=dst)
+
+
 def __getattr__(name: str) -> Any:
     if name.startswith("__"):
         raise AttributeError(name)

@@ -97,3 +97,32 @@ def __getattr__(name: str) -> Any:
     raise NKIUnsupportedError(
         f"nki.isa.{name} is not modelled by the torchneuron_ext NKI simulator; see docs/nki.md for the "
         f"instructions it runs")
+
+
+def affine_select(pred: Any, on_true_tile: NKITensor, on_false_value: Any, *, dtype: Any = None, mask: Any = None,
+                  **_: Any) -> NKITensor:
+    """``pred`` is an affine comparison of arange indices, e.g. ``i_q >= i_k`` for a causal mask."""
+    return _eng.affine_select(on_true_tile, on_false_value, pred, dtype=dtype, mask=mask)
+
+
+def scalar_tensor_tensor(*, data: NKITensor, op0: Any, operand0: Any, op1: Any, operand1: NKITensor,
+                         reverse0: bool = False, reverse1: bool = False, dtype: Any = None, mask: Any = None,
+                         **_: Any) -> NKITensor:
+    return _eng.scalar_tensor_tensor(data, op0, operand0, op1, operand1, reverse0=reverse0, reverse1=reverse1,
+                                     dtype=dtype, mask=mask)
+
+
+def tensor_tensor_scan(data0: NKITensor, data1: NKITensor, initial: Any, op0: Any, op1: Any,
+                       reverse0: bool = False, reverse1: bool = False, *, dtype: Any = None, mask: Any = None,
+                       **_: Any) -> NKITensor:
+    return _eng.tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=reverse0, reverse1=reverse1,
+                                   dtype=dtype)
+
+
+def max8(*, src: NKITensor, dtype: Any = None, mask: Any = None, **_: Any) -> NKITensor:
+    return _eng.max8(src, dtype=dtype)
+
+
+def nc_find_index8(*, data: NKITensor, vals: NKITensor, dtype: Any = None, mask: Any = None,
+                   **_: Any) -> NKITensor:
+    return _eng.find_index8(data, vals, dtype=dtype)
