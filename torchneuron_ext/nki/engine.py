@@ -517,9 +517,9 @@ def _psum_started(dst: NKITensor) -> np.ndarray:
     if dst.index is not None:
         return _IndexedFlags(started, dst)
     item = base.itemsize
-    offset = (dst.view.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // item
-    strides = tuple(s // item for s in dst.view.strides)
-    return np.lib.stride_tricks.as_strided(started.reshape(-1)[offset:], shape=dst.view.shape, strides=strides)
+    offset = (dst.arr.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // item
+    strides = tuple(s // item for s in dst.arr.strides)
+    return np.lib.stride_tricks.as_strided(started.reshape(-1)[offset:], shape=dst.arr.shape, strides=strides)
 
 
 class _IndexedFlags:

@@ -185,21 +185,21 @@ class _Args:
                  f"with nl.ndarray(shape, dtype, buffer=nl.shared_hbm) and nl.store/nisa.dma_copy into it")
         if id(storage) in self.originals:
             original = self.originals[id(storage)]
-            if t.view is storage.array or t.view.shape == storage.array.shape:
+            if t.arr is storage.array or t.arr.shape == storage.array.shape:
                 return original
         if launch.dialect == "new" and storage.buffer is not shared_hbm:
             fail("err_output_must_be_shared_hbm",
                  "kernel outputs must be allocated with buffer=nl.shared_hbm (nl.hbm is per-instance scratch)")
-        whole = t.index is None and t.view.shape == storage.array.shape and \
-            t.view.__array_interface__["data"][0] == storage.array.__array_interface__["data"][0]
+        whole = t.index is None and t.arr.shape == storage.array.shape and \
+            t.arr.__array_interface__["data"][0] == storage.array.__array_interface__["data"][0]
         if self.kind == "neuron":
             owner = storage.owner
             if whole:
                 return owner
             import torch
             item = storage.array.itemsize
-            offset = (t.view.__array_interface__["data"][0] - storage.array.__array_interface__["data"][0]) // item
-            return torch.as_strided(owner, t.shape, tuple(s // item for s in t.view.strides), offset)
+            offset = (t.arr.__array_interface__["data"][0] - storage.array.__array_interface__["data"][0]) // item
+            return torch.as_strided(owner, t.shape, tuple(s // item for s in t.arr.strides), offset)
         array = storage.array if whole else np.asarray(t.read())
         if self.kind in ("cpu", "meta"):
             from .interop import numpy_to_cpu_tensor

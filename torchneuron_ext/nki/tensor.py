@@ -20,16 +20,16 @@ from .memory import Buffer, psum
 class NKITensor:
     """A tensor or tile inside a kernel. Partition dimension first for tiles in SBUF and PSUM."""
 
-    __slots__ = ("storage", "view", "index", "par_axis", "_shape", "_slices", "_updated")
+    __slots__ = ("storage", "arr", "index", "par_axis", "_shape", "_slices", "_updated")
 
-    def __init__(self, storage: Any, view: np.ndarray, index: Optional[tuple] = None, par_axis: int = 0) -> None:
-        self.storage, self.view, self.index, self.par_axis = storage, view, index, par_axis
+    def __init__(self, storage: Any, arr: np.ndarray, index: Optional[tuple] = None, par_axis: int = 0) -> None:
+        self.storage, self.arr, self.index, self.par_axis = storage, arr, index, par_axis
         self._slices = None
         self._updated = False
         if index is None:
-            self._shape = view.shape
+            self._shape = arr.shape
         else:
-            self._shape = np.broadcast_shapes(*(a.shape for a in index)) + view.shape[len(index):]
+            self._shape = np.broadcast_shapes(*(a.shape for a in index)) + arr.shape[len(index):]
 
     # -- metadata ------------------------------------------------------------
     @property
@@ -38,7 +38,7 @@ class NKITensor:
 
     @property
     def dtype(self) -> np.dtype:
-        return self.view.dtype
+        return self.arr.dtype
 
     @property
     def ndim(self) -> int:
@@ -46,7 +46,7 @@ class NKITensor:
 
     @property
     def itemsize(self) -> int:
-        return self.view.itemsize
+        return self.arr.itemsize
 
     @property
     def buffer(self) -> Buffer:
@@ -88,12 +88,12 @@ class NKITensor:
                          "1d arange is not supported: lift it to a partition or free index with "
                          "nl.arange(n)[:, None] or nl.arange(n)[None, :]")
                 arrays.append(np.asarray(k, dtype=np.int64) if not isinstance(k, np.ndarray) else k)
-            return NKITensor(self.storage, self.view, tuple(arrays), 0)
+            return NKITensor(self.storage, self.arr, tuple(arrays), 0)
         # Basic indexing: check bounds (numpy would clip slices silently) and take a view.
         out_key = []
         par_axis = self.par_axis
         for axis, k in enumerate(key):
-            dim = self.view.shape[axis]
+            dim = self.arr.shape[axis]
             if isinstance(k, slice):
                 start, stop, step = k.start, k.stop, k.step or 1
                 if step <= 0:
@@ -117,16 +117,16 @@ class NKITensor:
                 out_key.append(i)
                 if axis < self.par_axis:
                     par_axis -= 1
-        return NKITensor(self.storage, self.view[tuple(out_key)], None, max(par_axis, 0))
+        return NKITensor(self.storage, self.arr[tuple(out_key)], None, max(par_axis, 0))
 
     def _compose(self, key: tuple) -> "NKITensor":
         full = self._full_index()
-        return NKITensor(self.storage, self.view, tuple(np.asarray(a)[key] for a in full), 0)
+        return NKITensor(self.storage, self.arr, tuple(np.asarray(a)[key] for a in full), 0)
 
     def _full_index(self) -> list:
-        """Index arrays for every axis of ``view`` that reproduce this tensor's elements."""
+        """Index arrays for every axis of ``arr`` that reproduce this tensor's elements."""
         lead = np.broadcast_shapes(*(a.shape for a in self.index))
-        trailing = self.view.shape[len(self.index):]
+        trailing = self.arr.shape[len(self.index):]
         n = len(lead) + len(trailing)
         out = [np.broadcast_to(a.reshape(a.shape + (1,) * len(trailing)), lead + trailing) for a in self.index]
         for j, size in enumerate(trailing):
@@ -157,7 +157,7 @@ class NKITensor:
             flat = a.reshape(-1)
             start = int(flat[0])
             step = int(flat[1] - flat[0]) if flat.size > 1 else 1
-            dim = self.view.shape[axis]
+            dim = self.arr.shape[axis]
             last = start + step * (flat.size - 1)
             if step <= 0 or start < 0 or last >= dim or (
                     flat.size > 2 and not np.array_equal(flat, np.arange(start, last + 1, step))):
@@ -173,7 +173,7 @@ class NKITensor:
         valid = None if mask is None else _mask_to(mask, lead)
         out = []
         for axis, a in enumerate(self.index):
-            dim = self.view.shape[axis]
+            dim = self.arr.shape[axis]
             lo, hi = int(a.min()), int(a.max())
             if lo >= 0 and hi < dim:
                 out.append(a)
@@ -192,17 +192,17 @@ class NKITensor:
     def read(self, mask: Optional[np.ndarray] = None) -> np.ndarray:
         """The values (a view when possible: do not write into it)."""
         if self.index is None:
-            return self.view
+            return self.arr
         slices = self._fast_slices()
         if slices is not None:
-            return self.view[slices]
-        return self.view[self._checked_index(mask)]
+            return self.arr[slices]
+        return self.arr[self._checked_index(mask)]
 
     def write(self, values: Any, mask: Optional[np.ndarray] = None) -> None:
         """Store ``values`` (already in this tensor's dtype, broadcastable to its shape)."""
         self.storage.written = True
         if self.index is None or self._fast_slices() is not None:
-            target = self.view if self.index is None else self.view[self._slices]
+            target = self.arr if self.index is None else self.arr[self._slices]
             if mask is None:
                 target[...] = values
             else:
@@ -212,36 +212,39 @@ class NKITensor:
         lead = np.broadcast_shapes(*(a.shape for a in idx))
         vals = np.broadcast_to(values, self._shape)
         if mask is None:
-            self.view[idx] = vals
+            self.arr[idx] = vals
             return
         valid = _mask_to(mask, lead)
         sel = tuple(np.broadcast_to(a, lead)[valid] for a in idx)
-        self.view[sel] = vals[valid]
+        self.arr[sel] = vals[valid]
 
     # -- views ---------------------------------------------------------------
     def reshape(self, shape: Sequence[int]) -> "NKITensor":
         shape = tuple(int(s) for s in shape)
         if int(np.prod(shape)) != int(np.prod(self._shape)):
             fail("err_invalid_reshape", f"cannot reshape a tensor of shape {self._shape} to {shape}")
-        if self.index is not None or not self.view.flags.c_contiguous:
+        if self.index is not None or not self.arr.flags.c_contiguous:
             fail("err_invalid_reshape", "only a contiguous tensor (no advanced indexing) can be reshaped")
-        return NKITensor(self.storage, self.view.reshape(shape), None, 0)
+        return NKITensor(self.storage, self.arr.reshape(shape), None, 0)
 
-    def view_as_dtype(self, dtype: Any) -> "NKITensor":
-        return NKITensor(self.storage, self.view.view(dtypes.as_dtype(dtype)), None, self.par_axis)
+    def view(self, dtype: Any) -> "NKITensor":
+        """The same memory read as another dtype (``t.view(nl.int32)``)."""
+        if self.index is not None:
+            fail("err_invalid_view", "view a tensor as another dtype before indexing it with arange/mgrid")
+        return NKITensor(self.storage, self.arr.view(dtypes.as_dtype(dtype)), None, self.par_axis)
 
     def permute(self, *dims: Any) -> "NKITensor":
         if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
             dims = tuple(dims[0])
         if self.index is not None:
             fail("err_invalid_view", "permute a tensor before indexing it with arange/mgrid")
-        return NKITensor(self.storage, self.view.transpose(dims), None, 0)
+        return NKITensor(self.storage, self.arr.transpose(dims), None, 0)
 
     def ap(self, pattern: Sequence[Sequence[int]], offset: int = 0, **_unused: Any) -> "NKITensor":
         """An access pattern ``[[step, num], ...]`` over this tensor's memory, starting at ``offset``."""
-        if self.index is not None or not self.view.flags.c_contiguous:
+        if self.index is not None or not self.arr.flags.c_contiguous:
             fail("err_invalid_access_pattern", ".ap() needs a contiguous tensor")
-        flat = self.view.reshape(-1)
+        flat = self.arr.reshape(-1)
         shape = tuple(int(num) for _, num in pattern)
         strides = tuple(int(step) * flat.itemsize for step, _ in pattern)
         last = offset + sum((n - 1) * s for s, n in ((int(p[0]), int(p[1])) for p in pattern))
