@@ -53,6 +53,7 @@ const char* tier_name(ExecutionTier tier) {
     case ExecutionTier::kCompiled: return "compiled";
     case ExecutionTier::kNki: return "nki";
     case ExecutionTier::kCustom: return "custom";
+    case ExecutionTier::kCollective: return "collective";
   }
   return "unknown";
 }

@@ -12,7 +12,8 @@
 
 namespace torchneuron {
 
-enum class ExecutionTier : uint8_t { kNative = 0, kGeneric = 1, kCompiled = 2, kNki = 3, kCustom = 4 };
+enum class ExecutionTier : uint8_t { kNative = 0, kGeneric = 1, kCompiled = 2, kNki = 3, kCustom = 4,
+                                     kCollective = 5 };
 const char* tier_name(ExecutionTier tier);
 
 struct OpCount {
