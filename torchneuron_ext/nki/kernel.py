@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 import time
 from typing import Any, Callable, Optional
 
@@ -29,8 +30,10 @@ _input_buffer = shared_hbm  # kernel arguments live in device HBM, visible to ev
 class LaunchResult:
     """What the last launch of a kernel did: instruction counts and the cost model's estimate."""
 
-    def __init__(self, launch: Launch, wall_s: float) -> None:
+    def __init__(self, launch: Launch, wall_s: float, written_arguments: tuple = ()) -> None:
         self.kernel_name = launch.kernel_name
+        # One flag per array argument, in argument order (lists flattened): did the kernel write it?
+        self.written_arguments = written_arguments
         self.grid = launch.grid
         self.costs: Costs = launch.costs
         self.wall_time_s = wall_s
@@ -64,6 +67,8 @@ class Kernel:
         return GridKernel(self, _normalize_grid(grid, self.dialect))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if _under_torch_tracing():
+            return _torch_traced_launch(self, (), args, kwargs)
         return launch(self, (), args, kwargs)
 
     def __repr__(self) -> str:
@@ -77,10 +82,28 @@ class GridKernel:
         self.kernel, self.grid = kernel, grid
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if _under_torch_tracing():
+            return _torch_traced_launch(self.kernel, self.grid, args, kwargs)
         return launch(self.kernel, self.grid, args, kwargs)
 
     def __repr__(self) -> str:
         return f"<NKI kernel {self.kernel.__name__}{list(self.grid)}>"
+
+
+def _under_torch_tracing() -> bool:
+    """True while torch.compile or a tracing mode (fake, functional, proxy) sees the call: the launch
+    must then become an operator in the graph (torch_ops.py) instead of running on the tensors."""
+    if runtime.current_or_none() is not None:
+        return False  # a sub-kernel called inside a running kernel
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    return torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack() > 0
+
+
+def _torch_traced_launch(kernel: "Kernel", grid: tuple, args: tuple, kwargs: dict) -> Any:
+    from .torch_ops import traced_launch
+    return traced_launch(kernel, grid, args, kwargs)
 
 
 def _normalize_grid(grid: Any, dialect: str) -> tuple:
@@ -236,21 +259,46 @@ def launch(kernel: Kernel, grid: tuple, args: tuple, kwargs: dict) -> Any:
         start = _C._now_ns()
     t0 = time.perf_counter()
     result = None
-    with runtime.active(state), np.errstate(all="ignore"):
-        for index, pid in enumerate(iter_grid(grid)):
-            state.begin_instance(tuple(int(p) for p in pid), index)
-            value = kernel.func(*cargs, **ckwargs)
-            if index == 0:
-                result = value
-        out = conv.result(result, state)
-    wall = time.perf_counter() - t0
-    kernel.last_result = LaunchResult(state, wall)
-    _check_mutable(kernel.func, bound, result)
-    if record:
-        c = state.costs
-        _C._record_kernel(f"nki::{kernel.__name__}", "nki", conv.device.index or 0, start, _C._now_ns(),
-                          c.bytes_read, c.bytes_written, c.flops)
+    with _profiler_scope(kernel, conv.kind):
+        with runtime.active(state), np.errstate(all="ignore"):
+            for index, pid in enumerate(iter_grid(grid)):
+                state.begin_instance(tuple(int(p) for p in pid), index)
+                value = kernel.func(*cargs, **ckwargs)
+                if index == 0:
+                    result = value
+            out = conv.result(result, state)
+        wall = time.perf_counter() - t0
+        kernel.last_result = LaunchResult(state, wall, tuple(s.written for s in conv.storages))
+        _check_mutable(kernel.func, bound, result)
+        if record:
+            c = state.costs
+            _C._record_kernel(f"nki::{kernel.__name__}", "nki", conv.device.index or 0, start, _C._now_ns(),
+                              c.bytes_read, c.bytes_written, c.flops)
     return out
+
+
+class _NoScope:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+_NO_SCOPE = _NoScope()
+
+
+def _profiler_scope(kernel: Kernel, kind: str) -> Any:
+    """While torch.profiler runs, a launch is a CPU op named ``nki::<kernel>``: its row in key_averages,
+    and the op the device kernel recorded inside it is correlated with (which fills its NEURON time)."""
+    if kind == "numpy":
+        return _NO_SCOPE
+    import torch
+    if not torch.autograd._profiler_enabled():
+        return _NO_SCOPE
+    # _RecordFunctionFast opens a FUNCTION-scope op, which (unlike record_function's user scope) gets the
+    # Kineto correlation id that the device kernel is recorded with.
+    return torch._C._profiler._RecordFunctionFast(f"nki::{kernel.__name__}")
 
 
 def _bind(func: Callable, args: tuple, kwargs: dict) -> inspect.BoundArguments:
