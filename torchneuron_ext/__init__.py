@@ -15,6 +15,8 @@ def _autoload() -> None:
     """
 
 
+import os as _os  # noqa: E402
+
 import torch  # noqa: E402
 
 from . import _C  # noqa: E402  loading the library registers the device with PyTorch
@@ -30,9 +32,11 @@ __all__ = [
     "get_fallback_ops",
     "get_op_counts",
     "neuron",
+    "nki_op",
     "profiler",
     "set_hbm_capacity",
     "warn_on_generic_path",
+    "wrap_nki",
 ]
 
 set_hbm_capacity = neuron.set_hbm_capacity
@@ -52,3 +56,21 @@ _register()
 from .compiler import _hooks as _compiler_hooks  # noqa: E402
 
 _compiler_hooks.install()
+
+if _os.environ.get("TORCHNEURON_EXT_NKI_COMPAT"):
+    from .nki import compat as _nki_compat
+
+    _nki_compat._install_from_env()
+
+
+def __getattr__(name: str) -> object:
+    # The NKI integration loads numpy and the simulator, so it is imported on first use, not by `import torch`.
+    if name in ("nki_op", "wrap_nki"):
+        from .nki import torch_ops
+
+        return getattr(torch_ops, name)
+    if name == "nki":
+        import importlib
+
+        return importlib.import_module(".nki", __name__)
+    raise AttributeError(f"module 'torchneuron_ext' has no attribute {name!r}")
