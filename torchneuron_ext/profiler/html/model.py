@@ -11,12 +11,12 @@ non-overlapping, start-sorted range: the timeline finds what is on screen by bin
 from __future__ import annotations
 
 import base64
-import bisect
 import json
-import struct
 import zlib
 from collections import defaultdict
-from typing import Any, Optional
+from typing import Any
+
+import numpy as np
 
 # Lane groups, top to bottom, as Neuron Explorer's system timeline lays them out.
 GROUPS = ("framework", "runtime", "hardware", "transfer", "memory")
@@ -26,12 +26,13 @@ _GROUP_OF_CAT = {
     "gpu_memcpy": "transfer", "gpu_memset": "transfer",
 }
 TIERS = ("", "native", "generic", "compiled")
+_encode_args = json.JSONEncoder(separators=(",", ":"), default=str).encode
 
 
 class _Columns:
     """Little-endian typed columns packed into one buffer, each aligned for its typed array."""
 
-    _FORMATS = {"f64": "d", "f32": "f", "u32": "I", "u16": "H", "u8": "B", "i32": "i"}
+    _DTYPES = {"f64": "<f8", "f32": "<f4", "u32": "<u4", "u16": "<u2", "u8": "u1", "i32": "<i4"}
 
     def __init__(self) -> None:
         self._parts: list[bytes] = []
@@ -39,20 +40,14 @@ class _Columns:
         self.index: dict[str, list] = {}
 
     def add(self, name: str, dtype: str, values: Any) -> None:
-        fmt = self._FORMATS[dtype]
-        width = struct.calcsize(fmt)
+        data = np.ascontiguousarray(values, dtype=self._DTYPES[dtype])
         pad = (-self._size) % 8
         if pad:
             self._parts.append(b"\0" * pad)
             self._size += pad
-        n = len(values)
-        if hasattr(values, "tobytes"):  # array.array of the right type
-            data = values.tobytes()
-        else:
-            data = struct.pack(f"<{n}{fmt}", *values)
-        self.index[name] = [dtype, self._size, n]
-        self._parts.append(data)
-        self._size += n * width
+        self.index[name] = [dtype, self._size, int(data.size)]
+        self._parts.append(data.tobytes())
+        self._size += data.nbytes
 
     def add_bytes(self, name: str, data: bytes) -> None:
         self.index[name] = ["u8", self._size, len(data)]
@@ -72,34 +67,27 @@ def _lane_label(group: str, pid: Any, tid: Any, thread_names: dict, process_name
     return name or f"{group} {tid}"
 
 
-def _assign_rows(spans: list[tuple[float, float, int]]) -> list[int]:
-    """Nesting depth of each (start, end, i) span, start-sorted with parents first: within one depth
-    spans never overlap, which is what lets the page binary-search a row."""
-    depth = [0] * len(spans)
-    stack: list[float] = []
-    for k, (start, end, _) in enumerate(spans):
-        while stack and stack[-1] <= start:
-            stack.pop()
-        depth[k] = len(stack)
-        stack.append(end)
-    return depth
-
-
 def build_profile(trace: dict, name: str, source: str = "") -> dict[str, Any]:
     """Reduce one Chrome trace (a dict with "traceEvents") to the viewer's profile record."""
-    from array import array
-
     events = trace.get("traceEvents") if isinstance(trace, dict) else None
     if not isinstance(events, list):
         raise ValueError("not a Chrome trace: no 'traceEvents' list")
     thread_names: dict = {}
     process_names: dict = {}
-    lanes: dict[tuple, dict] = {}  # (group, pid, tid) -> lane record
-    spans: dict[tuple, list] = defaultdict(list)  # lane key -> [(start, end, event position)]
+    lane_ids: dict[tuple, int] = {}  # (group, pid, tid) -> lane id in order of appearance
+    strings: dict[str, int] = {}
+    cats: dict[str, int] = {}
+    ts_l: list[float] = []
+    dur_l: list[float] = []
+    lane_l: list[int] = []
+    name_l: list[int] = []
+    cat_l: list[int] = []
+    tier_l: list[int] = []
+    blobs: list[bytes] = []
     flow_points: list[tuple] = []
     counters: dict[tuple, dict] = {}
-    t_min, t_max = float("inf"), float("-inf")
-    xs: list[dict] = []
+    tier_index = {t: k for k, t in enumerate(TIERS)}
+    # One pass over the events in plain Python (they are dicts); everything after works on arrays.
     for e in events:
         if not isinstance(e, dict):
             continue
@@ -109,19 +97,37 @@ def build_profile(trace: dict, name: str, source: str = "") -> dict[str, Any]:
                 ts, dur = float(e["ts"]), float(e.get("dur", 0.0))
             except (KeyError, TypeError, ValueError):
                 continue  # a complete event without a time cannot be placed
-            if dur < 0:
-                dur = 0.0
-            cat = str(e.get("cat", ""))
-            group = _GROUP_OF_CAT.get(cat, "framework")
-            key = (group, e.get("pid"), e.get("tid"))
-            if key not in lanes:
-                lanes[key] = {"group": group}
-            spans[key].append((ts, ts + dur, len(xs)))
-            xs.append(e)
-            t_min, t_max = min(t_min, ts), max(t_max, ts + dur)
+            cat = e.get("cat", "")
+            if not isinstance(cat, str):
+                cat = str(cat)
+            key = (_GROUP_OF_CAT.get(cat, "framework"), e.get("pid"), e.get("tid"))
+            lane = lane_ids.get(key)
+            if lane is None:
+                lane = lane_ids[key] = len(lane_ids)
+            ts_l.append(ts)
+            dur_l.append(dur if dur > 0 else 0.0)
+            lane_l.append(lane)
+            ename = e.get("name", "")
+            if not isinstance(ename, str):
+                ename = str(ename)
+            sid = strings.get(ename)
+            if sid is None:
+                sid = strings[ename] = len(strings)
+            name_l.append(sid)
+            cid = cats.get(cat)
+            if cid is None:
+                cid = cats[cat] = min(len(cats), 255)
+            cat_l.append(cid)
+            args = e.get("args")
+            if args:
+                tier_l.append(tier_index.get(args.get("tier"), 0) if isinstance(args, dict) else 0)
+                blobs.append(_encode_args(args).encode())
+            else:
+                tier_l.append(0)
+                blobs.append(b"")
         elif ph in ("s", "f", "t"):
             try:
-                flow_points.append((ph, e["id"], e.get("pid"), e.get("tid"), float(e["ts"]), e.get("bp"),
+                flow_points.append((float(e["ts"]), ph, e["id"], e.get("pid"), e.get("tid"), e.get("bp"),
                                     e.get("cat", "")))
             except (KeyError, TypeError, ValueError):
                 continue
@@ -131,109 +137,128 @@ def build_profile(trace: dict, name: str, source: str = "") -> dict[str, Any]:
             except (KeyError, TypeError, ValueError):
                 continue
             ckey = (e.get("pid"), str(e.get("name", "counter")))
-            c = counters.setdefault(ckey, {"ts": [], "series": {}})
+            c = counters.get(ckey)
+            if c is None:
+                c = counters[ckey] = {"ts": [], "series": {}}
             args = e.get("args") or {}
             n = len(c["ts"])
             c["ts"].append(ts)
+            series = c["series"]
             for k, v in args.items():
                 if isinstance(v, (int, float)):
-                    c["series"].setdefault(k, [0.0] * n).append(float(v))
-            for vals in c["series"].values():  # a series missing from this sample holds its value
+                    if k not in series:
+                        series[k] = [0.0] * n  # a series that starts late was 0 before
+                    series[k].append(float(v))
+            for vals in series.values():  # a series missing from this sample holds its value
                 if len(vals) < n + 1:
                     vals.append(vals[-1] if vals else 0.0)
-            t_min, t_max = min(t_min, ts), max(t_max, ts)
         elif ph == "M":
             args = e.get("args") or {}
             if e.get("name") == "thread_name":
                 thread_names[(e.get("pid"), e.get("tid"))] = str(args.get("name", ""))
             elif e.get("name") == "process_name":
                 process_names[e.get("pid")] = str(args.get("name", ""))
-    if t_min == float("inf"):
-        t_min = t_max = 0.0
 
-    # Order lanes: by group, then framework lanes by (pid, tid), device lanes by tid (core-major).
-    def lane_order(key: tuple) -> tuple:
-        group, pid, tid = key
-        return (GROUPS.index(group), str(pid) if group == "framework" else "", _num(tid), str(tid))
+    n = len(ts_l)
+    start = np.array(ts_l, dtype=np.float64)
+    dur = np.array(dur_l, dtype=np.float64)
+    end = start + dur
+    lane_of = np.array(lane_l, dtype=np.int64)
+    bounds = [start.min(), end.max()] if n else []
+    for c in counters.values():
+        bounds += [min(c["ts"]), max(c["ts"])]
+    t_min, t_max = (float(min(bounds)), float(max(bounds))) if bounds else (0.0, 0.0)
+    if not np.all(np.isfinite(end)):
+        raise ValueError("trace has a complete event with a non-finite time or duration")
 
-    ordered = sorted(lanes, key=lane_order)
-    strings: dict[str, int] = {}
-    cats: dict[str, int] = {}
+    # Lanes top to bottom: by group, framework lanes by process and thread, device lanes by tid.
+    keys = sorted(lane_ids, key=lambda k: (GROUPS.index(k[0]), str(k[1]) if k[0] == "framework" else "",
+                                           _num(k[2]), str(k[2])))
+    if len(keys) > 65535:
+        raise ValueError(f"trace has {len(keys)} lanes; the viewer supports up to 65535")
+    rank = np.empty(max(len(keys), 1), dtype=np.int64)
+    for r, k in enumerate(keys):
+        rank[lane_ids[k]] = r
+    lane_rank = rank[lane_of] if n else lane_of
+
+    # Rows: the nesting depth within a lane. Parents first (earlier start, then longer), and a span
+    # opens a new row only while an enclosing one is still open, so within a row spans never overlap
+    # and are sorted by start and by end: the page binary-searches them.
+    by_start = np.lexsort((-end, start, lane_rank))
+    depth = np.empty(n, dtype=np.int64)
+    depth_sorted = _depths(lane_rank[by_start].tolist(), start[by_start].tolist(), end[by_start].tolist())
+    depth[by_start] = depth_sorted
+    rows_of_lane = np.zeros(len(keys), dtype=np.int64)
+    if n:
+        np.maximum.at(rows_of_lane, lane_rank, depth + 1)
+    rows_of_lane = np.maximum(rows_of_lane, 1)
+    first_row = np.concatenate(([0], np.cumsum(rows_of_lane)[:-1])).astype(np.int64)
+    final = np.lexsort((start, depth, lane_rank))  # lane, then row, then start
+    row_id = first_row[lane_rank] + depth
+    row_starts = np.zeros(int(rows_of_lane.sum()) + 1, dtype=np.uint32)
+    if n:
+        row_starts[1:] = np.cumsum(np.bincount(row_id, minlength=int(rows_of_lane.sum())))
+    index_of = np.empty(n, dtype=np.int64)
+    index_of[final] = np.arange(n)
+
     lane_records = []
-    row_starts: list[int] = []  # first event of each (lane, row); rows listed lane by lane
-    n = len(xs)
-    col_start = array("d")
-    col_dur = array("f")
-    col_name = array("I")
-    col_cat = array("B")
-    col_tier = array("B")
-    col_lane = array("H")
-    arg_blobs: list[bytes] = []
-    arg_offsets = array("I", [0])
-    position_to_index = [0] * n
-    for lane_index, key in enumerate(ordered):
-        group, pid, tid = key
-        sp = sorted(spans[key], key=lambda s: (s[0], -s[1]))
-        depth = _assign_rows(sp)
-        rows = max(depth) + 1 if depth else 1
-        by_row: list[list] = [[] for _ in range(rows)]
-        for s, d in zip(sp, depth):
-            by_row[d].append(s)
-        first_row = len(row_starts)
-        for row in by_row:
-            row_starts.append(len(col_start))
-            for start, end, pos in row:
-                e = xs[pos]
-                position_to_index[pos] = len(col_start)
-                col_start.append(start - t_min)
-                col_dur.append(end - start)
-                col_name.append(strings.setdefault(str(e.get("name", "")), len(strings)))
-                col_cat.append(cats.setdefault(str(e.get("cat", "")), len(cats)) if len(cats) < 255 else 255)
-                args = e.get("args")
-                tier = args.get("tier") if isinstance(args, dict) else None
-                col_tier.append(TIERS.index(tier) if tier in TIERS else 0)
-                col_lane.append(lane_index)
-                blob = json.dumps(args, separators=(",", ":"), default=str).encode() if args else b""
-                arg_blobs.append(blob)
-                arg_offsets.append(arg_offsets[-1] + len(blob))
+    for r, (group, pid, tid) in enumerate(keys):
         lane_records.append({
             "group": group, "label": _lane_label(group, pid, tid, thread_names, process_names),
-            "pid": pid, "tid": tid, "rows": rows, "firstRow": first_row,
+            "pid": pid if isinstance(pid, (int, str)) else str(pid), "tid": tid if isinstance(tid, (int, str)) else str(tid),
+            "rows": int(rows_of_lane[r]), "firstRow": int(first_row[r]),
         })
-    row_starts.append(len(col_start))
-    if len(lane_records) > 65535:
-        raise ValueError(f"trace has {len(lane_records)} lanes; the viewer supports up to 65535")
 
-    flows = _resolve_flows(flow_points, spans, position_to_index)
+    flows = _resolve_flows(flow_points, keys, lane_ids, lane_of, start, end, index_of)
+    lengths = np.fromiter(map(len, blobs), dtype=np.int64, count=n)
+    arg_offsets = np.zeros(n + 1, dtype=np.uint32)
+    if n:
+        if lengths.sum() >= 2**32:
+            raise ValueError("the trace's event arguments exceed 4 GiB; the viewer cannot embed them")
+        arg_offsets[1:] = np.cumsum(lengths[final])
     cols = _Columns()
-    cols.add("start", "f64", col_start)
-    cols.add("dur", "f32", col_dur)
-    cols.add("name", "u32", col_name)
-    cols.add("lane", "u16", col_lane)
-    cols.add("cat", "u8", col_cat)
-    cols.add("tier", "u8", col_tier)
-    cols.add("rowStart", "u32", array("I", row_starts))
+    cols.add("start", "f64", start[final] - t_min)
+    cols.add("dur", "f32", dur[final])
+    cols.add("name", "u32", np.array(name_l, dtype=np.uint32)[final] if n else [])
+    cols.add("lane", "u16", lane_rank[final])
+    cols.add("cat", "u8", np.array(cat_l, dtype=np.uint8)[final] if n else [])
+    cols.add("tier", "u8", np.array(tier_l, dtype=np.uint8)[final] if n else [])
+    cols.add("rowStart", "u32", row_starts)
     cols.add("argOffset", "u32", arg_offsets)
-    cols.add_bytes("args", b"".join(arg_blobs))
-    cols.add("flowFrom", "u32", array("I", (f for f, _ in flows)))
-    cols.add("flowTo", "u32", array("I", (t for _, t in flows)))
+    cols.add_bytes("args", b"".join([blobs[i] for i in final.tolist()]))
+    cols.add("flowFrom", "u32", flows[:, 0])
+    cols.add("flowTo", "u32", flows[:, 1])
     counter_records = []
     for (pid, cname), c in sorted(counters.items(), key=lambda kv: (_counter_core(kv[0][1]), kv[0][1])):
-        order = sorted(range(len(c["ts"])), key=c["ts"].__getitem__)
+        ts = np.array(c["ts"], dtype=np.float64)
+        order = np.argsort(ts, kind="stable")
         prefix = f"counter{len(counter_records)}"
-        cols.add(prefix + ".ts", "f64", array("d", (c["ts"][i] - t_min for i in order)))
-        series = []
+        cols.add(prefix + ".ts", "f64", ts[order] - t_min)
         for sname, vals in c["series"].items():
-            cols.add(f"{prefix}.{sname}", "f64", array("d", (vals[i] for i in order)))
-            series.append(sname)
-        counter_records.append({"label": cname, "pid": pid, "column": prefix, "series": series,
-                                "samples": len(order)})
+            cols.add(f"{prefix}.{sname}", "f64", np.array(vals, dtype=np.float64)[order])
+        counter_records.append({"label": cname, "pid": pid if isinstance(pid, (int, str)) else str(pid),
+                                "column": prefix, "series": list(c["series"]), "samples": len(order)})
     return {
         "name": name, "source": source, "t0": t_min, "duration": t_max - t_min, "events": n,
         "lanes": lane_records, "groups": list(GROUPS), "tiers": list(TIERS), "strings": list(strings),
-        "cats": list(cats), "counters": counter_records, "flows": len(flows),
+        "cats": list(cats), "counters": counter_records, "flows": int(len(flows)),
         "columns": cols.index, "blob": cols.encode(),
     }
+
+
+def _depths(lanes: list, starts: list, ends: list) -> list[int]:
+    """Nesting depth of each span, given spans sorted by lane, start, then longest first."""
+    out = [0] * len(starts)
+    stack: list[float] = []
+    current = None
+    for k, (lane, s, e) in enumerate(zip(lanes, starts, ends)):
+        if lane != current:
+            current, stack = lane, []
+        while stack and stack[-1] <= s:
+            stack.pop()
+        out[k] = len(stack)
+        stack.append(e)
+    return out
 
 
 def _num(v: Any) -> float:
@@ -250,47 +275,66 @@ def _counter_core(name: str) -> float:
     return float("inf")
 
 
-def _resolve_flows(points: list[tuple], spans: dict[tuple, list],
-                   position_to_index: list[int]) -> list[tuple[int, int]]:
+def _resolve_flows(points: list[tuple], keys: list[tuple], lane_ids: dict, lane_of: np.ndarray,
+                   start: np.ndarray, end: np.ndarray, index_of: np.ndarray) -> np.ndarray:
     """Bind each flow's start and finish to events, as Chrome's trace viewer does: a point binds to
     the innermost slice enclosing it on its thread; a finish without bp="e" binds to the next slice
-    that starts at or after it."""
-    per_thread: dict[tuple, tuple[list, list]] = {}
-    for (group, pid, tid), sp in spans.items():
-        cur = per_thread.get((pid, tid))
-        merged = sorted((cur[1] if cur else []) + sp, key=lambda s: (s[0], -s[1]))
-        per_thread[(pid, tid)] = ([s[0] for s in merged], merged)
-
-    def bind(pid: Any, tid: Any, ts: float, enclosing: bool) -> Optional[int]:
-        entry = per_thread.get((pid, tid))
-        if entry is None:
-            return None
-        starts, sp = entry
-        k = bisect.bisect_right(starts, ts + 1e-6) - 1
-        for j in range(k, max(k - 256, -1), -1):  # innermost enclosing: latest start that still covers ts
-            if sp[j][1] + 1e-6 >= ts:
-                return position_to_index[sp[j][2]]
-        if not enclosing and k + 1 < len(sp):
-            return position_to_index[sp[k + 1][2]]
-        return None
-
+    that starts at or after it. Returns (from, to) event indices, sorted."""
+    empty = np.zeros((0, 2), dtype=np.uint32)
+    if not points or not len(start):
+        return empty
+    # Events of each thread (a thread's events can sit in several lanes), by start, parents first.
+    thread_ids: dict[tuple, int] = {}
+    thread_of_lane = np.empty(len(lane_ids), dtype=np.int64)
+    for key in keys:
+        thread_of_lane[lane_ids[key]] = thread_ids.setdefault((key[1], key[2]), len(thread_ids))
+    thread_of = thread_of_lane[lane_of]
+    order_all = np.lexsort((-end, start, thread_of))
+    bounds = np.searchsorted(thread_of[order_all], np.arange(len(thread_ids) + 1))
+    points_of_thread: dict[int, list[int]] = defaultdict(list)
+    for k, p in enumerate(points):
+        t = thread_ids.get((p[3], p[4]))
+        if t is not None:
+            points_of_thread[t].append(k)
+    bound = [-1] * len(points)
+    eps = 1e-6
+    for thread, pks in points_of_thread.items():
+        order = order_all[bounds[thread]:bounds[thread + 1]]
+        s = start[order]
+        e = end[order].tolist()
+        ts = [points[k][0] for k in pks]
+        cand = (np.searchsorted(s, np.array(ts) + eps, side="right") - 1).tolist()
+        index = index_of[order]
+        for j, k in enumerate(pks):
+            t, c = ts[j], cand[j]
+            hit = -1
+            for i in range(c, max(c - 256, -1), -1):  # innermost enclosing: latest start still covering t
+                if e[i] + eps >= t:
+                    hit = i
+                    break
+            ph, bp = points[k][1], points[k][5]
+            if hit < 0 and ph != "s" and bp != "e" and c + 1 < len(s):
+                hit = c + 1  # a finish binds to the next slice
+            if hit >= 0:
+                bound[k] = int(index[hit])
     open_flows: dict[tuple, int] = {}
     flows: list[tuple[int, int]] = []
-    for ph, fid, pid, tid, ts, bp, cat in sorted(points, key=lambda p: (p[4], p[0] != "s")):
+    # In time order, a start before a finish at the same time.
+    time_order = np.lexsort((np.array([p[1] != "s" for p in points]), np.array([p[0] for p in points])))
+    for k in time_order.tolist():
+        ts, ph, fid, _, _, _, cat = points[k]
         key = (cat, fid)
         if ph == "s":
-            i = bind(pid, tid, ts, True)
-            if i is not None:
-                open_flows[key] = i
+            if bound[k] >= 0:
+                open_flows[key] = bound[k]
             continue
         src = open_flows.get(key)
-        if src is None:
+        if src is None or bound[k] < 0 or bound[k] == src:
             continue
-        dst = bind(pid, tid, ts, bp == "e")
-        if dst is None or dst == src:
-            continue
-        flows.append((src, dst))
+        flows.append((src, bound[k]))
         if ph == "t":
-            open_flows[key] = dst  # a step continues the chain from where it landed
-    flows.sort()
-    return flows
+            open_flows[key] = bound[k]  # a step continues the chain from where it landed
+    if not flows:
+        return empty
+    out = np.array(sorted(flows), dtype=np.uint32)
+    return out

@@ -544,7 +544,7 @@
             }
           }
         } else if (it.kind === "counter") {
-          inView += this.drawCounter(ctx, p.counters[it.counter], it, xOf);
+          this.drawCounter(ctx, p.counters[it.counter], it, xOf);
         }
       }
       this.drawFlows(ctx, xOf);
@@ -581,7 +581,7 @@
       this.updateInfo();
     }
     // Step chart of a counter (allocated filled, other series as lines); per pixel column the
-    // largest sample wins, so a spike never disappears when zoomed out. Returns samples in view.
+    // largest sample wins, so a spike never disappears when zoomed out.
     drawCounter(ctx, c, it, xOf) {
       const { t0, t1 } = this.view, top = it.y + 6, h = it.h - 10, base = top + h;
       const yOf = (v) => base - (c.max > 0 ? v / c.max : 0) * h;
@@ -607,7 +607,6 @@
       });
       ctx.fillStyle = "#5b6477";
       ctx.fillText("max " + c.max.toFixed(1) + " MB", this.width - 110, top + 6);
-      return Math.max(0, i1 - i0);
     }
     drawFlows(ctx, xOf) {
       const p = this.p, pairs = [];
