@@ -38,8 +38,8 @@ setup(
     packages=find_packages(include=["torchneuron_ext", "torchneuron_ext.*"]),
     package_data={"torchneuron_ext.profiler.html": ["assets/*.html", "assets/*.js", "assets/*.css"]},
     python_requires=">=3.10",
-    # numpy and ml_dtypes: the NKI simulator (bf16 and fp8 arrays).
-    install_requires=["torch==2.13.0", "numpy", "ml_dtypes"],
+    # numpy, ml_dtypes, threadpoolctl: the NKI simulator (bf16 and fp8 arrays; one BLAS thread for tile ops).
+    install_requires=["torch==2.13.0", "numpy", "ml_dtypes", "threadpoolctl"],
     extras_require={"test": ["pytest", "expecttest"]},
     ext_modules=[
         cpp_extension.CppExtension(
