@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from . import runtime
+from . import blas_threads, runtime
 from .cost_model import Costs
 from .errors import fail
 from .indexing import iter_grid
@@ -260,7 +260,7 @@ def launch(kernel: Kernel, grid: tuple, args: tuple, kwargs: dict) -> Any:
     t0 = time.perf_counter()
     result = None
     with _profiler_scope(kernel, conv.kind):
-        with runtime.active(state), np.errstate(all="ignore"):
+        with runtime.active(state), np.errstate(all="ignore"), blas_threads.single_threaded():
             for index, pid in enumerate(iter_grid(grid)):
                 state.begin_instance(tuple(int(p) for p in pid), index)
                 value = kernel.func(*cargs, **ckwargs)
