@@ -34,6 +34,7 @@ __all__ = [
     "neuron",
     "nki_op",
     "profiler",
+    "route_aten",
     "set_hbm_capacity",
     "warn_on_generic_path",
     "wrap_nki",
@@ -69,6 +70,10 @@ def __getattr__(name: str) -> object:
         from .nki import torch_ops
 
         return getattr(torch_ops, name)
+    if name == "route_aten":
+        from .nki.aten_routing import route_aten
+
+        return route_aten
     if name == "nki":
         import importlib
 
