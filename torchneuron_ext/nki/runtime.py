@@ -164,7 +164,20 @@ class Launch:
                  "shared_hbm tensors must be created at the kernel's top level, not inside a loop or branch")
 
 
-def _nested_statement_lines(func: Callable) -> set:
+_NESTED_LINES: "weakref.WeakKeyDictionary[Any, frozenset]" = weakref.WeakKeyDictionary()
+
+
+def _nested_statement_lines(func: Callable) -> frozenset:
+    """Lines of ``func`` inside a loop or branch; parsed once per code object (parsing costs
+    milliseconds, a launch of a small kernel less)."""
+    code = func.__code__
+    lines = _NESTED_LINES.get(code)
+    if lines is None:
+        lines = _NESTED_LINES[code] = frozenset(_parse_nested_statement_lines(func))
+    return lines
+
+
+def _parse_nested_statement_lines(func: Callable) -> set:
     try:
         source = inspect.getsource(func)
         first = func.__code__.co_firstlineno
