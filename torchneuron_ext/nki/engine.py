@@ -648,7 +648,8 @@ def activation(op: Any, data: NKITensor, *, bias: Any = None, scale: Any = 1.0, 
         fail("err_unsupported_activation", f"'{name}' is not an activation function of the Scalar engine")
     x = _fp32(np.asarray(data.read()))
     with _quiet():
-        y = x * _per_partition(scale, data, api, "scale")
+        s = _per_partition(scale, data, api, "scale")
+        y = x if not isinstance(s, np.ndarray) and s == 1 else x * s  # scale=1.0 is the common case
         b = _per_partition(bias, data, api, "bias")
         if b is not None:
             y = y + b
