@@ -571,3 +571,42 @@ def test_instances_must_create_the_same_shared_tensors() -> None:
     with pytest.raises(NKIError) as info:
         k[2](np.ones((1, 4), np.float32))
     assert info.value.code == "err_shared_hbm_mismatch"
+
+
+def test_shared_hbm_in_a_loop_is_rejected_on_every_launch() -> None:
+    # The kernel's loop lines are parsed once and cached: the second launch must still see them.
+    @lnki.jit
+    def k(a):
+        for _ in lnl.affine_range(1):
+            out = lnl.ndarray(a.shape, dtype=a.dtype, buffer=lnl.shared_hbm)
+        return out
+
+    for _ in range(2):
+        with pytest.raises(NKIError) as info:
+            k(np.ones((2, 2), np.float32))
+        assert info.value.code == "err_shared_hbm_must_in_kernel_level"
+    for _ in range(2):
+        assert (_add_scalar_legacy(np.ones((2, 2), np.float32), 1.0) == 2).all()
+
+
+@pytest.mark.parametrize("scale", [1.0, 2.0, "tile"])
+def test_activation_scale_and_bias(scale) -> None:
+    @nki.jit
+    def k(a, s, b):
+        t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a)
+        st = nl.ndarray(s.shape, dtype=s.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=st, src=s)
+        bt = nl.ndarray(b.shape, dtype=b.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=bt, src=b)
+        r = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.activation(dst=r, op=nl.exp, data=t, bias=bt, scale=st if scale == "tile" else scale)
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=r)
+        return out
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((4, 6)).astype(np.float32)
+    s = rng.standard_normal((4, 1)).astype(np.float32)
+    b = rng.standard_normal((4, 1)).astype(np.float32)
+    expected = np.exp(a * (s if scale == "tile" else np.float32(scale)) + b)
+    np.testing.assert_allclose(k(a, s, b), expected, rtol=1e-6)
