@@ -1,7 +1,7 @@
 """A Chrome trace reduced to what the HTML viewer draws: lanes, events in columns, flows, counters.
 
 The page must open a trace of a million events in a couple of seconds, so events are not embedded
-as one JSON object each. They are stored as typed columns (float64 start, float32 duration, uint32
+as one JSON object each. They are stored as typed columns (float64 start and duration, uint32
 name index, ...) in one binary blob, deflated and base64-encoded; the page inflates it with the
 browser's DecompressionStream and reads the columns as typed arrays without parsing per event.
 
@@ -137,21 +137,8 @@ def build_profile(trace: dict, name: str, source: str = "") -> dict[str, Any]:
             except (KeyError, TypeError, ValueError):
                 continue
             ckey = (e.get("pid"), str(e.get("name", "counter")))
-            c = counters.get(ckey)
-            if c is None:
-                c = counters[ckey] = {"ts": [], "series": {}}
-            args = e.get("args") or {}
-            n = len(c["ts"])
-            c["ts"].append(ts)
-            series = c["series"]
-            for k, v in args.items():
-                if isinstance(v, (int, float)):
-                    if k not in series:
-                        series[k] = [0.0] * n  # a series that starts late was 0 before
-                    series[k].append(float(v))
-            for vals in series.values():  # a series missing from this sample holds its value
-                if len(vals) < n + 1:
-                    vals.append(vals[-1] if vals else 0.0)
+            args = e.get("args")
+            counters.setdefault(ckey, []).append((ts, args if isinstance(args, dict) else {}))
         elif ph == "M":
             args = e.get("args") or {}
             if e.get("name") == "thread_name":
@@ -165,8 +152,8 @@ def build_profile(trace: dict, name: str, source: str = "") -> dict[str, Any]:
     end = start + dur
     lane_of = np.array(lane_l, dtype=np.int64)
     bounds = [start.min(), end.max()] if n else []
-    for c in counters.values():
-        bounds += [min(c["ts"]), max(c["ts"])]
+    for samples in counters.values():
+        bounds += [min(t for t, _ in samples), max(t for t, _ in samples)]
     t_min, t_max = (float(min(bounds)), float(max(bounds))) if bounds else (0.0, 0.0)
     if not np.all(np.isfinite(end)):
         raise ValueError("trace has a complete event with a non-finite time or duration")
@@ -218,7 +205,7 @@ def build_profile(trace: dict, name: str, source: str = "") -> dict[str, Any]:
         arg_offsets[1:] = np.cumsum(lengths[final])
     cols = _Columns()
     cols.add("start", "f64", start[final] - t_min)
-    cols.add("dur", "f32", dur[final])
+    cols.add("dur", "f64", dur[final])
     cols.add("name", "u32", np.array(name_l, dtype=np.uint32)[final] if n else [])
     cols.add("lane", "u16", lane_rank[final])
     cols.add("cat", "u8", np.array(cat_l, dtype=np.uint8)[final] if n else [])
@@ -229,15 +216,24 @@ def build_profile(trace: dict, name: str, source: str = "") -> dict[str, Any]:
     cols.add("flowFrom", "u32", flows[:, 0])
     cols.add("flowTo", "u32", flows[:, 1])
     counter_records = []
-    for (pid, cname), c in sorted(counters.items(), key=lambda kv: (_counter_core(kv[0][1]), kv[0][1])):
-        ts = np.array(c["ts"], dtype=np.float64)
-        order = np.argsort(ts, kind="stable")
+    for (pid, cname), samples in sorted(counters.items(), key=lambda kv: (_counter_core(kv[0][1]), kv[0][1])):
+        samples.sort(key=lambda sample: sample[0])
+        names: dict[str, None] = {}
+        for _, args in samples:
+            names.update((k, None) for k, v in args.items() if isinstance(v, (int, float)))
         prefix = f"counter{len(counter_records)}"
-        cols.add(prefix + ".ts", "f64", ts[order] - t_min)
-        for sname, vals in c["series"].items():
-            cols.add(f"{prefix}.{sname}", "f64", np.array(vals, dtype=np.float64)[order])
+        cols.add(prefix + ".ts", "f64", np.array([t for t, _ in samples], dtype=np.float64) - t_min)
+        for sname in names:
+            # A sample without this series holds its previous value (0 before the first one).
+            vals, last = [], 0.0
+            for _, args in samples:
+                v = args.get(sname)
+                if isinstance(v, (int, float)):
+                    last = float(v)
+                vals.append(last)
+            cols.add(f"{prefix}.{sname}", "f64", vals)
         counter_records.append({"label": cname, "pid": pid if isinstance(pid, (int, str)) else str(pid),
-                                "column": prefix, "series": list(c["series"]), "samples": len(order)})
+                                "column": prefix, "series": list(names), "samples": len(samples)})
     return {
         "name": name, "source": source, "t0": t_min, "duration": t_max - t_min, "events": n,
         "lanes": lane_records, "groups": list(GROUPS), "tiers": list(TIERS), "strings": list(strings),

@@ -1,0 +1,197 @@
+"""The HTML report's trace model: events in typed columns, lanes, rows, flows and counters, read back
+the way the page reads them and checked against the trace they came from."""
+import base64
+import json
+import math
+import zlib
+
+import numpy as np
+import pytest
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from torchneuron_ext.profiler import NeuronConfig, NeuronProfiler
+from torchneuron_ext.profiler.html.model import build_profile
+
+_NP = {"f64": "<f8", "f32": "<f4", "u32": "<u4", "u16": "<u2", "u8": "u1", "i32": "<i4"}
+
+
+def columns(profile):
+    """The blob decoded as the page decodes it: inflate, then typed views at the recorded offsets."""
+    buf = zlib.decompress(base64.b64decode(profile["blob"]))
+    out = {}
+    for name, (dtype, offset, n) in profile["columns"].items():
+        dt = np.dtype(_NP[dtype])
+        assert offset % dt.itemsize == 0, f"{name} is not aligned for its typed array"
+        out[name] = np.frombuffer(buf, dtype=dt, count=n, offset=offset)
+    return out
+
+
+def events_of(profile):
+    """(name, lane label, start, dur, args) per event, in column order."""
+    c = columns(profile)
+    off, raw = c["argOffset"], c["args"].tobytes()
+    return [(profile["strings"][c["name"][i]], profile["lanes"][c["lane"][i]]["label"], float(c["start"][i]),
+             float(c["dur"][i]), json.loads(raw[off[i]:off[i + 1]]) if off[i + 1] > off[i] else {})
+            for i in range(profile["events"])]
+
+
+@pytest.fixture(scope="module")
+def real_trace(tmp_path_factory):
+    """A real neuron profile: ops on two cores, copies both ways, HBM counters."""
+    cfg = NeuronConfig(profile_output_dir=str(tmp_path_factory.mktemp("prof")))
+    exporter = NeuronProfiler(cfg)
+    x = torch.randn(64, 64, device="neuron")
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1], experimental_config=cfg,
+                 on_trace_ready=exporter.export_trace):
+        for _ in range(3):
+            y = (x @ x).relu().sum(0)
+            y.cpu()
+            y.to("neuron:1").mul(2)
+        torch.neuron.synchronize()
+    with open(f"{exporter.last_export_dir}/trace.json") as f:
+        return json.load(f)
+
+
+def test_every_complete_event_is_kept_once(real_trace):
+    p = build_profile(real_trace, "real")
+    xs = [e for e in real_trace["traceEvents"] if e.get("ph") == "X"]
+    assert p["events"] == len(xs)
+    got = sorted((name, round(start + p["t0"], 3), round(dur, 3)) for name, _, start, dur, _ in events_of(p))
+    want = sorted((e["name"], round(e["ts"], 3), round(e["dur"], 3)) for e in xs)
+    assert got == want
+
+
+def test_lanes_follow_the_system_timeline(real_trace):
+    p = build_profile(real_trace, "real")
+    groups = [lane["group"] for lane in p["lanes"]]
+    assert groups == sorted(groups, key=["framework", "runtime", "hardware", "transfer", "memory"].index)
+    labels = {lane["group"]: [] for lane in p["lanes"]}
+    for lane in p["lanes"]:
+        labels[lane["group"]].append(lane["label"])
+    assert labels["hardware"] == ["NC0 hardware (kernel execution)", "NC1 hardware (kernel execution)"]
+    assert "NC0 runtime stream 0" in labels["runtime"] and "NC1 runtime stream 0" in labels["runtime"]
+    assert any("transfers" in label for label in labels["transfer"])
+    assert [c["label"] for c in p["counters"]] == ["NC0 HBM", "NC1 HBM"]
+    # Every event sits in the lane of its category.
+    cat_group = {"cpu_op": "framework", "privateuse1_runtime": "runtime", "kernel": "hardware", "gpu_memcpy": "transfer"}
+    c = columns(p)
+    for i in range(p["events"]):
+        cat = p["cats"][c["cat"][i]]
+        if cat in cat_group:
+            assert p["lanes"][c["lane"][i]]["group"] == cat_group[cat]
+
+
+def test_rows_are_sorted_and_never_overlap(real_trace):
+    p = build_profile(real_trace, "real")
+    c = columns(p)
+    rs = c["rowStart"]
+    assert rs[0] == 0 and rs[-1] == p["events"] and len(rs) == sum(lane["rows"] for lane in p["lanes"]) + 1
+    for lane_index, lane in enumerate(p["lanes"]):
+        for row in range(lane["firstRow"], lane["firstRow"] + lane["rows"]):
+            lo, hi = rs[row], rs[row + 1]
+            assert (c["lane"][lo:hi] == lane_index).all()
+            start, end = c["start"][lo:hi], c["start"][lo:hi] + c["dur"][lo:hi]
+            assert (np.diff(start) >= 0).all()
+            assert (start[1:] >= end[:-1] - 1e-3).all(), "overlapping spans in one row"
+    # Nesting: an op in row r > 0 lies inside some op of row r - 1 of its lane.
+    fw = p["lanes"][0]
+    if fw["rows"] > 1:
+        parent = slice(rs[fw["firstRow"]], rs[fw["firstRow"] + 1])
+        child = slice(rs[fw["firstRow"] + 1], rs[fw["firstRow"] + 2])
+        ps, pe = c["start"][parent], c["start"][parent] + c["dur"][parent]
+        for s, d in zip(c["start"][child], c["dur"][child]):
+            assert ((ps <= s + 1e-3) & (pe >= s + d - 1e-3)).any()
+
+
+def test_flows_link_op_to_dispatch_to_kernel(real_trace):
+    p = build_profile(real_trace, "real")
+    c = columns(p)
+    ev = events_of(p)
+    assert p["flows"] == len(c["flowFrom"]) > 0
+    assert (np.diff(c["flowFrom"].astype(np.int64)) >= 0).all(), "flows must be sorted by source for the page"
+    kinds = set()
+    for a, b in zip(c["flowFrom"], c["flowTo"]):
+        ga, gb = (p["lanes"][c["lane"][i]]["group"] for i in (a, b))
+        kinds.add((ga, gb))
+        ida, idb = ev[a][4].get("External id"), ev[b][4].get("External id")
+        assert ida == idb, (ev[a], ev[b])  # both ends belong to one launch
+        if gb == "hardware":
+            assert ev[b][0].startswith("neuron::") and ev[a][4]["op"].split("::")[-1] in ev[b][0]
+    assert ("framework", "runtime") in kinds and ("runtime", "hardware") in kinds
+    n_dispatch = sum(1 for e in real_trace["traceEvents"] if e.get("cat") == "privateuse1_runtime")
+    assert sum(1 for k in zip(c["flowFrom"], c["flowTo"]) if p["lanes"][c["lane"][k[1]]]["group"] == "runtime") == n_dispatch
+
+
+def test_counters_keep_every_sample(real_trace):
+    p = build_profile(real_trace, "real")
+    c = columns(p)
+    samples = [e for e in real_trace["traceEvents"] if e.get("ph") == "C" and e["name"] == "NC0 HBM"]
+    rec = p["counters"][0]
+    assert rec["samples"] == len(samples) and rec["series"] == ["allocated MB", "reserved MB"]
+    ts = c[rec["column"] + ".ts"]
+    assert (np.diff(ts) >= 0).all()
+    assert max(c[rec["column"] + ".allocated MB"]) == max(s["args"]["allocated MB"] for s in samples)
+
+
+def _tiny(events):
+    return {"traceEvents": events}
+
+
+def test_chrome_flow_binding_rules():
+    ev = [
+        {"ph": "X", "cat": "cpu_op", "name": "outer", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+        {"ph": "X", "cat": "cpu_op", "name": "inner", "pid": 1, "tid": 1, "ts": 10, "dur": 20},
+        {"ph": "X", "cat": "cpu_op", "name": "later", "pid": 1, "tid": 2, "ts": 200, "dur": 5},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 2, "tid": 0, "ts": 50, "dur": 5},
+        # s inside inner binds to inner (innermost enclosing); f with bp=e binds to the enclosing k.
+        {"ph": "s", "id": 1, "cat": "a", "pid": 1, "tid": 1, "ts": 15},
+        {"ph": "f", "id": 1, "cat": "a", "pid": 2, "tid": 0, "ts": 52, "bp": "e"},
+        # s in outer but past inner binds to outer; f without bp binds to the next slice ("later").
+        {"ph": "s", "id": 2, "cat": "a", "pid": 1, "tid": 1, "ts": 40},
+        {"ph": "f", "id": 2, "cat": "a", "pid": 1, "tid": 2, "ts": 150},
+        # Same id, other category: a different flow, never finished.
+        {"ph": "s", "id": 1, "cat": "b", "pid": 1, "tid": 1, "ts": 16},
+        # A finish without a start, and a start on a thread with no slices, are dropped.
+        {"ph": "f", "id": 9, "cat": "a", "pid": 1, "tid": 1, "ts": 5, "bp": "e"},
+        {"ph": "s", "id": 3, "cat": "a", "pid": 7, "tid": 7, "ts": 5},
+    ]
+    p = build_profile(_tiny(ev), "t")
+    c = columns(p)
+    names = [p["strings"][k] for k in c["name"]]
+    pairs = sorted((names[a], names[b]) for a, b in zip(c["flowFrom"], c["flowTo"]))
+    assert pairs == [("inner", "k"), ("outer", "later")]
+
+
+def test_odd_events_are_skipped_or_normalised():
+    ev = [
+        {"ph": "X", "name": "no time", "pid": 1, "tid": 1},
+        {"ph": "X", "name": "bad time", "pid": 1, "tid": 1, "ts": "soon", "dur": 1},
+        {"ph": "X", "name": "negative", "pid": 1, "tid": 1, "ts": 5, "dur": -3},
+        {"ph": "X", "name": 7, "cat": None, "pid": "Spans", "tid": "PyTorch Profiler", "ts": 0, "dur": 10},
+        "not an event",
+        {"ph": "C", "name": "NC0 HBM", "pid": 2, "ts": 3, "args": {"allocated MB": 1.0}},
+        {"ph": "C", "name": "NC0 HBM", "pid": 2, "ts": 1, "args": {"allocated MB": 2.0, "reserved MB": 4.0}},
+    ]
+    p = build_profile(_tiny(ev), "t")
+    assert p["events"] == 2
+    got = {name: (start, dur, lane) for name, lane, start, dur, _ in events_of(p)}
+    assert got["negative"][1] == 0.0
+    assert got["7"][2] == "Spans / PyTorch Profiler"
+    c = columns(p)
+    rec = p["counters"][0]
+    assert list(c[rec["column"] + ".ts"]) == [1.0, 3.0]  # sorted by time, relative to the trace's start
+    assert list(c[rec["column"] + ".allocated MB"]) == [2.0, 1.0]
+    assert list(c[rec["column"] + ".reserved MB"]) == [4.0, 4.0]  # a sample without it holds the value
+
+
+def test_empty_and_bad_traces():
+    p = build_profile(_tiny([]), "empty")
+    assert p["events"] == 0 and p["lanes"] == [] and p["duration"] == 0
+    assert list(columns(p)["rowStart"]) == [0]
+    with pytest.raises(ValueError, match="no 'traceEvents' list"):
+        build_profile({"events": []}, "x")
+    with pytest.raises(ValueError, match="no 'traceEvents' list"):
+        build_profile([], "x")
+    with pytest.raises(ValueError, match="non-finite"):
+        build_profile(_tiny([{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": math.inf, "dur": 1}]), "x")
