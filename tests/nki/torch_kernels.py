@@ -1,0 +1,99 @@
+"""Small NKI kernels shared by the PyTorch-integration tests (tests/nki/test_torch_*.py)."""
+import torchneuron_ext.nki as nki_new
+import torchneuron_ext.nki.isa as nisa_new
+import torchneuron_ext.nki.language as nl_new
+import torchneuron_ext.nki.legacy as nki
+import torchneuron_ext.nki.legacy.language as nl
+
+P = 128
+
+
+@nki.jit
+def add_kernel(a, b):
+    """Outputs returned; SPMD grid over row tiles of 128: launch as add_kernel[rows // 128](a, b)."""
+    c = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    i = nl.program_id(0)
+    ix = i * P + nl.arange(P)[:, None]
+    iy = nl.arange(a.shape[1])[None, :]
+    nl.store(c[ix, iy], value=nl.load(a[ix, iy]) + nl.load(b[ix, iy]))
+    return c
+
+
+@nki.jit
+def add_into(a, b, c_out):
+    """Outputs passed in (SDK <= 2.21 style): writes a + b into c_out, returns nothing."""
+    for i in nl.affine_range(a.shape[0] // P):
+        rows = slice(i * P, (i + 1) * P)
+        nl.store(c_out[rows, :], value=nl.load(a[rows, :]) + nl.load(b[rows, :]))
+
+
+@nki.jit
+def scale_(a, factor):
+    """Updates ``a`` in place (a *= factor) and returns it."""
+    for i in nl.affine_range(a.shape[0] // P):
+        rows = slice(i * P, (i + 1) * P)
+        nl.store(a[rows, :], value=nl.load(a[rows, :]) * factor)
+    return a
+
+
+@nki.jit
+def axpy_(y, x, alpha):
+    """y += alpha * x in place, and also returns alpha * x as a new tensor."""
+    ax = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(x.shape[0] // P):
+        rows = slice(i * P, (i + 1) * P)
+        t = nl.multiply(nl.load(x[rows, :]), alpha)
+        nl.store(ax[rows, :], value=t)
+        nl.store(y[rows, :], value=nl.load(y[rows, :]) + t)
+    return y, ax
+
+
+@nki.jit
+def rms_norm_kernel(x, w, eps):
+    """RMSNorm over the last dimension of a 2-D x whose rows are a multiple of 128."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    n, d = x.shape
+    wt = nl.load(w.reshape((1, d)))
+    for i in nl.affine_range(n // P):
+        rows = slice(i * P, (i + 1) * P)
+        t = nl.load(x[rows, :])
+        r = nl.rsqrt(nl.mean(nl.square(t), axis=[1]) + eps)
+        nl.store(out[rows, :], value=nl.multiply(nl.multiply(t, r), wt.broadcast_to((P, d))))
+    return out
+
+
+@nki.jit
+def rms_norm_backward_kernel(x, w, g, eps):
+    """Gradient of rms_norm_kernel with respect to x: (g*w - y_hat * mean(g*w*y_hat)) * r."""
+    gx = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    n, d = x.shape
+    wt = nl.load(w.reshape((1, d))).broadcast_to((P, d))
+    for i in nl.affine_range(n // P):
+        rows = slice(i * P, (i + 1) * P)
+        t = nl.load(x[rows, :])
+        gw = nl.multiply(nl.load(g[rows, :]), wt)
+        r = nl.rsqrt(nl.mean(nl.square(t), axis=[1]) + eps)
+        y_hat = nl.multiply(t, r)
+        dot = nl.mean(nl.multiply(gw, y_hat), axis=[1])
+        nl.store(gx[rows, :], value=nl.multiply(nl.subtract(gw, nl.multiply(y_hat, dot)), r))
+    return gx
+
+
+@nki.jit
+def relu_kernel(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(x.shape[0] // P):
+        rows = slice(i * P, (i + 1) * P)
+        nl.store(out[rows, :], value=nl.maximum(nl.load(x[rows, :]), 0.0))
+    return out
+
+
+@nki_new.jit
+def copy_new(src):
+    """New dialect (destination passing): a tile-by-tile copy through SBUF."""
+    out = nl_new.ndarray(src.shape, dtype=src.dtype, buffer=nl_new.shared_hbm)
+    for i in nl_new.affine_range(src.shape[0] // P):
+        t = nl_new.ndarray((P, src.shape[1]), dtype=src.dtype, buffer=nl_new.sbuf)
+        nisa_new.dma_copy(dst=t, src=src[i * P:(i + 1) * P, :])
+        nisa_new.dma_copy(dst=out[i * P:(i + 1) * P, :], src=t)
+    return out
