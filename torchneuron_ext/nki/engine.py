@@ -137,7 +137,22 @@ def store_into(dst: NKITensor, values: np.ndarray, api: str, mask: Optional[np.n
     dst.write(vals, None if mask is None else _mask_for(mask, dst.shape))
 
 
+def _broadcast_shape(shapes: Sequence[tuple]) -> tuple:
+    """np.broadcast_shapes, with a fast path for the usual case of equal shapes and scalars."""
+    first = None
+    for s in shapes:
+        if not s:
+            continue
+        if first is None:
+            first = s
+        elif s != first:
+            return np.broadcast_shapes(*shapes)
+    return () if first is None else tuple(first)
+
+
 def _larger_than(src: tuple, dst: tuple) -> bool:
+    if tuple(src) == tuple(dst):
+        return False
     if int(math.prod(src)) > int(math.prod(dst)) and len(src) >= len(dst):
         return True
     try:
@@ -249,7 +264,7 @@ def elementwise(op: str, inputs: Sequence[Any], *, dtype: Any = None, mask: Any 
             check_tile(x, api, f"x{i}" if len(inputs) > 1 else "x")
     shapes = [shape_of(x) for x in inputs]
     try:
-        out_shape = np.broadcast_shapes(*shapes)
+        out_shape = _broadcast_shape(shapes)
     except ValueError:
         fail("err_shape_mismatch", f"operands of '{api}' have shapes {shapes} that do not broadcast")
     if operator_overload and len(tiles) == 2 and tiles[0].shape[0] != tiles[1].shape[0]:
@@ -276,7 +291,8 @@ def elementwise(op: str, inputs: Sequence[Any], *, dtype: Any = None, mask: Any 
             result = np.asarray(UNARY[op][1](_fp32(vals[0])), dtype=np.float32)
         else:
             fail("err_unsupported_op", f"unknown engine operation '{op}'")
-    result = np.broadcast_to(result, out_shape)
+    if result.shape != out_shape:
+        result = np.broadcast_to(result, out_shape)
     _charge(engine or (UNARY[op][0] if op in UNARY else "vector"), api, out_shape)
     return _emit(result, out_dtype, dst, m, api)
 
