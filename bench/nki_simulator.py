@@ -1,0 +1,119 @@
+"""NKI simulator wall time against torch eager doing the same math, side by side in one process.
+
+    python bench/nki_simulator.py [--rounds N] [--quick]
+
+Cases (issue 6, point 9): RMSNorm on (4096, 4096) fp32 and a tiled 1024 x 1024 x 1024 fp32 matmul,
+each as the example kernels of both dialects (examples/nki). torch eager runs the same math on CPU
+tensors: x * rsqrt(mean(x^2) + eps) * g, and lhsT.T @ rhs. Rounds alternate simulator and torch so
+both see the same machine state; medians are printed. The goal is a ratio (simulator / torch) of at
+most 10.
+
+A third case, SMALL_OPS additions of (128, 8) tiles against as many in-place torch adds, measures the
+fixed cost of one instruction (torch: of one eager op), where the math itself is negligible.
+
+Per-instruction overhead is the simulator's wall time divided by the number of NKI instructions the
+launch executed (``kernel.last_result.instructions``); "beyond torch" subtracts torch's time for the
+whole computation first, which leaves the interpreter's own cost per instruction.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from typing import Any, Callable
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "examples", "nki"))
+
+import matmul  # noqa: E402
+import rmsnorm  # noqa: E402
+
+import torchneuron_ext.nki as nki  # noqa: E402
+import torchneuron_ext.nki.isa as nisa  # noqa: E402
+import torchneuron_ext.nki.language as nl  # noqa: E402
+
+GOAL = 10.0
+SMALL_OPS = 1000
+
+
+@nki.jit
+def small_adds(a, b):
+    """SMALL_OPS additions of (128, 8) tiles: the simulator's fixed cost per instruction."""
+    ta = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    tb = nl.ndarray(b.shape, dtype=b.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=ta, src=a)
+    nisa.dma_copy(dst=tb, src=b)
+    for _ in range(SMALL_OPS):
+        nisa.tensor_tensor(dst=ta, data1=ta, data2=tb, op=nl.add)
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=ta)
+    return out
+
+
+def torch_small_adds(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    a = a.clone()
+    for _ in range(SMALL_OPS):
+        a.add_(b)
+    return a
+
+
+def _seconds(fn: Callable[[], Any]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def compare(kernel: Any, args: tuple, torch_fn: Callable[[], Any], rounds: int) -> dict:
+    kernel(*args)  # warm up both (first-call imports, allocator growth)
+    torch_fn()
+    sim, ref = [], []
+    for _ in range(rounds):
+        sim.append(_seconds(lambda: kernel(*args)))
+        ref.append(_seconds(torch_fn))
+    result = kernel.last_result
+    s, r = statistics.median(sim), statistics.median(ref)
+    return {"sim": s, "torch": r, "ratio": s / r, "instructions": result.instructions,
+            "per_instr": s / result.instructions, "beyond": max(s - r, 0.0) / result.instructions,
+            "estimate_us": result.estimated_latency_us}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--quick", action="store_true", help="3 rounds")
+    args = parser.parse_args()
+    rounds = 3 if args.quick else args.rounds
+    torch.manual_seed(0)
+    x, g = torch.randn(4096, 4096), torch.rand(4096) + 0.5
+    lhsT, rhs = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    sa, sb = torch.randn(128, 8), torch.randn(128, 8)
+    cases = [
+        ("rmsnorm 4096x4096", "legacy", rmsnorm.rmsnorm_legacy, (x, g), lambda: rmsnorm.reference(x, g)),
+        ("rmsnorm 4096x4096", "new", rmsnorm.rmsnorm_new, (x, g), lambda: rmsnorm.reference(x, g)),
+        ("matmul 1024^3", "legacy", matmul.matmul_legacy, (lhsT, rhs), lambda: lhsT.T @ rhs),
+        ("matmul 1024^3", "new", matmul.matmul_new, (lhsT, rhs), lambda: lhsT.T @ rhs),
+        (f"{SMALL_OPS} adds 128x8", "new", small_adds, (sa, sb), lambda: torch_small_adds(sa, sb)),
+    ]
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {rounds} rounds, medians")
+    header = (f"{'case':<18} {'dialect':<7} {'simulator':>10} {'torch':>9} {'ratio':>6} {'goal':>5} "
+              f"{'instr':>6} {'us/instr':>9} {'beyond torch':>13} {'device est.':>12}")
+    print(header)
+    print("-" * len(header))
+    for name, dialect, kernel, kargs, torch_fn in cases:
+        r = compare(kernel, kargs, torch_fn, rounds)
+        ok = "ok" if r["ratio"] <= GOAL else "MISS"
+        if name.startswith(f"{SMALL_OPS} "):
+            ok = "-"  # the goal is for the two workloads above
+        print(f"{name:<18} {dialect:<7} {r['sim'] * 1e3:>8.1f}ms {r['torch'] * 1e3:>7.1f}ms {r['ratio']:>5.1f}x "
+              f"{ok:>5} {r['instructions']:>6} {r['per_instr'] * 1e6:>9.1f} {r['beyond'] * 1e6:>10.1f} us "
+              f"{r['estimate_us']:>9.1f} us")
+    print(f"\nratio = simulator wall time / torch eager (CPU) time for the same math; goal <= {GOAL:.0f}x.\n"
+          "us/instr = simulator wall time per NKI instruction; beyond torch = (simulator - torch) per "
+          "instruction.\ndevice est. = the cost model's estimate of the kernel's latency on a NeuronCore.")
+
+
+if __name__ == "__main__":
+    main()
