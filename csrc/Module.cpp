@@ -4,6 +4,7 @@
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
+#include "aten/custom_op_kernel.h"
 #include "aten/host_kernel_routing.h"
 #include "aten/op_tracking.h"
 #include "profiler/kineto_plugin.h"
@@ -190,6 +191,7 @@ PYBIND11_MODULE(_C, m) {
       neuron_rt::record(r);
     }
   });
+  m.def("_register_custom_op_kernel", &register_custom_op_kernel);
   m.def("_last_memory_timeline", [] {
     py::list out;
     for (const auto& s : last_memory_timeline()) out.append(py::make_tuple(s.device, s.time_ns, s.allocated, s.reserved));

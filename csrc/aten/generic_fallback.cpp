@@ -1,7 +1,8 @@
 // The generic path: every ATen operator without a neuron kernel of its own
 // runs the host's CPU kernel through the kernel wrapper (kernel_wrapper.h),
 // boxed: arguments and results are IValues on the dispatcher's stack.
-#include <ATen/core/dispatch/Dispatcher.h>
+#include "generic_fallback.h"
+
 #include <ATen/core/ivalue.h>
 #include <torch/library.h>
 
@@ -75,8 +76,11 @@ void to_device(KernelCall& c, c10::IValue& v) {
 }  // namespace
 
 void generic_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, torch::jit::Stack* stack) {
+  run_boxed_on_host(op, stack, record_generic(op.schema().operator_name()));
+}
+
+void run_boxed_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack, OpCounter* counter) {
   const auto& schema = op.schema();
-  OpCounter* counter = record_generic(schema.operator_name());
   KernelCall c(schema.name().c_str(), schema.overload_name().c_str());
   const size_t num_args = schema.arguments().size();
   const size_t base = stack->size() - num_args;
