@@ -36,7 +36,11 @@ setup(
     description="An emulated AWS Trainium `neuron` device for PyTorch: runtime, eager kernels, "
     "torch.compile, NKI and profiling on any Linux machine.",
     packages=find_packages(include=["torchneuron_ext", "torchneuron_ext.*"]),
-    package_data={"torchneuron_ext.profiler.html": ["assets/*.html", "assets/*.js", "assets/*.css"]},
+    package_data={
+        "torchneuron_ext.profiler.html": ["assets/*.html", "assets/*.js", "assets/*.css"],
+        # The headers custom-op libraries compile against (torchneuron_ext.custom_op).
+        "torchneuron_ext": ["include/**/*.h", "include/**/*.hpp"],
+    },
     python_requires=">=3.10",
     # numpy, ml_dtypes, threadpoolctl: the NKI simulator (bf16 and fp8 arrays; one BLAS thread for tile ops).
     install_requires=["torch==2.13.0", "numpy", "ml_dtypes", "threadpoolctl"],
