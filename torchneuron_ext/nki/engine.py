@@ -597,14 +597,19 @@ def matmul(stationary: NKITensor, moving: NKITensor, *, dst: Optional[NKITensor]
         fail("err_unsupported_dtype", f"'{api}' writes fp32 to PSUM; dst has dtype {dtypes.name(dst.dtype)}")
     started = _psum_started(dst)
     if accumulate is None:
+        # Usually the whole region is fresh (first K tile) or started (the rest): skip the select.
         flags = np.asarray(started[...])
-        prev = _fp32(np.asarray(dst.read()))
-        new = np.where(flags, prev + result, result)
+        if not flags.any():
+            accumulate = False
+        elif flags.all():
+            accumulate = True
+    if accumulate is None:
+        new = np.where(flags, _fp32(np.asarray(dst.read())) + result, result)
     elif accumulate:
         new = _fp32(np.asarray(dst.read())) + result
     else:
         new = result
-    dst.write(dtypes.cast(new.astype(np.float32), dst.dtype))
+    dst.write(dtypes.cast(np.asarray(new, dtype=np.float32), dst.dtype))
     started[...] = True
     return None
 
