@@ -254,12 +254,12 @@ def launch(kernel: Kernel, grid: tuple, args: tuple, kwargs: dict) -> Any:
     state = Launch(kernel.__name__, kernel.func, grid, kernel.dialect, target, conv.hbm_allocator())
     bound = _bind(kernel.func, cargs, ckwargs)
     record = conv.kind == "neuron"
-    if record:
-        from .. import _C
-        start = _C._now_ns()
-    t0 = time.perf_counter()
     result = None
     with _profiler_scope(kernel, conv.kind):
+        if record:
+            from .. import _C
+            start = _C._now_ns()
+        t0 = time.perf_counter()
         with runtime.active(state), np.errstate(all="ignore"), blas_threads.single_threaded():
             for index, pid in enumerate(iter_grid(grid)):
                 state.begin_instance(tuple(int(p) for p in pid), index)
