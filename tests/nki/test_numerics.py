@@ -610,3 +610,80 @@ def test_activation_scale_and_bias(scale) -> None:
     b = rng.standard_normal((4, 1)).astype(np.float32)
     expected = np.exp(a * (s if scale == "tile" else np.float32(scale)) + b)
     np.testing.assert_allclose(k(a, s, b), expected, rtol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the engines' functions against torch (fp32)
+# ---------------------------------------------------------------------------------------------------------
+
+def _run_elementwise(fn, *arrays: np.ndarray) -> np.ndarray:
+    @lnki.jit
+    def k(*args):
+        r = fn(*[lnl.load(a) for a in args])
+        out = lnl.ndarray(r.shape, dtype=r.dtype, buffer=lnl.shared_hbm)
+        lnl.store(out, value=r)
+        return out
+    return k(*arrays)
+
+
+_X = np.linspace(-4, 4, 64 * 16, dtype=np.float32).reshape(64, 16)
+_POS = np.abs(_X) + 0.1
+_F = torch.nn.functional
+UNARY_VS_TORCH = {
+    "exp": (_X, torch.exp), "log": (_POS, torch.log), "sqrt": (_POS, torch.sqrt), "rsqrt": (_POS, torch.rsqrt),
+    "reciprocal": (_POS, torch.reciprocal), "tanh": (_X, torch.tanh), "sigmoid": (_X, torch.sigmoid),
+    "relu": (_X, torch.relu), "gelu": (_X, _F.gelu), "gelu_apprx_tanh": (_X, lambda t: _F.gelu(t, approximate="tanh")),
+    "gelu_apprx_sigmoid": (_X, lambda t: t * torch.sigmoid(1.702 * t)), "silu": (_X, _F.silu),
+    "softplus": (_X, _F.softplus), "mish": (_X, _F.mish), "erf": (_X, torch.erf), "sin": (_X, torch.sin),
+    "cos": (_X, torch.cos), "tan": (_X / 3, torch.tan), "arctan": (_X, torch.arctan), "sign": (_X, torch.sign),
+    "abs": (_X, torch.abs), "square": (_X, torch.square), "negative": (_X, torch.negative),
+    "ceil": (_X, torch.ceil), "floor": (_X, torch.floor), "trunc": (_X, torch.trunc),
+}
+
+
+def _derivative(f):
+    def d(t: torch.Tensor) -> torch.Tensor:
+        t = t.clone().requires_grad_()
+        f(t).sum().backward()
+        return t.grad
+    return d
+
+
+UNARY_VS_TORCH.update({"gelu_dx": (_X, _derivative(_F.gelu)), "silu_dx": (_X, _derivative(_F.silu)),
+                       "erf_dx": (_X, _derivative(torch.erf))})
+
+
+@pytest.mark.parametrize("name", sorted(UNARY_VS_TORCH))
+def test_unary_functions_match_torch(name: str) -> None:
+    x, reference = UNARY_VS_TORCH[name]
+    got = _run_elementwise(getattr(lnl, name), x)
+    torch.testing.assert_close(torch.from_numpy(got), reference(torch.from_numpy(x)).detach(), atol=1e-5, rtol=1e-5)
+
+
+_Y = _X[:, ::-1].copy() * 0.75 + 0.05
+
+
+@pytest.mark.parametrize("name, reference, x", [
+    ("add", torch.add, _X), ("subtract", torch.sub, _X), ("multiply", torch.mul, _X), ("divide", torch.div, _X),
+    ("maximum", torch.maximum, _X), ("minimum", torch.minimum, _X), ("fmod", torch.fmod, _X),
+    ("mod", torch.remainder, _X), ("power", torch.pow, _POS)], ids=lambda v: v if isinstance(v, str) else "")
+def test_binary_functions_match_torch(name: str, reference, x: np.ndarray) -> None:
+    got = _run_elementwise(getattr(lnl, name), x, _Y)
+    torch.testing.assert_close(torch.from_numpy(got), reference(torch.from_numpy(x), torch.from_numpy(_Y)),
+                               atol=1e-5, rtol=1e-5)
+
+
+def test_fused_softmax_and_rms_norm_match_torch() -> None:
+    @lnki.jit
+    def k(x, w):
+        t = lnl.load(x)
+        wt = lnl.load(w.reshape((1, w.shape[0]))).broadcast_to(t.shape)
+        soft = lnl.ndarray(t.shape, dtype=t.dtype, buffer=lnl.shared_hbm)
+        lnl.store(soft, value=lnl.softmax(t, axis=1))
+        rms = lnl.ndarray(t.shape, dtype=t.dtype, buffer=lnl.shared_hbm)
+        lnl.store(rms, value=lnl.rms_norm(t, wt, axis=1, n=t.shape[1]))
+        return soft, rms
+    x, w = torch.randn(64, 100), torch.rand(100)
+    soft, rms = k(x, w)
+    torch.testing.assert_close(soft, torch.softmax(x, -1))
+    torch.testing.assert_close(rms, x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w)
