@@ -1,9 +1,10 @@
 """SPMD vector add: every instance of a launch grid adds its own tiles into one shared output.
 
-Legacy dialect: ``add_kernel_legacy[rows // 128, cols // tile_cols](a, b)`` runs a 2-D grid; instance
-(i, j) uses ``nl.program_id`` to pick its 128-row by tile_cols-column tile, and all instances write into
-the same ``shared_hbm`` output they each "allocate". New dialect: ``add_kernel_new[2](a, b)`` runs on two
-logical NeuronCores (LNC2); each takes half of the rows and loops over its tiles.
+Legacy dialect: ``add_kernel_legacy[ceil(rows / 128), ceil(cols / tile_cols)](a, b)`` runs a 2-D grid;
+instance (i, j) uses ``nl.program_id`` to pick its 128-row by tile_cols-column tile (masked where it
+overhangs the tensor), and all instances write into the same ``shared_hbm`` output they each
+"allocate". New dialect: ``add_kernel_new[2](a, b)`` runs on two logical NeuronCores (LNC2); each
+takes half of the rows and loops over its tiles.
 
 Run as a script to check both against torch.
 """
