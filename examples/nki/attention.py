@@ -16,6 +16,7 @@ Run as a script to check both dialects against torch's scaled_dot_product_attent
 from __future__ import annotations
 
 import math
+from typing import Optional
 
 import numpy as np
 import torch
@@ -112,7 +113,7 @@ def attention_new(q, k, v, scale=None):
     return out
 
 
-def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale=None) -> torch.Tensor:
+def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: Optional[float] = None) -> torch.Tensor:
     return torch.nn.functional.scaled_dot_product_attention(q.float()[None], k.float()[None], v.float()[None],
                                                             scale=scale)[0].to(q.dtype)
 

@@ -11,6 +11,7 @@ Run as a script to check both against torch.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
@@ -35,7 +36,7 @@ def add_kernel_legacy(a, b, tile_cols=512):
     return c
 
 
-def add_legacy(a, b, tile_cols: int = 512):
+def add_legacy(a: Any, b: Any, tile_cols: int = 512) -> Any:
     """Launch the legacy kernel on the grid that covers ``a``."""
     grid = (math.ceil(a.shape[0] / 128), math.ceil(a.shape[1] / tile_cols))
     return add_kernel_legacy[grid](a, b, tile_cols)
