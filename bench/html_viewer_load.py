@@ -83,6 +83,7 @@ def synthetic_trace(events: int, seed: int = 0) -> dict:
 
 
 def measure(browser: HeadlessChromium, path: str) -> dict:
+    browser.open("about:blank")  # a fresh document every time, never a fragment change
     open_s = browser.open("file://" + path + "#tab=timeline", "window.tnx && (window.tnx.ready || window.tnx.error)",
                           timeout=120)
     error = browser.evaluate("window.tnx.error")

@@ -16,6 +16,7 @@ import zlib
 import pytest
 
 from torchneuron_ext.profiler import summarize_trace
+from torchneuron_ext.profiler._format import format_bytes
 from torchneuron_ext.profiler.html import write_html_report
 from torchneuron_ext.profiler.html.headless import HeadlessChromium, find_chromium
 from torchneuron_ext.profiler.html.model import build_profile
@@ -171,7 +172,7 @@ def test_memory_and_side_by_side(browser, demo):
     samples = [e for e in traces["naive"]["traceEvents"] if e.get("ph") == "C" and e["name"] == "NC0 HBM"]
     peak = max(s["args"]["allocated MB"] for s in samples)
     headings = browser.evaluate("[...document.querySelectorAll('#tab-memory h2')].map(h => h.textContent)")
-    assert headings and headings[0].startswith(f"NC0 HBM — peak allocated MB {peak:.1f} MB")
+    assert headings and headings[0].startswith(f"NC0 HBM — peak allocated {format_bytes(peak * 2**20)} at "), headings
     assert browser.evaluate("document.querySelectorAll('#tab-memory canvas').length") == 1
 
     browser.evaluate("tnx.show('compare')")
@@ -179,15 +180,18 @@ def test_memory_and_side_by_side(browser, demo):
     assert heads[1:] == ["A: naive", "B: torch.compile", "B / A"]
     kernels = browser.evaluate("[...document.querySelectorAll('.compare-metrics tr')].find(tr => tr.children[0].textContent === 'kernels').innerText")
     ka, kb = (summarize_trace(traces[n]).kernels for n in ("naive", "torch.compile"))
-    assert kernels.split("\t")[1:3] == [str(ka), str(kb)]
+    assert kernels.split("\t")[1:3] == [str(ka), str(kb)], kernels
     # A wheel over timeline A zooms both: they share one time scale.
     before = browser.evaluate("tnx.compareTimelines().map(t => t.view)")
-    box = browser.evaluate("(() => { const c = tnx.compareTimelines()[0].canvas; c.scrollIntoView();"
-                           " const r = c.getBoundingClientRect(); return {x: r.left + 700, y: r.top + 60}; })()")
+    browser.evaluate("tnx.compareTimelines()[0].canvas.scrollIntoView()")
+    box = browser.evaluate("new Promise(r => requestAnimationFrame(() => { const c = tnx.compareTimelines()[0].canvas;"
+                           " const b = c.getBoundingClientRect(); r({x: b.left + 700, y: b.top + 60,"
+                           " hit: document.elementFromPoint(b.left + 700, b.top + 60) === c}); }))")
+    assert box["hit"], "timeline A is not under the pointer"
     browser.wheel(box["x"], box["y"], delta_y=-400)
     after = browser.evaluate("new Promise(r => requestAnimationFrame(() => r(tnx.compareTimelines().map(t => t.view))))")
-    assert after[0] == after[1]
-    assert after[0]["t1"] - after[0]["t0"] < before[0]["t1"] - before[0]["t0"]
+    assert after[0] == after[1], (before, after)
+    assert after[0]["t1"] - after[0]["t0"] < before[0]["t1"] - before[0]["t0"], (before, after)
     assert browser.errors() == []
 
 

@@ -91,7 +91,11 @@
         for (const s of series) for (let i = 0; i < s.v.length; i++) if (s.v[i] > max) { max = s.v[i]; }
         const first = series[0];
         if (first) { let best = -1; for (let i = 0; i < first.v.length; i++) if (first.v[i] > best) { best = first.v[i]; peakAt = i; } }
-        return { label: c.label, ts: col(c.column + ".ts"), series, max, peakAt };
+        // Our HBM counters are in MB ("allocated MB"); those read best as bytes.
+        const mb = c.series.length > 0 && c.series.every((s) => s.endsWith(" MB"));
+        for (const s of series) s.label = mb ? s.name.slice(0, -3) : s.name;
+        const fmt = mb ? (v) => fmtBytes(v * 1048576) : (v) => (Math.abs(v) >= 100 ? v.toFixed(0) : v.toPrecision(3));
+        return { label: c.label, ts: col(c.column + ".ts"), series, max, peakAt, fmt };
       });
       this.colors = this.strings.map(nameColor);
       this.laneGroupIndex = this.lanes.map((l) => this.groups.indexOf(l.group));
@@ -571,7 +575,7 @@
         ctx.fillRect(0, it.y, LABEL_W, it.h - (it.kind === "group" ? 0 : 1));
         ctx.fillStyle = it.kind === "group" ? "#1d2330" : "#3a4356";
         const text = it.kind === "group" ? it.group.toUpperCase() + (it.empty ? "  (none recorded)" : "")
-          : it.kind === "lane" ? p.lanes[it.lane].label : p.counters[it.counter].label + " (MB)";
+          : it.kind === "lane" ? p.lanes[it.lane].label : p.counters[it.counter].label;
         ctx.font = it.kind === "group" ? "600 11px system-ui, sans-serif" : "11px system-ui, sans-serif";
         const room = Math.floor((LABEL_W - 12) / 6.2);
         ctx.fillText(text.length > room ? text.slice(0, room - 1) + "…" : text, 8, it.y + Math.min(it.h, ROW_H + LANE_PAD) / 2);
@@ -606,7 +610,7 @@
         } else { ctx.strokeStyle = "#9aa3b5"; ctx.setLineDash([4, 3]); ctx.stroke(); ctx.setLineDash([]); }
       });
       ctx.fillStyle = "#5b6477";
-      ctx.fillText("max " + c.max.toFixed(1) + " MB", this.width - 110, top + 6);
+      ctx.fillText("max " + c.fmt(c.max), this.width - 110, top + 6);
     }
     drawFlows(ctx, xOf) {
       const p = this.p, pairs = [];
@@ -738,7 +742,7 @@
       this.canvas = el("canvas", { class: "memchart", "aria-label": counter.label });
       this.readout = el("div", { class: "muted readout", text: "hover for values; click to open the timeline there" });
       const peak = counter.series[0] ? counter.series[0].v[counter.peakAt] : 0;
-      host.append(el("h2", { text: counter.label + " — peak " + (counter.series[0] ? counter.series[0].name : "") + " " + peak.toFixed(1) + " MB at " + fmtUs(counter.ts[counter.peakAt] || 0) }),
+      host.append(el("h2", { text: counter.label + " — peak " + (counter.series[0] ? counter.series[0].label : "") + " " + counter.fmt(peak) + " at " + fmtUs(counter.ts[counter.peakAt] || 0) }),
         this.canvas, this.readout);
       this.canvas.addEventListener("mousemove", (e) => this.hover(e));
       this.canvas.addEventListener("click", (e) => { const t = this.tAt(e); if (t !== null && this.onPick) this.onPick(t); });
@@ -756,7 +760,7 @@
       const t = this.tAt(e);
       if (t === null) return;
       const k = Math.max(0, upperBound(this.c.ts, 0, this.c.ts.length, t) - 1);
-      this.readout.textContent = "at " + fmtUs(t) + ": " + this.c.series.map((s) => s.name + " " + (s.v[k] || 0).toFixed(2) + " MB").join(", ");
+      this.readout.textContent = "at " + fmtUs(t) + ": " + this.c.series.map((s) => s.label + " " + this.c.fmt(s.v[k] || 0)).join(", ");
     }
     draw() {
       const w = Math.max(400, this.canvas.parentElement ? this.canvas.parentElement.clientWidth - 4 : 800), h = 200;
@@ -774,7 +778,7 @@
       const vstep = niceStep(max / 4);
       for (let v = 0; v <= max; v += vstep) {
         ctx.beginPath(); ctx.moveTo(g.left, yOf(v)); ctx.lineTo(w - g.right, yOf(v)); ctx.stroke();
-        ctx.fillText(v.toFixed(vstep < 1 ? 1 : 0) + " MB", 6, yOf(v) + 4);
+        ctx.fillText(this.c.fmt(v), 6, yOf(v) + 4);
       }
       const tstep = niceStep(d / Math.max(2, pw / 110));
       for (let t = 0; t <= d; t += tstep) ctx.fillText(fmtTick(t, tstep), xOf(t) - 10, h - 8);
