@@ -22,6 +22,12 @@ import torchneuron_ext.nki.legacy.isa as lnisa
 import torchneuron_ext.nki.legacy.language as lnl
 
 
+def _check_params(x, gamma, beta):
+    d = x.shape[1]
+    assert gamma.shape == beta.shape == (d,), \
+        f"gamma and beta must have shape ({d},) for x of shape {x.shape}, got {gamma.shape} and {beta.shape}"
+
+
 def _load_params_legacy(gamma, beta, d):
     i_0 = lnl.arange(1)[:, None]
     i_f = lnl.arange(d)[None, :]
@@ -33,6 +39,7 @@ def _load_params_legacy(gamma, beta, d):
 @lnki.jit
 def layernorm_legacy_mean_var(x, gamma, beta, eps=1e-5):
     rows, d = x.shape
+    _check_params(x, gamma, beta)
     out = lnl.ndarray((rows, d), dtype=x.dtype, buffer=lnl.shared_hbm)
     g, b = _load_params_legacy(gamma, beta, d)
     i_p, i_f = lnl.mgrid[0:lnl.tile_size.pmax, 0:d]
@@ -51,6 +58,7 @@ def layernorm_legacy_mean_var(x, gamma, beta, eps=1e-5):
 @lnki.jit
 def layernorm_legacy_bn(x, gamma, beta, eps=1e-5):
     rows, d = x.shape
+    _check_params(x, gamma, beta)
     out = lnl.ndarray((rows, d), dtype=x.dtype, buffer=lnl.shared_hbm)
     g, b = _load_params_legacy(gamma, beta, d)
     P, FMAX = lnl.tile_size.pmax, lnl.tile_size.bn_stats_fmax
@@ -101,6 +109,7 @@ def _normalize_new(out, x_tile, mean, var, g, b, eps, r0, n):
 def layernorm_new_mean_var(x, gamma, beta, eps=1e-5):
     rows, d = x.shape
     P = nl.tile_size.pmax
+    _check_params(x, gamma, beta)
     out = nl.ndarray((rows, d), dtype=x.dtype, buffer=nl.shared_hbm)
     g, b = _load_params_new(gamma, beta, d)
     for r0 in range(0, rows, P):
@@ -125,6 +134,7 @@ def layernorm_new_bn(x, gamma, beta, eps=1e-5):
     rows, d = x.shape
     P, FMAX = nl.tile_size.pmax, nl.tile_size.bn_stats_fmax
     chunks = math.ceil(d / FMAX)
+    _check_params(x, gamma, beta)
     out = nl.ndarray((rows, d), dtype=x.dtype, buffer=nl.shared_hbm)
     g, b = _load_params_new(gamma, beta, d)
     for r0 in range(0, rows, P):

@@ -24,6 +24,7 @@ import torchneuron_ext.nki.legacy.language as lnl
 @lnki.jit
 def rmsnorm_legacy(x, g, eps=1e-6):
     rows, d = x.shape
+    assert g.shape == (d,), f"the weight must have shape ({d},) for x of shape {x.shape}, got {g.shape}"
     out = lnl.ndarray((rows, d), dtype=x.dtype, buffer=lnl.shared_hbm)
     i_p = lnl.arange(lnl.tile_size.pmax)[:, None]
     i_f = lnl.arange(d)[None, :]
@@ -42,6 +43,7 @@ def rmsnorm_legacy(x, g, eps=1e-6):
 @nki.jit
 def rmsnorm_new(x, g, eps=1e-6):
     rows, d = x.shape
+    assert g.shape == (d,), f"the weight must have shape ({d},) for x of shape {x.shape}, got {g.shape}"
     P = nl.tile_size.pmax
     out = nl.ndarray((rows, d), dtype=x.dtype, buffer=nl.shared_hbm)
     g_tile = nl.ndarray((P, d), dtype=g.dtype, buffer=nl.sbuf)

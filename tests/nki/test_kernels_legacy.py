@@ -74,6 +74,11 @@ def test_rmsnorm_bf16() -> None:
     assert_result(rmsnorm.rmsnorm_legacy(x, g), rmsnorm.reference(x, g), "cpu", atol=3e-2, rtol=2e-2)
 
 
+def test_rmsnorm_rejects_a_weight_of_the_wrong_length() -> None:
+    with pytest.raises(AssertionError, match=r"the weight must have shape \(96,\)"):
+        rmsnorm.rmsnorm_legacy(np.ones((250, 96), np.float32), np.ones(64, np.float32))
+
+
 # -- LayerNorm -----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", ["legacy_mean_var", "legacy_bn"])
@@ -90,6 +95,13 @@ def test_layernorm_bn_uses_bn_stats_per_512_columns() -> None:
     layernorm.layernorm_legacy_bn(x, gamma, beta)
     counts = layernorm.layernorm_legacy_bn.last_result.costs.instructions
     assert counts["bn_stats"] == 2 * 3 and counts["bn_aggr"] == 2
+
+
+@pytest.mark.parametrize("name", ["legacy_mean_var", "legacy_bn"])
+def test_layernorm_rejects_parameters_of_the_wrong_length(name: str) -> None:
+    x = np.ones((8, 16), np.float32)
+    with pytest.raises(AssertionError, match="gamma and beta must have shape"):
+        layernorm.KERNELS[name](x, np.ones(16, np.float32), np.ones(8, np.float32))
 
 
 # -- tiled matmul --------------------------------------------------------------------------------------

@@ -83,6 +83,11 @@ def test_rmsnorm_squares_and_sums_in_one_instruction() -> None:
     assert counts["activation_reduce"] == 2 and "tensor_reduce" not in counts
 
 
+def test_rmsnorm_rejects_a_weight_of_the_wrong_length() -> None:
+    with pytest.raises(AssertionError, match=r"the weight must have shape \(96,\)"):
+        rmsnorm.rmsnorm_new(np.ones((250, 96), np.float32), np.ones(64, np.float32))
+
+
 # -- LayerNorm -----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", ["new_mean_var", "new_bn"])
@@ -100,6 +105,13 @@ def test_layernorm_dialects_agree_bf16() -> None:
     ref = layernorm.reference(x, gamma, beta)
     for name, kernel in layernorm.KERNELS.items():
         assert_result(kernel(x, gamma, beta), ref, "cpu", atol=6e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("name", ["new_mean_var", "new_bn"])
+def test_layernorm_rejects_parameters_of_the_wrong_length(name: str) -> None:
+    x = np.ones((8, 16), np.float32)
+    with pytest.raises(AssertionError, match="gamma and beta must have shape"):
+        layernorm.KERNELS[name](x, np.ones(16, np.float32), np.ones(8, np.float32))
 
 
 # -- tiled matmul --------------------------------------------------------------------------------------
