@@ -266,6 +266,25 @@ def test_compiled_launch_runs_the_kernel_each_call():
         torch.testing.assert_close(compiled(x, y).cpu(), x.cpu() + y.cpu(), rtol=0, atol=0)
 
 
+def test_dynamic_shapes():
+    def fn(a, b):
+        return nki_add(a, b) + add_kernel[a.shape[0] // 128](a, b)
+
+    compiled = torch.compile(fn, backend="neuron", dynamic=True, fullgraph=True)
+    for rows in (256, 384):
+        x, y = _inputs(rows=rows)
+        torch.testing.assert_close(compiled(x, y).cpu(), 2 * (x.cpu() + y.cpu()), rtol=0, atol=0)
+
+
+def test_opcheck():
+    x, y = _inputs()
+    # autograd_registration_check supports only CPU/CUDA/XPU devices; autograd is tested above.
+    tests = ("test_schema", "test_faketensor", "test_aot_dispatch_dynamic")
+    torch.library.opcheck(nki_add, (x, y), test_utils=tests)
+    torch.library.opcheck(nki_add_into, (x, y, torch.zeros_like(x)), test_utils=tests)
+    torch.library.opcheck(nki_rms_norm, (x, y[0].clone(), 1e-6), test_utils=tests)
+
+
 # -------------------------------------------------------------------------------------------------
 # errors
 # -------------------------------------------------------------------------------------------------

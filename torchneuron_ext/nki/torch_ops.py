@@ -71,11 +71,11 @@ def wrap_nki(kernel: Any) -> NKIKernelCaller:
 # plans: what a launch does, from shapes alone
 # ---------------------------------------------------------------------------------------------------------
 
-_TENSOR = "__tensor__"  # marks a tensor argument in a call description: (_TENSOR, position, shape, dtype)
+_TENSOR = "__tensor__"  # a tensor argument in a call description: (_TENSOR, position[, shape, dtype])
 
 
 def _is_slot(v: Any) -> bool:
-    return type(v) is tuple and len(v) == 4 and v[0] == _TENSOR
+    return type(v) is tuple and len(v) in (2, 4) and v[0] == _TENSOR
 
 
 class _Plan:
@@ -101,12 +101,15 @@ def clear_plan_cache() -> None:
         _plans_by_key.clear()
 
 
-def _describe(args: tuple, kwargs: dict, tensors: list) -> tuple:
-    """A hashable description of the call: tensors become _TensorSlot, constants stay (lists as tuples)."""
+def _describe(args: tuple, kwargs: dict, tensors: list, shapes: bool = True) -> tuple:
+    """A hashable description of the call: tensors become slots, constants stay (lists as tuples).
+
+    Plain tuples, not objects, so that torch.compile can hold the description as a constant."""
     def one(v: Any) -> Any:
         if isinstance(v, torch.Tensor):
-            # Plain tuples (not objects) so that torch.compile can hand the description over as a constant.
-            slot = (_TENSOR, len(tensors), tuple(int(s) for s in v.shape), v.dtype)
+            # int() of a symbolic size specializes it: a kernel is built for concrete shapes.
+            slot = (_TENSOR, len(tensors), tuple(int(s) for s in v.shape), v.dtype) if shapes \
+                else (_TENSOR, len(tensors))
             tensors.append(v)
             return slot
         if isinstance(v, (list, tuple)):
@@ -160,10 +163,14 @@ def _make_plan(kernel: Kernel, grid: tuple, desc: tuple) -> _Plan:
     slots.sort(key=lambda s: s[1])
     arrays = [np.zeros(s[2], dtype=torch_to_numpy_dtype(s[3])) for s in slots]
     args, kwargs = _rebuild(desc, arrays)
-    result = launch(kernel, grid, args, kwargs)
-    # written_arguments follows conversion order: positional arguments, then keywords, lists flattened,
-    # which is the order _describe numbered the tensors in.
-    written = kernel.last_result.written_arguments if kernel.last_result is not None else ()
+    previous = kernel.last_result  # what the user's last real launch did stays visible
+    try:
+        result = launch(kernel, grid, args, kwargs)
+        # written_arguments follows conversion order: positional arguments, then keywords, lists
+        # flattened, which is the order _describe numbered the tensors in.
+        written = kernel.last_result.written_arguments
+    finally:
+        kernel.last_result = previous
     mutated = tuple(i for i, w in enumerate(written) if w)
     inputs = tuple(i for i in range(len(arrays)) if i not in mutated)
     new_outputs: list = []
@@ -219,31 +226,73 @@ def _assemble(layout: Any, outputs: list, tensors: list) -> Any:
 # the operator a traced launch becomes
 # ---------------------------------------------------------------------------------------------------------
 
-def _plan_key(kernel: Kernel, grid: tuple, desc: tuple) -> tuple:
-    plan = _plan_for(kernel, grid, desc)
-    return plan.key, plan.inputs, plan.mutated, plan.layout, plan.new_outputs
+_kernels_by_key: dict = {}   # Dynamo-level kernel key -> kernel
+_keys_by_kernel: dict = {}
 
 
-# torch.compile treats the result as a constant of the trace (this is what @assume_constant_result sets;
-# setting it directly avoids importing Dynamo, which costs seconds, for eager-only users).
-_plan_key._dynamo_marked_constant = True  # type: ignore[attr-defined]
+def _kernel_key(kernel: Kernel) -> str:
+    """A name for the kernel that a Dynamo graph can hold (a string: stable across processes)."""
+    key = _keys_by_kernel.get(kernel)
+    if key is None:
+        code = getattr(kernel.func, "__code__", None)
+        digest = hashlib.sha1(repr((kernel.__module__, kernel.__qualname__, kernel.dialect,
+                                    code.co_code if code else b"")).encode()).hexdigest()[:12]
+        key = f"{kernel.__module__}.{kernel.__qualname__}:{digest}"
+        with _lock:
+            if key in _kernels_by_key and _kernels_by_key[key] is not kernel:  # same code, other closure
+                key = f"{key}:{id(kernel):x}"
+            _kernels_by_key[key] = kernel
+            _keys_by_kernel[kernel] = key
+    _allow_in_graph()
+    return key
+
+
+# torch.compile calls these for real while tracing and uses the results as constants (what
+# @assume_constant_result sets; set directly, since importing Dynamo costs seconds for eager-only users).
+_kernel_key._dynamo_marked_constant = True  # type: ignore[attr-defined]
+
+_allowed = False
+
+
+def _allow_in_graph() -> None:
+    """Let torch.compile put _launch_in_graph into its graph as one call (Dynamo is loaded by then)."""
+    global _allowed
+    if not _allowed:
+        torch._dynamo.allow_in_graph(_launch_in_graph)
+        _allowed = True
 
 
 def traced_launch(kernel: Kernel, grid: tuple, args: tuple, kwargs: dict) -> Any:
     """A launch seen by torch.compile or a tracing mode: one ``torchneuron_ext_nki`` operator call."""
+    if torch.compiler.is_compiling():
+        # Dynamo sees a call of _launch_in_graph with the tensors and constants (shapes may be symbolic
+        # here); AOTAutograd then runs it on fake tensors, where it becomes the operator call below.
+        key = _kernel_key(kernel)
+        tensors: list = []
+        desc = _describe(args, kwargs, tensors, shapes=False)
+        return _launch_in_graph(key, grid, desc, *tensors)
+    return _launch_with_plan(kernel, grid, args, kwargs)
+
+
+def _launch_in_graph(kernel_key: str, grid: tuple, desc: tuple, *tensors: torch.Tensor) -> Any:
+    args, kwargs = _rebuild(desc, list(tensors))
+    return _launch_with_plan(_kernels_by_key[kernel_key], grid, args, kwargs)
+
+
+def _launch_with_plan(kernel: Kernel, grid: tuple, args: tuple, kwargs: dict) -> Any:
     tensors: list = []
     desc = _describe(args, kwargs, tensors)
-    key, inputs, mutated, layout, new_outputs = _plan_key(kernel, grid, desc)
-    read = [tensors[i] for i in inputs]
-    if not mutated:
-        outputs = _launch_op(key, read)
+    plan = _plan_for(kernel, grid, desc)
+    read = [tensors[i] for i in plan.inputs]
+    if not plan.mutated:
+        outputs = _launch_op(plan.key, read)
     else:
         # Functionalization cannot handle an operator that both mutates and returns a list, so a kernel
         # that updates arguments writes its new results into buffers allocated here.
         device = tensors[0].device
-        outputs = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in new_outputs]
-        _launch_mutating_op(key, read, [tensors[i] for i in mutated], outputs)
-    return _assemble(layout, outputs, tensors)
+        outputs = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in plan.new_outputs]
+        _launch_mutating_op(plan.key, read, [tensors[i] for i in plan.mutated], outputs)
+    return _assemble(plan.layout, outputs, tensors)
 
 
 def _run_plan(p: _Plan, inputs: list, mutated: list) -> "tuple[list, list]":
