@@ -1,7 +1,7 @@
 """What every example script does after running its kernels: compare with torch and say so."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -23,3 +23,22 @@ def check(name: str, got: Any, expected: torch.Tensor, *, atol: float = 1e-5, rt
     diff = (g - e).abs().max().item() if g.numel() else 0.0
     print(f"{name:<44} matches torch (max abs diff {diff:.2e})")
     return diff
+
+
+def device_from_args(description: str) -> str:
+    """``--device cpu|neuron``: where the example's tensors live (the kernels take either)."""
+    import argparse
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--device", choices=["cpu", "neuron"], default="cpu",
+                        help="run the kernels on CPU tensors (default) or on neuron device tensors")
+    device = parser.parse_args().device
+    if device == "neuron":
+        import torchneuron_ext  # noqa: F401  (registers the neuron device)
+    return device
+
+
+def on_device(device: str) -> Callable[..., tuple]:
+    """``on(a, b, ...)``: the tensors moved to ``device`` (CPU tensors stay as they are)."""
+    def on(*tensors: torch.Tensor) -> tuple:
+        return tuple(t.to(device) for t in tensors)
+    return on

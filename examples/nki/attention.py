@@ -11,7 +11,8 @@ Shapes: q (Sq, d), k and v (Sk, d) with d <= 128, Sq a multiple of 128 and Sk a 
    block so keys sit on the partitions.
 4. Divide by the row sums (``tensor_scalar`` with the reciprocal) and store.
 
-Run as a script to check both dialects against torch's scaled_dot_product_attention.
+Run as a script (add ``--device neuron`` for neuron tensors) to check both dialects against torch's
+scaled_dot_product_attention.
 """
 from __future__ import annotations
 
@@ -118,17 +119,20 @@ def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: Optional
                                                             scale=scale)[0].to(q.dtype)
 
 
-def main() -> None:
-    from _check import check
+def main(device: str = "cpu") -> None:
+    """Run the kernels on ``device`` tensors and compare with torch on CPU."""
+    from _check import check, on_device
+    on = on_device(device)
     torch.manual_seed(0)
     q, k, v = torch.randn(256, 64), torch.randn(384, 64), torch.randn(384, 64)
-    check("attention, legacy, q 256x64, kv 384x64", attention_legacy(q, k, v), reference(q, k, v),
+    check("attention, legacy, q 256x64, kv 384x64", attention_legacy(*on(q, k, v)), reference(q, k, v),
           atol=1e-5, rtol=1e-4)
-    check("attention, new, q 256x64, kv 384x64", attention_new(q, k, v), reference(q, k, v), atol=1e-5, rtol=1e-4)
+    check("attention, new, q 256x64, kv 384x64", attention_new(*on(q, k, v)), reference(q, k, v), atol=1e-5, rtol=1e-4)
     qb, kb, vb = q.bfloat16(), k.bfloat16(), v.bfloat16()
-    check("attention, legacy, bf16", attention_legacy(qb, kb, vb), reference(qb, kb, vb), atol=2e-2, rtol=2e-2)
-    check("attention, new, bf16", attention_new(qb, kb, vb), reference(qb, kb, vb), atol=2e-2, rtol=2e-2)
+    check("attention, legacy, bf16", attention_legacy(*on(qb, kb, vb)), reference(qb, kb, vb), atol=2e-2, rtol=2e-2)
+    check("attention, new, bf16", attention_new(*on(qb, kb, vb)), reference(qb, kb, vb), atol=2e-2, rtol=2e-2)
 
 
 if __name__ == "__main__":
-    main()
+    from _check import device_from_args
+    main(device_from_args(__doc__.split("\n")[0]))

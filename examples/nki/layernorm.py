@@ -5,7 +5,7 @@
   chunks of at most ``nl.tile_size.bn_stats_fmax`` (512) columns, then ``bn_aggr`` over the chunks.
 
 The legacy kernels mask the last 128-row tile (and the last bn_stats chunk); the new ones slice it.
-Run as a script to check all four against torch.
+Run as a script (add ``--device neuron`` for neuron tensors) to check all four against torch.
 """
 from __future__ import annotations
 
@@ -159,14 +159,17 @@ def reference(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, eps: flo
     return torch.nn.functional.layer_norm(x.float(), (x.shape[-1],), gamma.float(), beta.float(), eps).to(x.dtype)
 
 
-def main() -> None:
-    from _check import check
+def main(device: str = "cpu") -> None:
+    """Run the kernels on ``device`` tensors and compare with torch on CPU."""
+    from _check import check, on_device
+    on = on_device(device)
     torch.manual_seed(0)
     x, gamma, beta = torch.randn(300, 1100) * 3 + 1, torch.randn(1100), torch.randn(1100)
     for name, kernel in KERNELS.items():
-        check(f"layernorm {name}, 300x1100", kernel(x, gamma, beta), reference(x, gamma, beta),
+        check(f"layernorm {name}, 300x1100", kernel(*on(x, gamma, beta)), reference(x, gamma, beta),
               atol=1e-4, rtol=1e-4)
 
 
 if __name__ == "__main__":
-    main()
+    from _check import device_from_args
+    main(device_from_args(__doc__.split("\n")[0]))

@@ -9,7 +9,8 @@ storing it. The dialects differ in how that accumulation is spelled:
 - new: ``nisa.nc_matmul(dst=psum, ...)``; the first matmul into a PSUM location overwrites it and later
   ones accumulate, so the fresh (uninitialised) PSUM tile needs no memset.
 
-Run as a script to check both against torch (fp32 and bf16 operands).
+Run as a script (add ``--device neuron`` for neuron tensors) to check both against torch (fp32 and
+bf16 operands).
 """
 from __future__ import annotations
 
@@ -73,17 +74,20 @@ def reference(lhsT: torch.Tensor, rhs: torch.Tensor) -> torch.Tensor:
     return (lhsT.float().T @ rhs.float()).to(lhsT.dtype)
 
 
-def main() -> None:
-    from _check import check
+def main(device: str = "cpu") -> None:
+    """Run the kernels on ``device`` tensors and compare with torch on CPU."""
+    from _check import check, on_device
+    on = on_device(device)
     torch.manual_seed(0)
     lhsT, rhs = torch.randn(384, 256), torch.randn(384, 1024)
-    check("matmul, legacy, 256x1024x384 fp32", matmul_legacy(lhsT, rhs), reference(lhsT, rhs), atol=1e-4, rtol=1e-4)
-    check("matmul, new, 256x1024x384 fp32", matmul_new(lhsT, rhs), reference(lhsT, rhs), atol=1e-4, rtol=1e-4)
+    check("matmul, legacy, 256x1024x384 fp32", matmul_legacy(*on(lhsT, rhs)), reference(lhsT, rhs), atol=1e-4, rtol=1e-4)
+    check("matmul, new, 256x1024x384 fp32", matmul_new(*on(lhsT, rhs)), reference(lhsT, rhs), atol=1e-4, rtol=1e-4)
     lb, rb = lhsT.bfloat16(), rhs.bfloat16()
-    check("matmul, legacy, bf16", matmul_legacy(lb, rb), reference(lb, rb), atol=1e-1, rtol=1e-2)
-    check("matmul, new, bf16", matmul_new(lb, rb), reference(lb, rb), atol=1e-1, rtol=1e-2)
+    check("matmul, legacy, bf16", matmul_legacy(*on(lb, rb)), reference(lb, rb), atol=1e-1, rtol=1e-2)
+    check("matmul, new, bf16", matmul_new(*on(lb, rb)), reference(lb, rb), atol=1e-1, rtol=1e-2)
     print(matmul_new.last_result)
 
 
 if __name__ == "__main__":
-    main()
+    from _check import device_from_args
+    main(device_from_args(__doc__.split("\n")[0]))

@@ -6,7 +6,7 @@ slice the last tile short (``rows - r0`` partitions) and broadcast the weight ov
 a stride-0 access pattern (``g.ap([[0, 128], [1, d]])``). The new kernel squares and sums in one
 Scalar-engine instruction (``activation_reduce``).
 
-Run as a script to check both against torch.
+Run as a script (add ``--device neuron`` for neuron tensors) to check both against torch.
 """
 from __future__ import annotations
 
@@ -72,16 +72,19 @@ def reference(x: torch.Tensor, g: torch.Tensor, eps: float = 1e-6) -> torch.Tens
     return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * g.float()).to(x.dtype)
 
 
-def main() -> None:
-    from _check import check
+def main(device: str = "cpu") -> None:
+    """Run the kernels on ``device`` tensors and compare with torch on CPU."""
+    from _check import check, on_device
+    on = on_device(device)
     torch.manual_seed(0)
     x, g = torch.randn(250, 384), torch.rand(384) + 0.5
-    check("rmsnorm, legacy, 250 rows (masked)", rmsnorm_legacy(x, g), reference(x, g))
-    check("rmsnorm, new, 250 rows (sliced)", rmsnorm_new(x, g), reference(x, g))
+    check("rmsnorm, legacy, 250 rows (masked)", rmsnorm_legacy(*on(x, g)), reference(x, g))
+    check("rmsnorm, new, 250 rows (sliced)", rmsnorm_new(*on(x, g)), reference(x, g))
     xb, gb = x.bfloat16(), g.bfloat16()
-    check("rmsnorm, legacy, bf16", rmsnorm_legacy(xb, gb), reference(xb, gb), atol=2e-2, rtol=1e-2)
-    check("rmsnorm, new, bf16", rmsnorm_new(xb, gb), reference(xb, gb), atol=2e-2, rtol=1e-2)
+    check("rmsnorm, legacy, bf16", rmsnorm_legacy(*on(xb, gb)), reference(xb, gb), atol=2e-2, rtol=1e-2)
+    check("rmsnorm, new, bf16", rmsnorm_new(*on(xb, gb)), reference(xb, gb), atol=2e-2, rtol=1e-2)
 
 
 if __name__ == "__main__":
-    main()
+    from _check import device_from_args
+    main(device_from_args(__doc__.split("\n")[0]))

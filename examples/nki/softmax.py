@@ -5,7 +5,7 @@ reductions broadcast back over the free axis). New: the max (negated) from ``ten
 Scalar-engine ``activation`` computes exp(x + (-max)) and, in the same instruction, the row sums into
 ``reduce_res``; a reciprocal and a ``tensor_scalar`` multiply finish it.
 
-Run as a script to check both against torch.
+Run as a script (add ``--device neuron`` for neuron tensors) to check both against torch.
 """
 from __future__ import annotations
 
@@ -63,16 +63,19 @@ def reference(x: torch.Tensor) -> torch.Tensor:
     return torch.softmax(x.float(), dim=-1).to(x.dtype)
 
 
-def main() -> None:
-    from _check import check
+def main(device: str = "cpu") -> None:
+    """Run the kernels on ``device`` tensors and compare with torch on CPU."""
+    from _check import check, on_device
+    on = on_device(device)
     torch.manual_seed(0)
     x = torch.randn(200, 333) * 4
-    check("softmax, legacy, 200x333 (masked)", softmax_legacy(x), reference(x), atol=1e-6, rtol=1e-5)
-    check("softmax, new, 200x333 (sliced)", softmax_new(x), reference(x), atol=1e-6, rtol=1e-5)
+    check("softmax, legacy, 200x333 (masked)", softmax_legacy(*on(x)), reference(x), atol=1e-6, rtol=1e-5)
+    check("softmax, new, 200x333 (sliced)", softmax_new(*on(x)), reference(x), atol=1e-6, rtol=1e-5)
     xb = x.bfloat16()
-    check("softmax, legacy, bf16", softmax_legacy(xb), reference(xb), atol=4e-3, rtol=1e-2)
-    check("softmax, new, bf16", softmax_new(xb), reference(xb), atol=4e-3, rtol=1e-2)
+    check("softmax, legacy, bf16", softmax_legacy(*on(xb)), reference(xb), atol=4e-3, rtol=1e-2)
+    check("softmax, new, bf16", softmax_new(*on(xb)), reference(xb), atol=4e-3, rtol=1e-2)
 
 
 if __name__ == "__main__":
-    main()
+    from _check import device_from_args
+    main(device_from_args(__doc__.split("\n")[0]))

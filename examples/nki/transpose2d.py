@@ -4,7 +4,7 @@ Block (i, j) of x becomes block (j, i) of the result. Legacy: arange indices wit
 edge blocks (the masked load leaves the rest of the block undefined; the masked store writes only the
 valid part). New: edge blocks are sliced to their real size.
 
-Run as a script to check both against torch.
+Run as a script (add ``--device neuron`` for neuron tensors) to check both against torch.
 """
 from __future__ import annotations
 
@@ -55,15 +55,18 @@ def transpose_new(x):
     return out
 
 
-def main() -> None:
-    from _check import check
+def main(device: str = "cpu") -> None:
+    """Run the kernels on ``device`` tensors and compare with torch on CPU."""
+    from _check import check, on_device
+    on = on_device(device)
     torch.manual_seed(0)
     x = torch.randn(300, 200)
-    check("transpose, legacy, 300x200 (masked)", transpose_legacy(x), x.T, atol=0, rtol=0)
-    check("transpose, new, 300x200 (sliced)", transpose_new(x), x.T, atol=0, rtol=0)
+    check("transpose, legacy, 300x200 (masked)", transpose_legacy(*on(x)), x.T, atol=0, rtol=0)
+    check("transpose, new, 300x200 (sliced)", transpose_new(*on(x)), x.T, atol=0, rtol=0)
     xh = x.half()
-    check("transpose, new, fp16", transpose_new(xh), xh.T, atol=0, rtol=0)
+    check("transpose, new, fp16", transpose_new(*on(xh)), xh.T, atol=0, rtol=0)
 
 
 if __name__ == "__main__":
-    main()
+    from _check import device_from_args
+    main(device_from_args(__doc__.split("\n")[0]))

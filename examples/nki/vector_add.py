@@ -6,7 +6,7 @@ overhangs the tensor), and all instances write into the same ``shared_hbm`` outp
 "allocate". New dialect: ``add_kernel_new[2](a, b)`` runs on two logical NeuronCores (LNC2); each
 takes half of the rows and loops over its tiles.
 
-Run as a script to check both against torch.
+Run as a script (add ``--device neuron`` for neuron tensors) to check both against torch.
 """
 from __future__ import annotations
 
@@ -66,16 +66,19 @@ def add_kernel_new(a, b):
     return c
 
 
-def main() -> None:
-    from _check import check
+def main(device: str = "cpu") -> None:
+    """Run the kernels on ``device`` tensors and compare with torch on CPU."""
+    from _check import check, on_device
+    on = on_device(device)
     torch.manual_seed(0)
     a, b = torch.randn(300, 700), torch.randn(300, 700)
-    check("vector add, legacy, grid (3, 2)", add_legacy(a, b), a + b, atol=0, rtol=0)
-    check("vector add, new, LNC2", add_kernel_new[2](a, b), a + b, atol=0, rtol=0)
+    check("vector add, legacy, grid (3, 2)", add_legacy(*on(a, b)), a + b, atol=0, rtol=0)
+    check("vector add, new, LNC2", add_kernel_new[2](*on(a, b)), a + b, atol=0, rtol=0)
     ah, bh = a.to(torch.float16), b.to(torch.float16)
-    check("vector add, legacy, fp16", add_legacy(ah, bh), ah + bh, atol=0, rtol=0)
+    check("vector add, legacy, fp16", add_legacy(*on(ah, bh)), ah + bh, atol=0, rtol=0)
     print(add_kernel_new.last_result)
 
 
 if __name__ == "__main__":
-    main()
+    from _check import device_from_args
+    main(device_from_args(__doc__.split("\n")[0]))
