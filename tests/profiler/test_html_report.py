@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import urllib.error
 import urllib.request
 
@@ -15,7 +16,9 @@ from expecttest import TestCase
 from torch.profiler import ProfilerActivity, profile
 
 from torchneuron_ext.profiler import NeuronConfig, NeuronProfiler, summarize_trace
+from torchneuron_ext.cli import main
 from torchneuron_ext.profiler.html import build_html, write_html_report
+from torchneuron_ext.profiler.html.server import make_server
 from torchneuron_ext.profiler.html.page import profile_payload
 
 
@@ -121,58 +124,50 @@ def test_write_is_atomic_and_creates_directories(tmp_path, trace_dir):
     assert os.listdir(out.parent) == ["report.html"]
 
 
-def _cli(*args, **kw):
-    return subprocess.run([sys.executable, "-m", "torchneuron_ext.cli", *args], capture_output=True, text=True,
-                          timeout=300, **kw)
-
-
-def test_cli_report_html_and_errors(tmp_path, trace_dir):
+def test_cli_report_html_and_errors(tmp_path, trace_dir, capsys):
     out = tmp_path / "r.html"
-    r = _cli("report", trace_dir, trace_dir, "--html", str(out), "--title", "two runs")
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.count("neuron profile report") == 2 and f"HTML report written to {out}" in r.stdout
+    assert main(["report", trace_dir, trace_dir, "--html", str(out), "--title", "two runs"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.count("neuron profile report") == 2 and f"HTML report written to {out}" in printed
     data = _payload(out.read_text())
     assert data["title"] == "two runs" and len(data["profiles"]) == 2
-    bad = _cli("report", str(tmp_path / "missing"), "--html", str(tmp_path / "x.html"))
-    assert bad.returncode == 2 and "torchneuron-ext report:" in bad.stderr and not (tmp_path / "x.html").exists()
-    unwritable = _cli("report", trace_dir, "--html", str(out / "sub.html"))  # a file is in the way
-    assert unwritable.returncode == 2 and "torchneuron-ext report:" in unwritable.stderr
+    assert main(["report", str(tmp_path / "missing"), "--html", str(tmp_path / "x.html")]) == 2
+    assert "torchneuron-ext report:" in capsys.readouterr().err and not (tmp_path / "x.html").exists()
+    assert main(["report", trace_dir, "--html", str(out / "sub.html")]) == 2  # a file is in the way
+    assert "torchneuron-ext report:" in capsys.readouterr().err
+    assert main(["view", str(tmp_path / "missing")]) == 2
+    assert "torchneuron-ext view:" in capsys.readouterr().err
 
 
-def _serve(*args):
-    """Start `torchneuron-ext view`, return (process, url) once it prints its address."""
-    proc = subprocess.Popen([sys.executable, "-m", "torchneuron_ext.cli", "view", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    line = proc.stdout.readline()
-    m = re.search(r"http://127\.0\.0\.1:\d+/", line)
-    if not m:
-        proc.kill()
-        raise AssertionError(f"no address printed: {line!r} {proc.stderr.read()}")
-    return proc, m.group(0)
-
-
-def test_cli_view_serves_the_report(tmp_path, trace_dir):
-    proc, url = _serve(trace_dir, "--title", "served")
+def test_server_answers_with_the_page(trace_dir):
+    server = make_server(build_html([trace_dir], title="served"))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
     try:
-        with urllib.request.urlopen(url, timeout=30) as resp:
+        with urllib.request.urlopen(url + "#tab=ops", timeout=30) as resp:
             assert resp.headers["Content-Type"].startswith("text/html")
-            page = resp.read().decode()
-        assert _payload(page)["title"] == "served"
+            assert _payload(resp.read().decode())["title"] == "served"
         with pytest.raises(urllib.error.HTTPError) as err:
             urllib.request.urlopen(url + "other", timeout=30)
         assert err.value.code == 404
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-    # A report written before is served as it is.
+        server.shutdown()
+        server.server_close()
+
+
+def test_cli_view_prints_its_address_and_serves(tmp_path, trace_dir):
     out = tmp_path / "r.html"
-    write_html_report([trace_dir], out, title="from file")
-    proc, url = _serve(str(out))
+    write_html_report([trace_dir], out, title="from file")  # a report written before is served as it is
+    proc = subprocess.Popen([sys.executable, "-m", "torchneuron_ext.cli", "view", str(out)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     try:
-        with urllib.request.urlopen(url, timeout=30) as resp:
+        line = proc.stdout.readline()
+        m = re.search(r"http://127\.0\.0\.1:\d+/", line)
+        assert m, (line, proc.stderr.read() if proc.poll() is not None else "")
+        assert line.startswith("Serving the report at ")
+        with urllib.request.urlopen(m.group(0), timeout=30) as resp:
             assert _payload(resp.read().decode())["title"] == "from file"
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-    bad = _cli("view", str(tmp_path / "missing"))
-    assert bad.returncode == 2 and "torchneuron-ext view:" in bad.stderr
