@@ -1,5 +1,6 @@
 """nki_op and wrap_nki: NKI kernels as PyTorch operators, in eager, autograd and torch.compile (issue 6,
 point 6)."""
+import numpy as np
 import pytest
 import torch
 from expecttest import TestCase
@@ -125,6 +126,13 @@ def test_fake_tensors_give_shapes_without_running_on_data():
     for o in (out, direct):
         assert o.shape == (256, 64) and o.dtype == torch.float32 and o.device.type == "neuron"
         assert type(o).__name__ == "FakeTensor"
+
+
+def test_numpy_launch_inside_a_tracing_mode_runs_directly():
+    a = np.ones((128, 8), dtype=np.float32)
+    with FakeTensorMode():
+        out = add_kernel[1](a, a)
+    assert isinstance(out, np.ndarray) and (out == 2).all()
 
 
 def test_plan_is_cached_per_shape_dtype_grid_and_constants():

@@ -264,6 +264,8 @@ def _allow_in_graph() -> None:
 
 def traced_launch(kernel: Kernel, grid: tuple, args: tuple, kwargs: dict) -> Any:
     """A launch seen by torch.compile or a tracing mode: one ``torchneuron_ext_nki`` operator call."""
+    if not _has_tensor((args, kwargs)):
+        return launch(kernel, grid, args, kwargs)  # numpy arrays only: nothing for PyTorch to trace
     if torch.compiler.is_compiling():
         # Dynamo sees a call of _launch_in_graph with the tensors and constants (shapes may be symbolic
         # here); AOTAutograd then runs it on fake tensors, where it becomes the operator call below.
@@ -272,6 +274,16 @@ def traced_launch(kernel: Kernel, grid: tuple, args: tuple, kwargs: dict) -> Any
         desc = _describe(args, kwargs, tensors, shapes=False)
         return _launch_in_graph(key, grid, desc, *tensors)
     return _launch_with_plan(kernel, grid, args, kwargs)
+
+
+def _has_tensor(value: Any) -> bool:
+    if isinstance(value, torch.Tensor):
+        return True
+    if isinstance(value, dict):
+        return any(_has_tensor(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_has_tensor(v) for v in value)
+    return False
 
 
 def _launch_in_graph(kernel_key: str, grid: tuple, desc: tuple, *tensors: torch.Tensor) -> Any:
