@@ -11,7 +11,8 @@ from torchneuron_ext.compiler import graph_breaks
 from torchneuron_ext.compiler.backend import neuron_backend
 from torchneuron_ext.nki import torch_ops
 from torchneuron_ext.nki.torch_ops import nki_op, wrap_nki
-from tests.nki.torch_kernels import add_into, add_kernel, axpy_, rms_norm_backward_kernel, rms_norm_kernel, scale_
+from tests.nki.torch_kernels import (add_into, add_kernel, axpy_, copy_new, rms_norm_backward_kernel, rms_norm_kernel,
+                                     scale_)
 
 
 @pytest.fixture(autouse=True)
@@ -272,6 +273,29 @@ def test_compiled_launch_runs_the_kernel_each_call():
         x, y = _inputs()
         x = x + seed
         torch.testing.assert_close(compiled(x, y).cpu(), x.cpu() + y.cpu(), rtol=0, atol=0)
+
+
+@nki_op("nki_test::copy", mutates_args=())
+def nki_copy(x: torch.Tensor) -> torch.Tensor:
+    return copy_new[2](x)   # new dialect, two logical cores
+
+
+def test_new_dialect_lnc2_kernel():
+    x, _ = _inputs()
+    torch.testing.assert_close(nki_copy(x).cpu(), x.cpu(), rtol=0, atol=0)
+    compiled = torch.compile(lambda a: nki_copy(a) + copy_new[2](a), backend="neuron", fullgraph=True)
+    torch.testing.assert_close(compiled(x).cpu(), 2 * x.cpu(), rtol=0, atol=0)
+
+
+def test_second_device():
+    if torch.neuron.device_count() < 2:
+        pytest.skip("needs two neuron devices")
+    x, y = _inputs(device="neuron:1")
+    out = nki_add(x, y)
+    assert out.device == torch.device("neuron:1")
+    compiled = torch.compile(lambda a, b: nki_add(a, b) * 1, backend="neuron", fullgraph=True)
+    assert compiled(x, y).device == torch.device("neuron:1")
+    torch.testing.assert_close(out.cpu(), x.cpu() + y.cpu(), rtol=0, atol=0)
 
 
 def test_dynamic_shapes():
