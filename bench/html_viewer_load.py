@@ -8,7 +8,9 @@ runtime dispatch span, kernel, flows between them, a copy now and then, HBM coun
 the report, opens it in headless Chromium and measures:
 
 - build: Python, trace dict to HTML (`build_html`; JSON parsing of the trace file not included);
-- open:  navigation to "report ready" (HTML parsed, data inflated, columns and timeline drawn);
+- open:  navigation to "report ready" (HTML parsed, data inflated, columns and timeline drawn),
+         and where that time goes in the page (scriptStart: loading and parsing the HTML up to the
+         viewer's script; parse: the embedded JSON; base64, inflate, columns; firstView: the tab);
 - first draw: the timeline's first full draw at whole-trace zoom, and a redraw after zooming in;
 - against the 10k trace, how much slower each size opens (ratio measured in the same run).
 
@@ -93,7 +95,8 @@ def measure(browser: HeadlessChromium, path: str) -> dict:
         const tl = tnx.timeline();
         let t = performance.now(); tl.drawNow(); const full = performance.now() - t;
         tl.zoomBy(1 / 50); t = performance.now(); tl.drawNow(); const zoomed = performance.now() - t;
-        return {full, zoomed, drawn: tl.stats.drawn, events: tnx.profiles()[0].events, inPage: tnx.loadMs};
+        return {full, zoomed, drawn: tl.stats.drawn, events: tnx.profiles()[0].events, inPage: tnx.loadMs,
+                timings: tnx.timings};
     })()""")
     return {"open_s": open_s, **draw}
 
@@ -123,6 +126,10 @@ def main() -> int:
                   f"open {best['open_s']:5.2f} s (in page {best['inPage'] / 1e3:4.2f} s), full draw "
                   f"{best['full']:5.1f} ms ({best['drawn']} rects after zoom), zoomed draw {best['zoomed']:5.1f} ms",
                   flush=True)
+            t = best["timings"]
+            print("           in the page: " + ", ".join(
+                f"{k} {t[k]:.0f} ms" for k in ("scriptStart", "parse", "base64", "inflate", "columns", "firstView")),
+                flush=True)
     base = rows[0]
     print(f"\nopen time against the {base[0]}-event trace (same run):")
     for n, _, _, best in rows:

@@ -117,7 +117,8 @@ def test_click_shows_details_and_jumps_to_device_work(browser, demo):
     assert pt["i"] >= 0
     browser.click(pt["x"], pt["y"])
     assert browser.evaluate("tnx.timeline().selected") == pt["i"]
-    details = browser.evaluate("tnx.timeline().details.innerText")
+    # Args are inflated in the background after the page opens; the panel fills them in then.
+    details = browser.wait_for("(t => !t.includes('loading…') && t)(tnx.timeline().details.innerText)")
     op = browser.evaluate(f"tnx.event({pt['i']})")
     assert "aten::pow" in details and "External id" in details and str(op["args"]["External id"]) in details
     assert "1 device event" in details

@@ -19,7 +19,7 @@ _NP = {"f64": "<f8", "f32": "<f4", "u32": "<u4", "u16": "<u2", "u8": "u1", "i32"
 def columns(profile):
     """The blob decoded as the page decodes it: inflate, then typed views at the recorded offsets."""
     buf = zlib.decompress(base64.b64decode(profile["blob"]))
-    out = {}
+    out = {"args": np.frombuffer(zlib.decompress(base64.b64decode(profile["argsBlob"])), dtype=np.uint8)}
     for name, (dtype, offset, n) in profile["columns"].items():
         dt = np.dtype(_NP[dtype])
         assert offset % dt.itemsize == 0, f"{name} is not aligned for its typed array"

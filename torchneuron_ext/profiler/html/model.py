@@ -4,6 +4,8 @@ The page must open a trace of a million events in a couple of seconds, so events
 as one JSON object each. They are stored as typed columns (float64 start and duration, uint32
 name index, ...) in one binary blob, deflated and base64-encoded; the page inflates it with the
 browser's DecompressionStream and reads the columns as typed arrays without parsing per event.
+Each event's args (JSON text, found through the argOffset column) are a second blob the page
+inflates only after it has opened.
 
 Events are ordered by lane, then row (nesting depth), then start, so each row is one contiguous,
 non-overlapping, start-sorted range: the timeline finds what is on screen by binary search.
@@ -49,13 +51,12 @@ class _Columns:
         self._parts.append(data.tobytes())
         self._size += data.nbytes
 
-    def add_bytes(self, name: str, data: bytes) -> None:
-        self.index[name] = ["u8", self._size, len(data)]
-        self._parts.append(data)
-        self._size += len(data)
-
     def encode(self) -> str:
-        return base64.b64encode(zlib.compress(b"".join(self._parts), 6)).decode("ascii")
+        return _pack(b"".join(self._parts))
+
+
+def _pack(data: bytes) -> str:
+    return base64.b64encode(zlib.compress(data, 6)).decode("ascii")
 
 
 def _lane_label(group: str, pid: Any, tid: Any, thread_names: dict, process_names: dict) -> str:
@@ -212,7 +213,6 @@ def build_profile(trace: dict, name: str, source: str = "") -> dict[str, Any]:
     cols.add("tier", "u8", np.array(tier_l, dtype=np.uint8)[final] if n else [])
     cols.add("rowStart", "u32", row_starts)
     cols.add("argOffset", "u32", arg_offsets)
-    cols.add_bytes("args", b"".join([blobs[i] for i in final.tolist()]))
     cols.add("flowFrom", "u32", flows[:, 0])
     cols.add("flowTo", "u32", flows[:, 1])
     counter_records = []
@@ -239,6 +239,9 @@ def build_profile(trace: dict, name: str, source: str = "") -> dict[str, Any]:
         "lanes": lane_records, "groups": list(GROUPS), "tiers": list(TIERS), "strings": list(strings),
         "cats": list(cats), "counters": counter_records, "flows": int(len(flows)),
         "columns": cols.index, "blob": cols.encode(),
+        # Event args are most of the bytes and only needed once an event is clicked: a blob of their
+        # own, inflated by the page after it has opened.
+        "argsBlob": _pack(b"".join([blobs[i] for i in final.tolist()])),
     }
 
 

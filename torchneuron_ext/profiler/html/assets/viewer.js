@@ -79,7 +79,10 @@
       const col = (name) => { const [dt, off, n] = meta.columns[name]; return new ARRAYS[dt](buffer, off, n); };
       this.start = col("start"); this.dur = col("dur"); this.nameId = col("name"); this.lane = col("lane");
       this.cat = col("cat"); this.tier = col("tier"); this.rowStart = col("rowStart");
-      this.argOffset = col("argOffset"); this.argBytes = col("args");
+      this.argOffset = col("argOffset");
+      this.argBytes = null; // inflated on demand by loadArgs()
+      this.argsBlob = meta.argsBlob;
+      this.argsPromise = null;
       this.flowFrom = col("flowFrom"); this.flowTo = col("flowTo");
       this.n = this.start.length;
       // Each row is non-overlapping and start-sorted, so its end times are sorted too.
@@ -105,9 +108,17 @@
     eventName(i) { return this.strings[this.nameId[i]]; }
     groupOf(i) { return this.lanes[this.lane[i]].group; }
     rowOf(i) { return upperBound(this.rowStart, 0, this.rowStart.length, i) - 1; }
+    loadArgs() {
+      if (!this.argsPromise) {
+        this.argsPromise = inflate(base64Bytes(this.argsBlob)).then((buf) => { this.argBytes = new Uint8Array(buf); this.argsBlob = null; });
+      }
+      return this.argsPromise;
+    }
+    // An event's args, or null while they are still being inflated (see loadArgs).
     args(i) {
       const a = this.argOffset[i], b = this.argOffset[i + 1];
       if (a === b) return {};
+      if (!this.argBytes) return null;
       try { return JSON.parse(this.decoder.decode(this.argBytes.subarray(a, b))); } catch (e) { return {}; }
     }
     flowsOut(i) {
@@ -449,7 +460,11 @@
         ["start", fmtUs(p.start[i])], ["duration", fmtUs(p.dur[i])], ["end", fmtUs(p.end[i])],
       ];
       if (p.tier[i]) rows.push(["tier", p.tiers[p.tier[i]]]);
-      for (const [k, v] of Object.entries(p.args(i))) rows.push([k, typeof v === "object" ? JSON.stringify(v) : String(v)]);
+      const args = p.args(i);
+      if (args === null) {
+        rows.push(["args", "loading…"]);
+        p.loadArgs().then(() => { if (this.selected === i) this.renderDetails(); });
+      } else for (const [k, v] of Object.entries(args)) rows.push([k, typeof v === "object" ? JSON.stringify(v) : String(v)]);
       const table = el("table", { class: "event-args" }, ...rows.map(([k, v]) => el("tr", {}, el("td", { text: k }), el("td", { text: v }))));
       const links = el("div", { class: "links" });
       const ins = p.flowsIn(i), outs = p.flowsOut(i);
@@ -957,14 +972,23 @@
   }
 
   async function main() {
+    // Where the opening time goes, for bench/html_viewer_load.py.
+    const timings = window.tnx.timings = { scriptStart: T_START };
+    let mark = performance.now();
+    const lap = (name) => { const now = performance.now(); timings[name] = (timings[name] || 0) + now - mark; mark = now; };
     const raw = JSON.parse(document.getElementById("tnx-data").textContent);
     document.getElementById("tnx-data").remove(); // the text is parsed; let the browser drop it
+    lap("parse");
     setStatus("decoding " + raw.profiles.length + " profile(s)…");
     for (let k = 0; k < raw.profiles.length; k++) {
       const meta = raw.profiles[k];
-      const buffer = await inflate(base64Bytes(meta.blob));
+      const bytes = base64Bytes(meta.blob);
       meta.blob = null;
+      lap("base64");
+      const buffer = await inflate(bytes);
+      lap("inflate");
       app.profiles.push(new Profile(meta, buffer, k));
+      lap("columns");
     }
     const picker = document.getElementById("profile-picker");
     app.profiles.forEach((p, k) => picker.append(el("option", { value: String(k), text: p.name })));
@@ -975,10 +999,13 @@
     const tab = fromHash();
     picker.value = String(app.active);
     showTab(tab);
+    lap("firstView");
     const total = app.profiles.reduce((a, p) => a + p.n, 0);
     window.tnx.loadMs = performance.now() - T_START;
     setStatus(fmtInt(total) + " events · opened in " + (window.tnx.loadMs / 1000).toFixed(2) + " s");
     window.tnx.ready = true;
+    // Now the page is usable, inflate the args of every profile in the background.
+    setTimeout(() => { for (const p of app.profiles) p.loadArgs().catch((err) => console.error(err)); }, 0);
   }
 
   // The page's state for scripts and tests (tests/profiler/test_html_browser.py drives it).
@@ -1002,8 +1029,9 @@
       hits.sort((a, b) => p.start[a] - p.start[b]);
       return hits[k || 0] === undefined ? -1 : hits[k || 0];
     },
-    event: (i) => {
+    event: async (i) => {
       const p = app.profiles[app.active];
+      await p.loadArgs();
       return { name: p.eventName(i), group: p.groupOf(i), lane: p.lanes[p.lane[i]].label, start: p.start[i], dur: p.dur[i], args: p.args(i) };
     },
   };
