@@ -2,11 +2,13 @@
 
 Eagerly a kernel runs on the tensors it is given (kernel.py's launch: neuron tensors are viewed, not
 copied). When PyTorch traces instead (torch.compile, fake tensors, functionalization), a launch
-becomes one call of the operator ``torchneuron_ext_nki::launch``: its fake kernel answers from a
-*plan*, worked out once per (kernel, grid, argument shapes and dtypes, constant arguments) by running
-the kernel in the simulator on host arrays, which tells the output shapes and dtypes, which arguments
-the kernel writes (declared as mutated, so functionalization keeps them right) and which results are
-arguments handed back. Compiled graphs then call the real kernel through that operator.
+becomes one call of the operator ``torchneuron_ext_nki::launch`` (``launch_mutating`` when the kernel
+writes into arguments): its fake kernel answers from a *plan*, worked out once per (kernel, grid,
+argument shapes and dtypes, constant arguments) by running the kernel in the simulator on host
+arrays, which tells the output shapes and dtypes, which arguments the kernel writes (declared as
+mutated, so functionalization keeps them right) and which results are arguments handed back.
+Compiled graphs then call the real kernel through that operator. Dynamo itself sees a kernel call
+as one ``_launch_in_graph`` node (allowed in the graph), which AOTAutograd turns into the operator.
 
 ``nki_op("ns::name", mutates_args=...)`` makes a ``torch.library.custom_op`` of a type-annotated
 wrapper (schema inferred from the annotations) and registers the wrapper as its fake kernel, so the
