@@ -85,6 +85,18 @@ def double(x: torch.Tensor) -> torch.Tensor:
 
 x = torch.randn(128, 8).to("neuron")
 assert torch.equal(double(x).cpu(), x.cpu() * 2)
+
+import neuronxcc.nki.language as legacy_nl
+from torch_neuronx import nki_jit
+
+@nki_jit
+def add_into(a_input, b_input, c_output):
+    nl_tile = legacy_nl.add(legacy_nl.load(a_input), legacy_nl.load(b_input))
+    legacy_nl.store(c_output, value=nl_tile)
+
+c = torch.zeros(128, 8, device="neuron")
+add_into(x, x, c)
+assert torch.equal(c.cpu(), x.cpu() * 2)
 assert nki_op2 is nki_op and torch_neuronx.nki is nki
 assert "nki::double_kernel" in torch_neuronx.get_executed_ops()
 print("torch_neuronx ok")

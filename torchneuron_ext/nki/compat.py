@@ -7,8 +7,9 @@ for top-level packages that are not installed (the real toolchain always wins):
 - ``neuronxcc.nki``, ``neuronxcc.nki.language``, ``.isa``, ``.typing``: the legacy dialect
   (``torchneuron_ext.nki.legacy``);
 - ``nki``, ``nki.language``, ``nki.isa``, ``nki.typing``: the new dialect (``torchneuron_ext.nki``);
-- ``torch_neuronx``: ``nki_op``, ``wrap_nki`` and ``nki`` (as in TorchNeuron), the op-tracking
-  functions, and the submodules ``torch_neuronx.nki_hop`` and ``torch_neuronx.profiling``.
+- ``torch_neuronx``: ``nki_op``, ``wrap_nki`` and ``nki`` (as in TorchNeuron), ``nki_jit`` (the
+  legacy decorator of the XLA-based torch-neuronx), the op-tracking functions, and the submodules
+  ``torch_neuronx.nki_hop`` and ``torch_neuronx.profiling``.
 
 ``python -m torchneuron_ext.nki.compat script.py [args]`` runs a script with the aliases installed.
 """
@@ -58,6 +59,8 @@ def _facade(name: str) -> types.ModuleType:
             from torchneuron_ext import ops
             module.__path__ = []
             module.nki = importlib.import_module("torchneuron_ext.nki")
+            # The XLA-era decorator (SDK <= 2.23): legacy-dialect kernels, often with outputs passed in.
+            module.nki_jit = importlib.import_module("torchneuron_ext.nki.legacy").jit
             for fn in ("get_executed_ops", "get_fallback_ops", "clear_op_tracking", "get_op_counts"):
                 setattr(module, fn, getattr(ops, fn))
             module.__version__ = torchneuron_ext.__version__
