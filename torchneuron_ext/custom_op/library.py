@@ -72,7 +72,7 @@ def _dlopen_error(path: str, error: str) -> str:
     return f"cannot load {path}: {error}"
 
 
-def _call_json(handle: ctypes.CDLL, symbol: str, path: str) -> dict:
+def _call_json(handle: ctypes.CDLL, symbol: str, path: str, *args: bytes) -> dict:
     try:
         fn = getattr(handle, symbol)
     except AttributeError:
@@ -80,8 +80,8 @@ def _call_json(handle: ctypes.CDLL, symbol: str, path: str) -> dict:
             f"{path} is not a custom-op library built by torchneuron_ext.custom_op.load() (it has no {symbol}); "
             "build it with custom_op.load(name, compute_srcs, shape_srcs)") from None
     fn.restype = ctypes.c_char_p
-    fn.argtypes = []
-    return json.loads(fn().decode("utf-8"))
+    fn.argtypes = [ctypes.c_char_p] * len(args)
+    return json.loads(fn(*args).decode("utf-8"))
 
 
 def load_library(path: str | os.PathLike) -> CustomOpLibrary:
@@ -118,9 +118,14 @@ def load_library(path: str | os.PathLike) -> CustomOpLibrary:
         if info.get("torch") != running:
             raise CustomOpError(f"{path} was built against torch {info.get('torch')}, but torch {running} is "
                                 "running; rebuild it with custom_op.load()")
-        result = _call_json(handle, "torchneuron_custom_op_register", path)
+        result = _call_json(handle, "torchneuron_custom_op_register", path, path.encode())
         if not result.get("ok"):
-            raise CustomOpError(f"cannot register the ops of {path}: {result.get('error')}")
+            error = str(result.get("error"))
+            hint = ""
+            if "multiple times" in error:
+                hint = ("\n(an op of this library is already registered, by another library or another copy of this "
+                        "one: op names must be unique within their namespace)")
+            raise CustomOpError(f"cannot register the ops of {path}: {error}{hint}")
         ops = tuple(op["name"] for op in result["ops"])
         for op in ops:
             _C._register_custom_op_kernel(op)

@@ -52,9 +52,10 @@ inline const char* library_info_json() {
 }
 
 // Runs the NEURON_LIBRARY blocks, matches their m.def calls with the build's
-// bindings and registers every op; all or nothing. Returns
+// bindings and registers every op, naming `origin` as where they come from;
+// all or nothing. Returns
 // {"ok": true, "ops": [...]} or {"ok": false, "error": "..."}.
-inline const char* register_library_json() {
+inline const char* register_library_json(const char* origin) {
   static std::string result;
   static std::unique_ptr<Libraries> registered;
   if (registered) return result.c_str();
@@ -85,7 +86,7 @@ inline const char* register_library_json() {
         ops.push_back(binding);
       }
     }
-    auto libs = std::make_unique<Libraries>();
+    auto libs = std::make_unique<Libraries>(origin != nullptr ? origin : "lib" TORCHNEURON_CUSTOM_OP_LIBRARY ".so");
     std::string listed;
     for (const BindingEntry* b : ops) {
       b->register_op(*libs);
@@ -111,6 +112,7 @@ inline const char* register_library_json() {
   extern "C" __attribute__((visibility("default"))) const char* torchneuron_custom_op_info() {     \
     return ::torchneuron::detail::library_info_json();                                            \
   }                                                                                               \
-  extern "C" __attribute__((visibility("default"))) const char* torchneuron_custom_op_register() { \
-    return ::torchneuron::detail::register_library_json();                                        \
+  extern "C" __attribute__((visibility("default"))) const char* torchneuron_custom_op_register( \
+      const char* origin) {                                                                     \
+    return ::torchneuron::detail::register_library_json(origin);                                \
   }

@@ -101,6 +101,8 @@ struct BindingCheck {
 // unregisters everything (a failed registration leaves nothing behind).
 class Libraries {
  public:
+  // `origin` (the library's path) names the registrations in PyTorch's messages.
+  explicit Libraries(std::string origin) : origin_(std::move(origin)) {}
   torch::Library& def(const char* ns) { return get(ns, std::nullopt); }
   torch::Library& impl(const char* ns, c10::DispatchKey key) { return get(ns, key); }
 
@@ -110,7 +112,7 @@ class Libraries {
       if (e.ns == ns && e.key == key) return *e.lib;
     }
     auto kind = key.has_value() ? torch::Library::IMPL : torch::Library::FRAGMENT;
-    libs_.push_back({ns, key, std::make_unique<torch::Library>(kind, ns, key, "lib" TORCHNEURON_CUSTOM_OP_LIBRARY ".so", 0)});
+    libs_.push_back({ns, key, std::make_unique<torch::Library>(kind, ns, key, origin_.c_str(), 0)});
     return *libs_.back().lib;
   }
   struct Entry {
@@ -118,6 +120,7 @@ class Libraries {
     std::optional<c10::DispatchKey> key;
     std::unique_ptr<torch::Library> lib;
   };
+  std::string origin_;  // outlives libs_, which point to it
   std::vector<Entry> libs_;
 };
 

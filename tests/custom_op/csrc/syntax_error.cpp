@@ -1,0 +1,3 @@
+#include <torch/torch.h>
+
+torch::Tensor unary(const torch::Tensor& x) { return x + 1 }
