@@ -139,6 +139,7 @@ def test_routed_under_compile(rms_route):
     out = fn(xc.to("neuron"), wc.to("neuron"))
     torch.testing.assert_close(out.cpu(), torch.rms_norm(xc, (64,), wc, 1e-6) * 2)
     assert torchneuron_ext.get_op_counts()["nki::rms_norm_kernel"] == {"nki": 1}
+    assert rms_route.routed == 0 and rms_route.traced >= 1   # the compiled graph holds the kernel
     torch._dynamo.reset()
 
 

@@ -33,13 +33,15 @@ _tls = threading.local()
 
 
 class AtenRoute:
-    """An installed route: counts of calls ``routed`` to the NKI path and ``fallbacks``; ``remove()``."""
+    """An installed route: counts of calls ``routed`` to the NKI path and of ``fallbacks`` (calls on real
+    tensors; calls made while torch.compile or a fake-tensor mode traces count as ``traced``); ``remove()``."""
 
     def __init__(self, op: torch._ops.OpOverload, fn: Callable, keys: tuple) -> None:
         self.op, self.fn, self.keys = op, fn, keys
         self.name = op.name()
         self.routed = 0
         self.fallbacks = 0
+        self.traced = 0
         self._lib: Optional[torch.library.Library] = None
         self._expected: dict = {}
 
@@ -82,7 +84,7 @@ class AtenRoute:
     def __repr__(self) -> str:
         state = "installed" if self.installed else "removed"
         return (f"<AtenRoute {self.name} -> {getattr(self.fn, '__name__', self.fn)} at {'+'.join(self.keys)}, "
-                f"{state}, routed={self.routed}, fallbacks={self.fallbacks}>")
+                f"{state}, routed={self.routed}, fallbacks={self.fallbacks}, traced={self.traced}>")
 
     # -- the kernel ----------------------------------------------------------
     def _kernel(self, original: Any, key: str) -> Callable:
@@ -99,11 +101,18 @@ class AtenRoute:
                 out = self.fn(*args, **kwargs)
             finally:
                 busy.discard(self.name)
+            tracing = _tracing(args)
             if out is NotImplemented:
-                self.fallbacks += 1
+                if tracing:
+                    self.traced += 1
+                else:
+                    self.fallbacks += 1
                 return original.call_boxed(keyset, *args, **kwargs)
             self._check(out, args, kwargs, autograd)
-            self.routed += 1
+            if tracing:
+                self.traced += 1
+            else:
+                self.routed += 1
             return out
         kernel.__name__ = f"nki_route_{self.name.replace('::', '_')}"
         return kernel
@@ -155,6 +164,12 @@ class AtenRoute:
                       for t in tree_flatten(meta_out)[0]]
         self._expected[key] = result
         return result
+
+
+def _tracing(args: tuple) -> bool:
+    if torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack() > 0:
+        return True
+    return any(isinstance(a, torch._subclasses.FakeTensor) for a in tree_flatten(args)[0])
 
 
 def _meta_key(a: Any) -> Any:
