@@ -196,6 +196,9 @@ def copy(src: NKITensor, *, dtype: Any = None, mask: Any = None, **_: Any) -> NK
     return _eng.copy(src, dtype=dtype, mask=mask)
 
 
+copy._nki_op = "copy"  # also the Scalar engine's identity: nisa.activation(op=nl.copy, ...) is a common idiom
+
+
 def broadcast_to(src: NKITensor, *, shape: Sequence[int], **_: Any) -> NKITensor:
     return _eng.broadcast_to(src, tuple(shape))
 
