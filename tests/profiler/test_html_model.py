@@ -24,6 +24,17 @@ def columns(profile):
         dt = np.dtype(_NP[dtype])
         assert offset % dt.itemsize == 0, f"{name} is not aligned for its typed array"
         out[name] = np.frombuffer(buf, dtype=dt, count=n, offset=offset)
+    # Times: nanoseconds in uint32, 0xFFFFFFFF meaning "the next escape value"; starts are deltas
+    # within each row.
+    times = {}
+    for label in ("start", "dur"):
+        ns, esc = out[label + "Ns"].astype(np.float64), iter(out[label + "Escapes"])
+        times[label] = np.array([next(esc) if v == 0xFFFFFFFF else v for v in ns])
+        assert next(esc, None) is None, f"unused {label} escapes"
+    rs = out["rowStart"]
+    for row in range(len(rs) - 1):
+        times["start"][rs[row]:rs[row + 1]] = np.cumsum(times["start"][rs[row]:rs[row + 1]])
+    out["start"], out["dur"] = times["start"] / 1000.0, times["dur"] / 1000.0
     return out
 
 
@@ -57,9 +68,12 @@ def test_every_complete_event_is_kept_once(real_trace):
     p = build_profile(real_trace, "real")
     xs = [e for e in real_trace["traceEvents"] if e.get("ph") == "X"]
     assert p["events"] == len(xs)
-    got = sorted((name, round(start + p["t0"], 3), round(dur, 3)) for name, _, start, dur, _ in events_of(p))
-    want = sorted((e["name"], round(e["ts"], 3), round(e["dur"], 3)) for e in xs)
-    assert got == want
+    got = sorted((name, start + p["t0"], dur) for name, _, start, dur, _ in events_of(p))
+    want = sorted((e["name"], e["ts"], e["dur"]) for e in xs)
+    assert [g[0] for g in got] == [w[0] for w in want]
+    # Times survive to the nanosecond (the trace's own resolution).
+    assert max(abs(g[1] - w[1]) for g, w in zip(got, want)) < 1.5e-3
+    assert max(abs(g[2] - w[2]) for g, w in zip(got, want)) < 1e-3
 
 
 def test_lanes_follow_the_system_timeline(real_trace):
@@ -183,6 +197,16 @@ def test_odd_events_are_skipped_or_normalised():
     assert list(c[rec["column"] + ".ts"]) == [1.0, 3.0]  # sorted by time, relative to the trace's start
     assert list(c[rec["column"] + ".allocated MB"]) == [2.0, 1.0]
     assert list(c[rec["column"] + ".reserved MB"]) == [4.0, 4.0]  # a sample without it holds the value
+
+
+def test_long_gaps_and_durations_escape_uint32():
+    # 5 s and 10 s are more nanoseconds than uint32 holds: they go through the escape column.
+    ev = [{"ph": "X", "cat": "kernel", "name": n, "pid": 2, "tid": 0, "ts": ts, "dur": d}
+          for n, ts, d in (("a", 0.0, 1.5), ("b", 5e6, 1e7), ("c", 1.5e7 + 0.001, 0.002))]
+    p = build_profile(_tiny(ev), "t")
+    c = columns(p)
+    assert list(c["startEscapes"]) == [5e9, 1e10 + 1] and list(c["durEscapes"]) == [1e10]
+    assert [(n, s, d) for n, _, s, d, _ in events_of(p)] == [("a", 0.0, 1.5), ("b", 5e6, 1e7), ("c", 1.5e7 + 0.001, 0.002)]
 
 
 def test_empty_and_bad_traces():

@@ -1,8 +1,8 @@
 """A Chrome trace reduced to what the HTML viewer draws: lanes, events in columns, flows, counters.
 
 The page must open a trace of a million events in a couple of seconds, so events are not embedded
-as one JSON object each. They are stored as typed columns (float64 start and duration, uint32
-name index, ...) in one binary blob, deflated and base64-encoded; the page inflates it with the
+as one JSON object each. They are stored as typed columns (start and duration in nanoseconds, name
+index, lane, ...) in one binary blob, deflated and base64-encoded; the page inflates it with the
 browser's DecompressionStream and reads the columns as typed arrays without parsing per event.
 Each event's args (JSON text, found through the argOffset column) are a second blob the page
 inflates only after it has opened.
@@ -27,7 +27,8 @@ _GROUP_OF_CAT = {
     "kernel": "hardware", "gpu_user_annotation": "hardware",
     "gpu_memcpy": "transfer", "gpu_memset": "transfer",
 }
-TIERS = ("", "native", "generic", "compiled")
+TIERS = ("", "native", "generic", "compiled", "nki", "collective")
+_ESCAPE = 0xFFFFFFFF  # in a uint32 time column: the value is the next one of the escape column
 _encode_args = json.JSONEncoder(separators=(",", ":"), default=str).encode
 
 
@@ -205,8 +206,17 @@ def build_profile(trace: dict, name: str, source: str = "") -> dict[str, Any]:
             raise ValueError("the trace's event arguments exceed 4 GiB; the viewer cannot embed them")
         arg_offsets[1:] = np.cumsum(lengths[final])
     cols = _Columns()
-    cols.add("start", "f64", start[final] - t_min)
-    cols.add("dur", "f64", dur[final])
+    # Times as whole nanoseconds (a Chrome trace's resolution): starts as deltas within each row,
+    # durations as they are. Small integers deflate far better than doubles; a value too large for
+    # uint32 is written as 0xFFFFFFFF and kept, in order, in a float64 escape column.
+    start_ns = np.rint((start[final] - t_min) * 1000.0).astype(np.int64)
+    delta = np.diff(start_ns, prepend=0)
+    firsts = row_starts[:-1][row_starts[:-1] < row_starts[1:]].astype(np.int64)
+    delta[firsts] = start_ns[firsts]
+    for label, values in (("start", delta), ("dur", np.rint(dur[final] * 1000.0).astype(np.int64))):
+        big = values >= _ESCAPE
+        cols.add(label + "Ns", "u32", np.where(big, _ESCAPE, values))
+        cols.add(label + "Escapes", "f64", values[big].astype(np.float64))
     cols.add("name", "u32", np.array(name_l, dtype=np.uint32)[final] if n else [])
     cols.add("lane", "u16", lane_rank[final])
     cols.add("cat", "u8", np.array(cat_l, dtype=np.uint8)[final] if n else [])

@@ -77,17 +77,29 @@
       this.index = index;
       for (const k of ["name", "source", "duration", "lanes", "groups", "tiers", "strings", "cats", "summary", "ops", "findings"]) this[k] = meta[k];
       const col = (name) => { const [dt, off, n] = meta.columns[name]; return new ARRAYS[dt](buffer, off, n); };
-      this.start = col("start"); this.dur = col("dur"); this.nameId = col("name"); this.lane = col("lane");
+      this.nameId = col("name"); this.lane = col("lane");
       this.cat = col("cat"); this.tier = col("tier"); this.rowStart = col("rowStart");
+      this.n = this.nameId.length;
+      // Times arrive as uint32 nanoseconds (starts as deltas within each row, 0xFFFFFFFF: take the
+      // next escape value) and become float64 microseconds.
+      this.start = new Float64Array(this.n); this.dur = new Float64Array(this.n); this.end = new Float64Array(this.n);
+      const sNs = col("startNs"), sEsc = col("startEscapes"), dNs = col("durNs"), dEsc = col("durEscapes");
+      let se = 0, de = 0;
+      for (let r = 0; r + 1 < this.rowStart.length; r++) {
+        let acc = 0;
+        for (let i = this.rowStart[r], hi = this.rowStart[r + 1]; i < hi; i++) {
+          const ds = sNs[i], dd = dNs[i];
+          acc += ds === 0xFFFFFFFF ? sEsc[se++] : ds;
+          const d = dd === 0xFFFFFFFF ? dEsc[de++] : dd;
+          this.start[i] = acc / 1000; this.dur[i] = d / 1000; this.end[i] = (acc + d) / 1000;
+        }
+      }
       this.argOffset = col("argOffset");
       this.argBytes = null; // inflated on demand by loadArgs()
       this.argsBlob = meta.argsBlob;
       this.argsPromise = null;
       this.flowFrom = col("flowFrom"); this.flowTo = col("flowTo");
-      this.n = this.start.length;
       // Each row is non-overlapping and start-sorted, so its end times are sorted too.
-      this.end = new Float64Array(this.n);
-      for (let i = 0; i < this.n; i++) this.end[i] = this.start[i] + this.dur[i];
       this.counters = meta.counters.map((c) => {
         const series = c.series.map((s) => ({ name: s, v: col(c.column + "." + s) }));
         let max = 0, peakAt = 0;
