@@ -26,3 +26,42 @@ def test_broadcast_shape_matches_numpy(shapes: list) -> None:
                                               ((256, 8), (128, 8), True), ((), (1, 1), False)])
 def test_larger_than(src: tuple, dst: tuple, larger: bool) -> None:
     assert _larger_than(src, dst) is larger
+
+
+def test_new_tiles_never_share_memory_with_their_inputs() -> None:
+    """Results take over the engine's freshly computed arrays; identities and broadcasts must still copy."""
+    import torchneuron_ext.nki.legacy as nki
+    import torchneuron_ext.nki.legacy.isa as nisa
+    import torchneuron_ext.nki.legacy.language as nl
+
+    @nki.jit
+    def k(a, b):
+        t = nl.load(a)
+        row = nl.load(b)                                  # (1, 4)
+        results = [nl.add(t, 1.0), nl.exp(t), nl.multiply(t, t, dtype=nl.bfloat16),
+                   nisa.activation(nl.copy, t), nl.add(row, t[0:1, :]).broadcast_to((3, 4)),
+                   nl.maximum(t, 0.0, mask=(nl.arange(3)[:, None] < 2)), t.astype(nl.float32), nl.copy(t)]
+        for r in results:
+            r[...] = 7.0                                  # must not reach t
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=t)
+        return out
+
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal(k(a, np.ones((1, 4), np.float32)), a)
+
+
+def test_adopted_results_are_accounted_in_sbuf() -> None:
+    import torchneuron_ext.nki.legacy as nki
+    import torchneuron_ext.nki.legacy.language as nl
+    from torchneuron_ext.nki import NKIError
+
+    @nki.jit
+    def k(a):
+        t = nl.load(a)                                    # 128 x 16384 fp32: 64 KiB per partition
+        keep = [nl.add(t, float(i)) for i in range(4)]    # the fourth result passes trn2's 224 KiB
+        return keep
+
+    with pytest.raises(NKIError) as info:
+        k(np.ones((128, 16384), np.float32))
+    assert info.value.code == "err_sbuf_capacity_exceeded"

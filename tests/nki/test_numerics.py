@@ -687,3 +687,26 @@ def test_fused_softmax_and_rms_norm_match_torch() -> None:
     soft, rms = k(x, w)
     torch.testing.assert_close(soft, torch.softmax(x, -1))
     torch.testing.assert_close(rms, x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w)
+
+
+@pytest.mark.parametrize("dialect", ["legacy", "new"])
+def test_activation_with_nl_copy_is_the_identity(dialect: str) -> None:
+    # nisa.activation(op=nl.copy, scale=s) scales (or just moves, e.g. out of PSUM) on the Scalar engine.
+    if dialect == "legacy":
+        @lnki.jit
+        def k(a):
+            r = lnisa.activation(op=lnl.copy, data=lnl.load(a), scale=-2.0)
+            out = lnl.ndarray(r.shape, dtype=r.dtype, buffer=lnl.shared_hbm)
+            lnl.store(out, value=r)
+            return out
+    else:
+        @nki.jit
+        def k(a):
+            t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=a)
+            nisa.activation(dst=t, op=nl.copy, data=t, scale=-2.0)
+            out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+            nisa.dma_copy(dst=out, src=t)
+            return out
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(k(a), -2 * a)

@@ -96,8 +96,9 @@ def _fp32(v: Any) -> Any:
     return v
 
 
-def new_tile(shape: tuple, dtype: np.dtype, buffer: Buffer = sbuf) -> NKITensor:
-    storage = runtime.current().allocate(shape, dtype, buffer, fill=None)
+def new_tile(shape: tuple, dtype: np.dtype, buffer: Buffer = sbuf, adopt: Optional[np.ndarray] = None
+             ) -> NKITensor:
+    storage = runtime.current().allocate(shape, dtype, buffer, fill=None, adopt=adopt)
     return NKITensor(storage, storage.array)
 
 
@@ -110,16 +111,24 @@ def _charge(engine: str, name: str, shape: tuple) -> None:
 
 
 def _emit(result: np.ndarray, dtype: np.dtype, dst: Optional[NKITensor], mask: Optional[np.ndarray],
-          api: str) -> Optional[NKITensor]:
-    """Write an engine result into ``dst`` or a new SBUF tile, casting to the output dtype."""
+          api: str, fresh: bool = False) -> Optional[NKITensor]:
+    """Write an engine result into ``dst`` or a new SBUF tile, casting to the output dtype.
+
+    ``fresh``: the caller computed ``result`` into a new array that nothing else references, so the new
+    tile can take it over instead of copying it (a copy per instruction is a third of a small op's time).
+    """
     if dst is None:
-        out = new_tile(result.shape, dtype)
         vals = dtypes.cast(result, dtype)
         if mask is not None:
             m = _mask_for(mask, result.shape)
             if m is not None:
                 fill = np.nan if dtypes.is_float(dtype) else 0
                 vals = np.where(m, vals, np.array(fill).astype(dtype))
+                fresh = True
+        if fresh and vals.shape == result.shape and vals.dtype == dtype and vals.flags.c_contiguous \
+                and vals.flags.writeable and vals.base is None:
+            return new_tile(result.shape, dtype, adopt=vals)
+        out = new_tile(result.shape, dtype)
         out.write(vals)
         return out
     check_tile(dst, api, "dst")
@@ -291,10 +300,13 @@ def elementwise(op: str, inputs: Sequence[Any], *, dtype: Any = None, mask: Any 
             result = np.asarray(UNARY[op][1](_fp32(vals[0])), dtype=np.float32)
         else:
             fail("err_unsupported_op", f"unknown engine operation '{op}'")
+    # Every engine function returns a new array, except the identities, which return their input.
+    fresh = op not in ("copy", "identity")
     if result.shape != out_shape:
         result = np.broadcast_to(result, out_shape)
+        fresh = False
     _charge(engine or (UNARY[op][0] if op in UNARY else "vector"), api, out_shape)
-    return _emit(result, out_dtype, dst, m, api)
+    return _emit(result, out_dtype, dst, m, api, fresh=fresh)
 
 
 def accumulate(ref: NKITensor, op: str, other: Any) -> None:

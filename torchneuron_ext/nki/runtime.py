@@ -65,7 +65,9 @@ class Launch:
 
     # -- allocation ----------------------------------------------------------
     def allocate(self, shape: tuple, dtype: np.dtype, buffer: Buffer, name: str = "",
-                 par_axis: int = 0, fill: Any = "uninit") -> Storage:
+                 par_axis: int = 0, fill: Any = "uninit", adopt: Optional[np.ndarray] = None) -> Storage:
+        """A new tensor. ``adopt``: an on-chip tile's values, freshly computed and referenced nowhere else,
+        become its memory as they are (no copy)."""
         shape = tuple(int(s) for s in shape)
         if any(s < 0 for s in shape):
             fail("err_invalid_shape", f"negative dimension in shape {shape}")
@@ -74,7 +76,7 @@ class Launch:
         if buffer is shared_hbm:
             return self._shared_allocation(shape, dtype, name, fill)
         if buffer.on_chip:
-            array, owner = np.empty(shape, dtype=dtype), None
+            array, owner = (np.empty(shape, dtype=dtype) if adopt is None else adopt), None
         else:
             array, owner = self.hbm_allocator(shape, dtype)
         storage = Storage(array, buffer, name, par_axis, owner)
