@@ -1,0 +1,66 @@
+"""Custom ops in the profiler and the per-op timing (named device kernels), and under torch.compile."""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+import torchneuron_ext
+from torchneuron_ext import profiler as neuron_profiler
+from torchneuron_ext.compiler import graph_breaks
+
+ops = torch.ops.test_ops
+
+
+@pytest.fixture(autouse=True)
+def _library(test_ops):
+    return test_ops
+
+
+def test_torch_profiler_shows_a_named_device_kernel():
+    x = torch.randn(256, device="neuron")
+    ops.affine(x, 2.0, 1, False)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        for _ in range(3):
+            ops.affine(x, 2.0, 1, False)
+    rows = {e.key: e for e in prof.key_averages()}
+    kernel = rows["neuron::test_ops::affine"]
+    assert kernel.count == 3 and kernel.self_device_time_total > 0
+    host = rows["test_ops::affine"]  # the launching op carries the kernel's device time
+    assert host.count == 3 and host.device_time_total == pytest.approx(kernel.self_device_time_total)
+    assert "neuron::test_ops::affine" in prof.key_averages().table(sort_by="self_device_time_total")
+
+
+def test_per_op_timing():
+    x = torch.randn(256, device="neuron")
+    with neuron_profiler.timing():
+        for _ in range(4):
+            pos, neg = ops.split_sign(x)
+    stats = {s.name: s for s in neuron_profiler.op_stats()}
+    s = stats["test_ops::split_sign"]
+    assert (s.tier, s.calls_timed) == ("custom", 4)
+    assert 0 < s.device_total_us <= s.host_total_us
+    assert (s.bytes_read, s.bytes_written) == (4 * 1024, 4 * 2 * 1024)
+    assert "test_ops::split_sign" in neuron_profiler.timing_table()
+
+
+def test_compiled_graph_calls_the_op():
+    def fn(a, b):
+        pos, neg = ops.split_sign(a * 2)
+        return ops.stream_add(pos, b).sin() + neg
+
+    a, b = torch.randn(33, device="neuron"), torch.randn(33, device="neuron")
+    expected = fn(a, b).cpu()
+    torchneuron_ext.clear_op_tracking()
+    out = torch.compile(fn, backend="neuron", fullgraph=True)(a, b)
+    torch.testing.assert_close(out.cpu(), expected)
+    counts = torchneuron_ext.get_op_counts()
+    assert counts["test_ops::split_sign"] == {"custom": 1} and counts["test_ops::stream_add"] == {"custom": 1}
+    assert graph_breaks(fn, a, b).graph_breaks == 0
+
+
+def test_compiled_with_changing_shapes():
+    f = torch.compile(lambda x: ops.affine(x + 1, 3.0, 2, False), backend="neuron")
+    for n in (5, 6, 7):  # the shape function needs sizes: each shape gets its graph
+        x = torch.randn(n, device="neuron")
+        torch.testing.assert_close(f(x).cpu(), (x.cpu() + 1) * 3 + 2)
