@@ -7,6 +7,7 @@
 #include "aten/custom_op_kernel.h"
 #include "aten/host_kernel_routing.h"
 #include "aten/op_tracking.h"
+#include "distributed/bindings.h"
 #include "profiler/kineto_plugin.h"
 #include "runtime/stream.h"
 #include "runtime/tracer.h"
@@ -167,7 +168,8 @@ PYBIND11_MODULE(_C, m) {
                                                             {"generic", ExecutionTier::kGeneric},
                                                             {"compiled", ExecutionTier::kCompiled},
                                                             {"nki", ExecutionTier::kNki},
-                                                            {"custom", ExecutionTier::kCustom}};
+                                                            {"custom", ExecutionTier::kCustom},
+                                                            {"collective", ExecutionTier::kCollective}};
     auto it = tiers.find(tier);
     if (it == tiers.end()) throw py::value_error("unknown tier '" + tier + "'");
     OpCounter* c = op_counter(name, it->second);
@@ -199,4 +201,5 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_set_warn_on_generic", &set_warn_on_generic);
   m.def("_warn_on_generic", &warn_on_generic);
+  distributed::init_bindings(m);
 }

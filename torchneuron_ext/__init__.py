@@ -79,3 +79,9 @@ def __getattr__(name: str) -> object:
 
         return importlib.import_module(".nki", __name__)
     raise AttributeError(f"module 'torchneuron_ext' has no attribute {name!r}")
+
+# torch.distributed's "neuron" backend; also pins a torchrun worker to its core
+# (NEURON_RT_VISIBLE_CORES from LOCAL_RANK) before the runtime starts.
+from . import distributed  # noqa: E402
+
+distributed.install()

@@ -37,8 +37,11 @@ constexpr int32_t kNeuronPid = 0x4e43;  // "NC"
 constexpr int32_t kLanesPerCore = 64;
 int32_t hardware_lane(int core) { return core * kLanesPerCore; }
 int32_t runtime_lane(int core, int64_t stream) {
-  return core * kLanesPerCore + 1 + static_cast<int32_t>(stream % (kLanesPerCore - 2));
+  return core * kLanesPerCore + 1 + static_cast<int32_t>(stream % (kLanesPerCore - 3));
 }
+// Collectives overlap the core's kernels (communication runs beside compute),
+// so they get a lane of their own next to the transfers.
+int32_t collective_lane(int core) { return core * kLanesPerCore + kLanesPerCore - 2; }
 int32_t transfer_lane(int core) { return core * kLanesPerCore + kLanesPerCore - 1; }
 
 int64_t realtime_minus_monotonic() {
@@ -176,7 +179,9 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
         buffer_->emplace_activity(buffer_->span, copy ? ActivityType::GPU_MEMCPY : ActivityType::CONCURRENT_KERNEL,
                                   copy ? std::string(copy_name(r.copy)) : kernel_name(r.name));
         auto& a = *buffer_->activities.back();
-        const int32_t lane = copy ? transfer_lane(r.device) : hardware_lane(r.device);
+        const bool collective = static_cast<ExecutionTier>(r.tier) == ExecutionTier::kCollective;
+        const int32_t lane =
+            copy ? transfer_lane(r.device) : (collective ? collective_lane(r.device) : hardware_lane(r.device));
         fill(a, r, r.kernel_start + offset, r.kernel_end + offset, lane, op, flow);
         a.flow.start = 0;
         a.addMetadata("device", r.device);
@@ -210,6 +215,8 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
         name = "NC" + std::to_string(core) + " hardware (kernel execution)";
       } else if (offset == kLanesPerCore - 1) {
         name = "NC" + std::to_string(core) + " transfers";
+      } else if (offset == kLanesPerCore - 2) {
+        name = "NC" + std::to_string(core) + " collectives";
       } else {
         name = "NC" + std::to_string(core) + " runtime stream " + std::to_string(streams_[{core, lane}]);
       }

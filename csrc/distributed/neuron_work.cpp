@@ -1,0 +1,168 @@
+#include "neuron_work.h"
+
+#include <c10/util/Exception.h>
+
+#include "../aten/op_tracking.h"
+#include "../runtime/device.h"
+#include "../runtime/tracer.h"
+
+namespace torchneuron::distributed {
+
+void CollectiveEvent::finish(int64_t end_ns) const {
+  if (timing_mode == 0 || counter == nullptr) return;
+  counter->add_timing(launch_end - launch_start, end_ns - launch_start, bytes_read, bytes_written, 0);
+  if (timing_mode & neuron_rt::kTimingTrace) {
+    neuron_rt::TraceRecord r;
+    r.kind = neuron_rt::TraceKind::kKernel;
+    r.tier = static_cast<uint8_t>(ExecutionTier::kCollective);
+    r.device = static_cast<int16_t>(device);
+    r.stream = stream;
+    r.correlation = correlation;
+    r.host_start = r.kernel_start = launch_start;
+    r.host_end = launch_end;
+    r.kernel_end = end_ns;
+    r.bytes_read = static_cast<uint64_t>(bytes_read);
+    r.bytes_written = static_cast<uint64_t>(bytes_written);
+    r.name = counter->name.c_str();
+    neuron_rt::record(r);
+  }
+}
+
+std::string describe_failure(const std::string& description, const std::string& transport_message) {
+  return "neuron backend: " + description +
+         " failed: " + transport_message +
+         "\nA peer process may have exited or stopped calling collectives (the group's timeout, "
+         "`init_process_group(timeout=...)`, bounds the wait). Check the other ranks' logs.";
+}
+
+namespace {
+
+std::string message_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const c10::Error& err) {
+    return err.what_without_backtrace();
+  } catch (const std::exception& err) {
+    return err.what();
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
+}  // namespace
+
+NeuronWork::NeuronWork(c10::intrusive_ptr<c10d::Work> inner, std::vector<at::Tensor> outputs,
+                       std::vector<at::Tensor> keep_alive, std::function<void()> finalize,
+                       CollectiveEvent event, std::string description, int rank, c10d::OpType op_type,
+                       bool try_future)
+    : c10d::Work(rank, op_type),
+      inner_(std::move(inner)),
+      outputs_(std::move(outputs)),
+      event_(event),
+      description_(std::move(description)) {
+  c10::intrusive_ptr<c10::ivalue::Future> inner_future;
+  if (try_future) {
+    try {
+      inner_future = inner_->getFuture();
+    } catch (const c10::Error&) {
+      inner_future = nullptr;  // this gloo Work has none
+    }
+  }
+  if (!inner_future) {
+    keep_alive_ = std::move(keep_alive);
+    finalize_ = std::move(finalize);
+    return;
+  }
+  // The future's callback owns the tensors, so they outlive the transport's
+  // use of their memory even when the caller drops this Work early.
+  auto value = c10::List<at::Tensor>(outputs_);
+  auto evt = event_;
+  std::string desc = description_;
+  future_ = inner_future->then(
+      [keep = std::move(keep_alive), finalize = std::move(finalize), value, evt,
+       desc](c10::ivalue::Future& parent) -> c10::IValue {
+        if (parent.hasError()) {
+          evt.finish(neuron_rt::now_ns());
+          C10_THROW_ERROR(DistBackendError, describe_failure(desc, message_of(parent.exception_ptr())));
+        }
+        if (finalize) finalize();
+        evt.finish(neuron_rt::now_ns());
+        (void)keep;
+        return value;
+      },
+      c10::ListType::ofTensors());
+}
+
+bool NeuronWork::isCompleted() {
+  if (future_) return future_->completed();
+  const bool done = inner_->isCompleted();
+  if (done) finish_without_future();
+  return done;
+}
+
+bool NeuronWork::isSuccess() const {
+  if (future_) return future_->completed() && !future_->hasError();
+  return inner_->isSuccess();
+}
+
+std::exception_ptr NeuronWork::exception() const {
+  if (future_) return future_->completed() && future_->hasError() ? future_->exception_ptr() : nullptr;
+  return inner_->exception();
+}
+
+int NeuronWork::sourceRank() const { return inner_->sourceRank(); }
+
+std::vector<at::Tensor> NeuronWork::result() { return outputs_; }
+
+void NeuronWork::rethrow(const std::exception_ptr& e) const {
+  try {
+    std::rethrow_exception(e);
+  } catch (const c10::DistBackendError&) {
+    throw;
+  } catch (...) {
+    C10_THROW_ERROR(DistBackendError, describe_failure(description_, message_of(e)));
+  }
+}
+
+bool NeuronWork::wait(std::chrono::milliseconds timeout) {
+  try {
+    // gloo enforces the group's timeout itself; a caller's shorter one is
+    // honoured by the transport's wait.
+    if (timeout != kNoTimeout || !future_) inner_->wait(timeout);
+  } catch (...) {
+    if (!future_) finish_without_future();
+    rethrow(std::current_exception());
+  }
+  if (!future_) {
+    finish_without_future();
+    return true;
+  }
+  future_->wait();
+  if (future_->hasError()) rethrow(future_->exception_ptr());
+  return true;
+}
+
+void NeuronWork::abort() { inner_->abort(); }
+
+c10::intrusive_ptr<c10::ivalue::Future> NeuronWork::getFuture() {
+  if (future_) return future_;
+  TORCH_CHECK(opType_ != c10d::OpType::SEND && opType_ != c10d::OpType::RECV &&
+                  opType_ != c10d::OpType::RECVANYSOURCE,
+              "neuron backend: ", description_, " has no future (point-to-point works, as in gloo); call wait()");
+  // The transport gave this collective no future: complete one on the spot.
+  wait();
+  auto done = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors());
+  done->markCompleted(c10::IValue(c10::List<at::Tensor>(outputs_)));
+  return done;
+}
+
+void NeuronWork::finish_without_future() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (finished_) return;
+  finished_ = true;
+  if (finalize_ && inner_->isSuccess()) finalize_();
+  event_.finish(neuron_rt::now_ns());
+  keep_alive_.clear();
+}
+
+}  // namespace torchneuron::distributed

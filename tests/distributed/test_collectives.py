@@ -1,0 +1,47 @@
+"""Every collective on neuron tensors across 2 processes, against CPU arithmetic.
+
+One 2-rank job runs all checks (process start-up dominates the cost); each
+test below asserts on its own check, on both ranks.
+"""
+from __future__ import annotations
+
+import pytest
+
+from .launcher import run_ranks
+
+CHECKS = ["device_per_rank", "backend_names", "all_reduce_ops", "all_reduce_dtypes", "async_work_and_future",
+          "dropped_async_work_keeps_tensors", "all_gather_forms", "reduce_scatter_forms",
+          "broadcast_reduce_gather_scatter", "all_to_all_uneven", "point_to_point", "coalesced_forms", "subgroups",
+          "cpu_tensors_and_objects", "barrier_and_views", "profiler_lane_and_timing"]
+MIXED_CHECKS = ["backend_names", "all_reduce_ops", "async_work_and_future", "all_gather_forms", "all_to_all_uneven",
+                "point_to_point", "subgroups", "cpu_tensors_and_objects"]
+
+
+def _job(env: dict[str, str] | None = None) -> list:
+    ranks = run_ranks("tests.distributed.workers.collectives", env=env, timeout=150)
+    for r in ranks:
+        assert r.returncode == 0, f"rank {r.rank} exited with {r.returncode}:\n{r.output[-4000:]}"
+    return ranks
+
+
+@pytest.fixture(scope="module")
+def neuron_job() -> list:
+    return _job()
+
+
+@pytest.fixture(scope="module")
+def mixed_job() -> list:
+    # CPU tensors through plain gloo, neuron tensors through ours, in one group.
+    return _job({"TNX_BACKEND": "cpu:gloo,neuron:neuron"})
+
+
+@pytest.mark.parametrize("check", CHECKS)
+def test_collective(neuron_job: list, check: str) -> None:
+    for r in neuron_job:
+        assert r.result.get(check) == "ok", f"rank {r.rank}: {r.result.get(check, 'not run')}"
+
+
+@pytest.mark.parametrize("check", MIXED_CHECKS)
+def test_mixed_backend_string(mixed_job: list, check: str) -> None:
+    for r in mixed_job:
+        assert r.result.get(check) == "ok", f"rank {r.rank}: {r.result.get(check, 'not run')}"

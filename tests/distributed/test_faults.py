@@ -1,0 +1,69 @@
+"""Disagreeing, dead and stalled ranks: a clear error on the others, never a hang."""
+from __future__ import annotations
+
+import re
+
+import expecttest
+
+from .launcher import run_ranks
+
+
+def _scenario(name: str, timeout: float = 60, env: dict[str, str] | None = None) -> list:
+    return run_ranks("tests.distributed.workers.faults", env={"TNX_SCENARIO": name, **(env or {})}, timeout=timeout)
+
+
+class TestFaults(expecttest.TestCase):
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.mismatch = _scenario("mismatch")
+
+    def _messages(self, key: str) -> str:
+        ranks = self.mismatch
+        for r in ranks:
+            self.assertEqual(r.returncode, 0, r.output[-3000:])
+        texts = {r.result[key] for r in ranks}
+        self.assertEqual(len(texts), 1, f"ranks saw different errors: {texts}")  # the same text on every rank
+        return texts.pop()
+
+    def test_shape_mismatch(self) -> None:
+        self.assertExpectedInline(self._messages("shape"), """""")
+
+    def test_dtype_mismatch_of_equal_byte_size(self) -> None:
+        self.assertExpectedInline(self._messages("dtype"), """""")
+
+    def test_different_collectives(self) -> None:
+        self.assertExpectedInline(self._messages("kind"), """""")
+
+    def test_all_to_all_split_disagreement(self) -> None:
+        self.assertExpectedInline(self._messages("splits"), """""")
+
+    def test_all_gather_chunk_shapes(self) -> None:
+        self.assertExpectedInline(self._messages("all_gather"), """""")
+
+    def test_async_mismatch_raises_at_the_call(self) -> None:
+        self.assertIn("mismatched collectives", self._messages("async_shape"))
+
+    def test_group_usable_after_errors(self) -> None:
+        self.assertEqual(self._messages("after"), "[3.0, 3.0, 3.0]")
+
+    def test_dead_peer_raises_quickly(self) -> None:
+        rank0, rank1 = _scenario("dead_peer", timeout=60, env={"TNX_TIMEOUT": "30"})
+        self.assertEqual(rank1.returncode, 3)
+        self.assertEqual(rank0.returncode, 0, rank0.output[-3000:])
+        message = rank0.result["error"]
+        self.assertTrue(message.startswith("DistBackendError: neuron backend: "), message)
+        self.assertIn("A peer process may have exited", message)
+        self.assertLess(float(rank0.result["seconds"]), 30)  # well before the group's timeout
+
+    def test_stalled_peer_raises_at_the_timeout(self) -> None:
+        rank0, _ = _scenario("stalled_peer", timeout=60, env={"TNX_TIMEOUT": "3"})
+        self.assertEqual(rank0.returncode, 0, rank0.output[-3000:])
+        message = rank0.result["error"]
+        self.assertTrue(message.startswith("DistBackendError: neuron backend: "), message)
+        self.assertRegex(message, re.compile("time", re.IGNORECASE))
+        self.assertLess(float(rank0.result["seconds"]), 12)
+
+
+if __name__ == "__main__":
+    import unittest
+    unittest.main()

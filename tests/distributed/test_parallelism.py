@@ -1,0 +1,46 @@
+"""DDP (the example, under torchrun), FSDP2, DTensor tensor parallelism and compiled
+functional collectives on neuron, each matched against single-process training."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from .launcher import REPO, free_port, run_ranks
+
+CHECKS = ["fsdp2_matches_single_process", "dtensor_tensor_parallel_linear", "compiled_functional_collectives",
+          "ddp_bucketed_gradients"]
+
+
+@pytest.fixture(scope="module")
+def job() -> list:
+    ranks = run_ranks("tests.distributed.workers.parallelism", timeout=170)
+    for r in ranks:
+        assert r.returncode == 0, f"rank {r.rank} exited with {r.returncode}:\n{r.output[-4000:]}"
+    return ranks
+
+
+@pytest.mark.parametrize("check", CHECKS)
+def test_parallelism(job: list, check: str) -> None:
+    for r in job:
+        assert r.result.get(check) == "ok", f"rank {r.rank}: {r.result.get(check, 'not run')}"
+
+
+def test_ddp_example_under_torchrun_matches_single_process(tmp_path) -> None:
+    out = tmp_path / "losses.json"
+    env = {k: v for k, v in os.environ.items() if k not in ("NEURON_RT_VISIBLE_CORES", "NEURON_RT_NUM_CORES")}
+    env["OMP_NUM_THREADS"] = "1"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", f"--master-port={free_port()}",
+           "examples/ddp_train.py", "--steps", "6", "--json", str(out)]
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    # torchrun's LOCAL_RANK gave each rank its own core.
+    assert "rank 0/2: NEURON_RT_VISIBLE_CORES=0" in proc.stdout and "rank 1/2: NEURON_RT_VISIBLE_CORES=1" in proc.stdout
+    losses = json.load(open(out))
+    assert losses["world_size"] == 2 and len(losses["ddp"]) == 6
+    assert losses["ddp"][-1] < losses["ddp"][0]  # it trains
+    for a, b in zip(losses["ddp"], losses["single"]):
+        assert abs(a - b) < 1e-5, (losses["ddp"], losses["single"])

@@ -1,0 +1,20 @@
+"""torch.distributed on the neuron device: the ``"neuron"`` c10d backend.
+
+``import torch`` registers it (through the package's autoload), so
+``dist.init_process_group(backend="neuron")`` works as on Trainium. Collectives
+run in gloo, torch's TCP transport, on zero-copy host views of device memory;
+see docs/distributed.md.
+"""
+from __future__ import annotations
+
+from .backend import BACKEND_NAME, NeuronOptions, ProcessGroupNeuron, checks_enabled_by_default, register
+from .rank_device import select_rank_core
+
+__all__ = ["BACKEND_NAME", "NeuronOptions", "ProcessGroupNeuron", "checks_enabled_by_default", "install", "register",
+           "select_rank_core"]
+
+
+def install() -> None:
+    """Run at package import: pin this process to its rank's core, register the backend."""
+    select_rank_core()
+    register()
