@@ -88,6 +88,7 @@ def _sbuf_kernel(free: int, count: int):
     @lnki.jit
     def k(a):
         keep = [lnl.ndarray((128, free), dtype=lnl.float32, buffer=lnl.sbuf) for _ in range(count)]
+        lnl.exp(keep[0][:, 0:1])
         return a
     return k
 
@@ -109,8 +110,10 @@ def test_sbuf_counts_live_tiles_and_frees_dead_ones(monkeypatch):
 
     @lnki.jit
     def reuse(a):
-        for _ in range(10):  # each iteration's tile dies when the name is rebound
-            t = lnl.ndarray((128, 20_000), dtype=lnl.float32, buffer=lnl.sbuf)
+        for _ in range(10):
+            # 160 KB each: the previous iteration's tile dies when the name is rebound, so one is live
+            t = lnl.ndarray((128, 40_000), dtype=lnl.float32, buffer=lnl.sbuf)
+            lnl.exp(t[:, 0:1])
         return a
 
     reuse(f32(2, 2))
@@ -130,11 +133,14 @@ def test_psum_has_eight_banks():
     @nki.jit
     def k(a, n):
         banks = [nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum) for _ in range(n)]
+        nisa.memset(banks[0], 0.0)
         return a
 
     k(f32(2, 2), 8)
     err = raises("err_psum_capacity_exceeded", k, f32(2, 2), 9)
     assert "16384" in str(err)
+    # The error points at the allocation that did not fit, not at the instruction that noticed.
+    assert err.source_line.strip().startswith("banks = [nl.ndarray((128, 512)")
 
 
 # -- matmul operand limits -------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from . import cost_model, dtypes
-from .errors import fail
+from .errors import NKIError, fail
 from .memory import Buffer, Target, psum, sbuf, shared_hbm
 
 _state = threading.local()
@@ -57,6 +57,7 @@ class Launch:
         self._shared_seen = 0
         self._live = {sbuf: 0, psum: 0}
         self._nested_lines: Optional[set] = None
+        self._pending: Optional[tuple] = None
         self.instance_index = 0
 
     # -- instances -----------------------------------------------------------
@@ -68,6 +69,8 @@ class Launch:
                  par_axis: int = 0, fill: Any = "uninit", adopt: Optional[np.ndarray] = None) -> Storage:
         """A new tensor. ``adopt``: an on-chip tile's values, freshly computed and referenced nowhere else,
         become its memory as they are (no copy)."""
+        if self._pending is not None:
+            self.settle()
         shape = tuple(int(s) for s in shape)
         if any(s < 0 for s in shape):
             fail("err_invalid_shape", f"negative dimension in shape {shape}")
@@ -137,13 +140,29 @@ class Launch:
             # PSUM is handed out in whole 2 KiB banks.
             nbytes = math.ceil(nbytes / self.target.psum_bank_bytes) * self.target.psum_bank_bytes
         capacity = self.target.psum_partition_bytes if buffer is psum else self.target.sbuf_partition_bytes
-        if self._live[buffer] + nbytes > capacity:
-            fail("err_psum_capacity_exceeded" if buffer is psum else "err_sbuf_capacity_exceeded",
-                 f"out of {buffer.name}: this {storage.array.shape} tile needs {nbytes} bytes per partition but "
-                 f"live {buffer.name} tiles already hold {self._live[buffer]} of {capacity}; let tiles go out of "
-                 f"scope (reuse one buffer per loop iteration) or use smaller tiles")
         self._live[buffer] += nbytes
         weakref.finalize(storage, self._release, buffer, nbytes)
+        if self._live[buffer] > capacity and self._pending is None:
+            # In `t = nl.ndarray(...)` inside a loop, the previous iteration's tile stays referenced until
+            # the assignment completes, so the verdict waits for the next instruction or allocation.
+            try:
+                fail("err_psum_capacity_exceeded" if buffer is psum else "err_sbuf_capacity_exceeded",
+                     f"out of {buffer.name}: this {storage.array.shape} tile needs {nbytes} bytes per partition "
+                     f"but live {buffer.name} tiles already hold {self._live[buffer] - nbytes} of {capacity}; let "
+                     f"tiles go out of scope (reuse one buffer per loop iteration) or use smaller tiles")
+            except NKIError as err:
+                self._pending = (buffer, capacity, err)
+                self.costs.settle = self.settle
+
+    def settle(self) -> None:
+        """Raise a capacity error left pending by the last allocation if its tiles are all still live."""
+        if self._pending is None:
+            return
+        buffer, capacity, err = self._pending
+        self._pending = None
+        self.costs.settle = None
+        if self._live[buffer] > capacity:
+            raise err
 
     def _release(self, buffer: Buffer, nbytes: int) -> None:
         self._live[buffer] -= nbytes
