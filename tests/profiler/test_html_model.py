@@ -166,6 +166,11 @@ def test_chrome_flow_binding_rules():
         {"ph": "f", "id": 2, "cat": "a", "pid": 1, "tid": 2, "ts": 150},
         # Same id, other category: a different flow, never finished.
         {"ph": "s", "id": 1, "cat": "b", "pid": 1, "tid": 1, "ts": 16},
+        # Clock skew: the finish (on the device's shifted clock) comes 2 us before its start.
+        {"ph": "X", "cat": "cpu_op", "name": "skewed op", "pid": 1, "tid": 3, "ts": 300, "dur": 10},
+        {"ph": "X", "cat": "kernel", "name": "k2", "pid": 2, "tid": 0, "ts": 301, "dur": 5},
+        {"ph": "f", "id": 4, "cat": "a", "pid": 2, "tid": 0, "ts": 301, "bp": "e"},
+        {"ph": "s", "id": 4, "cat": "a", "pid": 1, "tid": 3, "ts": 303},
         # A finish without a start, and a start on a thread with no slices, are dropped.
         {"ph": "f", "id": 9, "cat": "a", "pid": 1, "tid": 1, "ts": 5, "bp": "e"},
         {"ph": "s", "id": 3, "cat": "a", "pid": 7, "tid": 7, "ts": 5},
@@ -174,7 +179,7 @@ def test_chrome_flow_binding_rules():
     c = columns(p)
     names = [p["strings"][k] for k in c["name"]]
     pairs = sorted((names[a], names[b]) for a, b in zip(c["flowFrom"], c["flowTo"]))
-    assert pairs == [("inner", "k"), ("outer", "later")]
+    assert pairs == [("inner", "k"), ("outer", "later"), ("skewed op", "k2")]
 
 
 def test_odd_events_are_skipped_or_normalised():

@@ -327,18 +327,29 @@ def _resolve_flows(points: list[tuple], keys: list[tuple], lane_ids: dict, lane_
             if hit >= 0:
                 bound[k] = int(index[hit])
     open_flows: dict[tuple, int] = {}
+    early: dict[tuple, list[int]] = {}  # finishes seen before their start
     flows: list[tuple[int, int]] = []
-    # In time order, a start before a finish at the same time.
+    # In time order, a start before a finish at the same time. The device's clock is shifted onto
+    # the profiler's, so a dispatch can appear to begin a hair before the op that launched it: a
+    # finish that comes before its start waits for it.
     time_order = np.lexsort((np.array([p[1] != "s" for p in points]), np.array([p[0] for p in points])))
     for k in time_order.tolist():
-        ts, ph, fid, _, _, _, cat = points[k]
+        _, ph, fid, _, _, _, cat = points[k]
         key = (cat, fid)
         if ph == "s":
             if bound[k] >= 0:
                 open_flows[key] = bound[k]
+                for dst in early.pop(key, []):
+                    if dst != bound[k]:
+                        flows.append((bound[k], dst))
             continue
         src = open_flows.get(key)
-        if src is None or bound[k] < 0 or bound[k] == src:
+        if bound[k] < 0:
+            continue
+        if src is None:
+            early.setdefault(key, []).append(bound[k])
+            continue
+        if bound[k] == src:
             continue
         flows.append((src, bound[k]))
         if ph == "t":
