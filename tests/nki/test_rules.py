@@ -451,3 +451,13 @@ Size of partition dimension 200 exceeds architecture limitation of 128. [err_num
             k(f32(100, 4))
         self.assertExpectedInline(str(ctx.exception).splitlines()[0], """\
 index range [0, 127] exceed dimension size of 100; if only part of the tile is in bounds, pass mask= (for example mask=(i * 128 + i_p < 100)) [err_tensor_access_out_of_bound]""")
+
+
+def test_a_smaller_value_that_does_not_broadcast_is_a_shape_mismatch():
+    @lnki.jit
+    def k(a):
+        big = lnl.ndarray((4, 8), dtype=lnl.float32)
+        big[...] = lnl.zeros((4, 3), dtype=lnl.float32)
+        return a
+
+    raises("err_shape_mismatch", k, f32(2, 2))

@@ -141,6 +141,14 @@ def store_into(dst: NKITensor, values: np.ndarray, api: str, mask: Optional[np.n
         fail("err_store_dst_shape_smaller_than_other_shape",
              f"'{api}' writes a result of shape {tuple(values.shape)} into a destination of shape {dst.shape}")
     vals = dtypes.cast(np.asarray(values), dst.dtype)
+    if vals.shape != dst.shape:
+        try:
+            np.broadcast_shapes(vals.shape, dst.shape)
+        except ValueError:
+            if vals.size != int(math.prod(dst.shape)):
+                fail("err_shape_mismatch", f"'{api}' produces a result of shape {tuple(vals.shape)} that does "
+                                           f"not fit a destination of shape {dst.shape}")
+            vals = vals.reshape(dst.shape)
     if dst.buffer is psum:
         _psum_started(dst)[...] = False
     dst.write(vals, None if mask is None else _mask_for(mask, dst.shape))
@@ -160,15 +168,13 @@ def _broadcast_shape(shapes: Sequence[tuple]) -> tuple:
 
 
 def _larger_than(src: tuple, dst: tuple) -> bool:
+    """Whether a value of shape ``src`` cannot fit ``dst``: more elements, or a longer axis (right-aligned)."""
     if tuple(src) == tuple(dst):
         return False
-    if int(math.prod(src)) > int(math.prod(dst)) and len(src) >= len(dst):
+    if int(math.prod(src)) > int(math.prod(dst)):
         return True
-    try:
-        np.broadcast_shapes(src, dst)
-    except ValueError:
-        return int(math.prod(src)) != int(math.prod(dst))
-    return any(s > d for s, d in zip(src[::-1], dst[::-1]))
+    return any(s > d for s, d in zip(src[::-1], dst[::-1])) and len(src) >= len(dst) and all(
+        s == d or s == 1 or d == 1 for s, d in zip(src[::-1], dst[::-1]))
 
 
 # ---------------------------------------------------------------------------------------------------------
