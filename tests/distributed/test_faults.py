@@ -26,19 +26,39 @@ class TestFaults(expecttest.TestCase):
         return texts.pop()
 
     def test_shape_mismatch(self) -> None:
-        self.assertExpectedInline(self._messages("shape"), """""")
+        self.assertExpectedInline(self._messages("shape"), """\
+DistBackendError: neuron backend: the ranks of group '0' called mismatched collectives:
+  rank 0: all_reduce(sum) Float[4, 4]
+  rank 1: all_reduce(sum) Float[8]
+Every rank must call the same collective, in the same order, with tensors of the same dtype and shape (for all_gather / reduce_scatter: the same per-rank chunk).""")
 
     def test_dtype_mismatch_of_equal_byte_size(self) -> None:
-        self.assertExpectedInline(self._messages("dtype"), """""")
+        self.assertExpectedInline(self._messages("dtype"), """\
+DistBackendError: neuron backend: the ranks of group '0' called mismatched collectives:
+  rank 0: all_reduce(sum) Float[4]
+  rank 1: all_reduce(sum) Int[4]
+Every rank must call the same collective, in the same order, with tensors of the same dtype and shape (for all_gather / reduce_scatter: the same per-rank chunk).""")
 
     def test_different_collectives(self) -> None:
-        self.assertExpectedInline(self._messages("kind"), """""")
+        self.assertExpectedInline(self._messages("kind"), """\
+DistBackendError: neuron backend: the ranks of group '0' called mismatched collectives:
+  rank 0: all_reduce(sum) Float[4]
+  rank 1: broadcast(root=0) Float[4]
+Every rank must call the same collective, in the same order, with tensors of the same dtype and shape (for all_gather / reduce_scatter: the same per-rank chunk).""")
 
     def test_all_to_all_split_disagreement(self) -> None:
-        self.assertExpectedInline(self._messages("splits"), """""")
+        self.assertExpectedInline(self._messages("splits"), """\
+DistBackendError: neuron backend: all_to_all_single split sizes disagree across ranks of group '0':
+  rank 1 sends 2 elements to rank 0, which expects 1
+  rank 1 sends 0 elements to rank 1, which expects 1
+rank i's input_split_sizes[j] must equal rank j's output_split_sizes[i] (in rows of dim 0).""")
 
     def test_all_gather_chunk_shapes(self) -> None:
-        self.assertExpectedInline(self._messages("all_gather"), """""")
+        self.assertExpectedInline(self._messages("all_gather"), """\
+DistBackendError: neuron backend: the ranks of group '0' called mismatched collectives:
+  rank 0: all_gather_into_tensor Float[2, 3]
+  rank 1: all_gather_into_tensor Float[3, 2]
+Every rank must call the same collective, in the same order, with tensors of the same dtype and shape (for all_gather / reduce_scatter: the same per-rank chunk).""")
 
     def test_async_mismatch_raises_at_the_call(self) -> None:
         self.assertIn("mismatched collectives", self._messages("async_shape"))
