@@ -192,7 +192,7 @@ def test_memory_and_side_by_side(browser, demo):
     assert box["hit"], "timeline A is not under the pointer"
     browser.wheel(box["x"], box["y"], delta_y=-400)
     after = browser.evaluate("new Promise(r => requestAnimationFrame(() => r(tnx.compareTimelines().map(t => t.view))))")
-    assert after[0] == after[1], (before, after)
+    assert before[0] == before[1] and after[0] == after[1], (before, after)
     assert after[0]["t1"] - after[0]["t0"] < before[0]["t1"] - before[0]["t0"], (before, after)
     assert browser.errors() == []
 

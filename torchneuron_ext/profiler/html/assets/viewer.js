@@ -244,9 +244,11 @@
       host.append(this.root);
       this.layoutLanes();
       this.bindInput();
-      this.resizeObserver = new ResizeObserver(() => this.resize());
-      this.resizeObserver.observe(this.box);
       this.resize();
+      // Redraw when the box changes width (window resized, tab shown); its first report is the
+      // size just drawn.
+      this.resizeObserver = new ResizeObserver(() => { if (Math.max(400, this.box.clientWidth || 1000) !== this.width) this.resize(); });
+      this.resizeObserver.observe(this.box);
     }
 
     layoutLanes() {
@@ -301,6 +303,13 @@
       this.setView(-d * 0.01, d * 1.01, draw);
     }
     setView(t0, t1, draw = true, fromLink = false) {
+      if (fromLink) {
+        // A linked timeline shows exactly the range of the one that moved, even past its own
+        // trace's end (the other trace may be longer).
+        this.view = { t0, t1 };
+        if (draw) this.requestDraw();
+        return;
+      }
       const d = Math.max(this.p.duration, 1e-3);
       let span = Math.min(Math.max(t1 - t0, 1e-3), d * 4);
       let c = (t0 + t1) / 2;
@@ -967,10 +976,12 @@
       const builders = {
         summary: (h) => renderSummary(h, p), timeline: (h) => new Timeline(h, p), ops: (h) => new OpTable(h, p), memory: (h) => renderMemory(h, p),
       };
+      const existed = app.views.has(tab + ":" + p.index);
       viewFor(tab, p, builders[tab]);
       for (const [key, v] of app.views) if (key.startsWith(tab + ":")) v.host.hidden = key !== tab + ":" + p.index;
+      // A timeline built while hidden measured no width; one built just now is already drawn.
       const tl = app.views.get("timeline:" + p.index);
-      if (tab === "timeline" && tl) tl.obj.resize();
+      if (tab === "timeline" && tl && existed) tl.obj.resize();
     }
     const hash = "#tab=" + tab + (app.profiles.length > 1 ? "&profile=" + encodeURIComponent(p.name) : "");
     if (location.hash !== hash) history.replaceState(null, "", hash);
