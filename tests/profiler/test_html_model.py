@@ -3,6 +3,9 @@ the way the page reads them and checked against the trace they came from."""
 import base64
 import json
 import math
+import os
+import subprocess
+import sys
 import zlib
 
 import numpy as np
@@ -224,3 +227,20 @@ def test_empty_and_bad_traces():
         build_profile([], "x")
     with pytest.raises(ValueError, match="non-finite"):
         build_profile(_tiny([{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": math.inf, "dur": 1}]), "x")
+
+
+def test_args_encoding_without_orjson(real_trace, tmp_path):
+    """orjson only speeds the build up: without it the standard library writes the same args."""
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(real_trace))
+    script = (
+        "import sys, json; sys.modules['orjson'] = None\n"
+        "from torchneuron_ext.profiler.html import model\n"
+        "assert 'orjson' not in model._encode_args.__code__.co_names\n"
+        f"print(json.dumps(model.build_profile(json.load(open({str(path)!r})), 'x')))\n")
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    plain = json.loads(r.stdout)
+    fast = build_profile(real_trace, "x")
+    assert [e[4] for e in events_of(plain)] == [e[4] for e in events_of(fast)]

@@ -29,7 +29,16 @@ _GROUP_OF_CAT = {
 }
 TIERS = ("", "native", "generic", "compiled", "nki", "collective")
 _ESCAPE = 0xFFFFFFFF  # in a uint32 time column: the value is the next one of the escape column
-_encode_args = json.JSONEncoder(separators=(",", ":"), default=str).encode
+try:  # optional: several times faster on big traces; the standard library does the same job
+    import orjson
+
+    def _encode_args(args: Any) -> bytes:
+        return orjson.dumps(args, default=str, option=orjson.OPT_NON_STR_KEYS)
+except ImportError:
+    _json_encode = json.JSONEncoder(separators=(",", ":"), default=str).encode
+
+    def _encode_args(args: Any) -> bytes:
+        return _json_encode(args).encode()
 
 
 class _Columns:
@@ -123,7 +132,7 @@ def build_profile(trace: dict, name: str, source: str = "") -> dict[str, Any]:
             args = e.get("args")
             if args:
                 tier_l.append(tier_index.get(args.get("tier"), 0) if isinstance(args, dict) else 0)
-                blobs.append(_encode_args(args).encode())
+                blobs.append(_encode_args(args))
             else:
                 tier_l.append(0)
                 blobs.append(b"")
@@ -305,16 +314,22 @@ def _resolve_flows(points: list[tuple], keys: list[tuple], lane_ids: dict, lane_
         t = thread_ids.get((p[3], p[4]))
         if t is not None:
             points_of_thread[t].append(k)
-    bound = [-1] * len(points)
+    bound_arr = np.full(len(points), -1, dtype=np.int64)
     eps = 1e-6
     for thread, pks in points_of_thread.items():
         order = order_all[bounds[thread]:bounds[thread + 1]]
         s = start[order]
         e = end[order].tolist()
         ts = [points[k][0] for k in pks]
-        cand = (np.searchsorted(s, np.array(ts) + eps, side="right") - 1).tolist()
+        ts_arr, pks_arr = np.array(ts), np.array(pks)
+        cand_arr = np.searchsorted(s, ts_arr + eps, side="right") - 1
         index = index_of[order]
-        for j, k in enumerate(pks):
+        # Most points fall inside the slice that starts last before them; only the rest need a walk.
+        direct = (cand_arr >= 0) & (end[order][np.maximum(cand_arr, 0)] + eps >= ts_arr)
+        bound_arr[pks_arr[direct]] = index[cand_arr[direct]]
+        cand = cand_arr.tolist()
+        for j in np.flatnonzero(~direct).tolist():
+            k = pks[j]
             t, c = ts[j], cand[j]
             hit = -1
             for i in range(c, max(c - 256, -1), -1):  # innermost enclosing: latest start still covering t
@@ -325,7 +340,8 @@ def _resolve_flows(points: list[tuple], keys: list[tuple], lane_ids: dict, lane_
             if hit < 0 and ph != "s" and bp != "e" and c + 1 < len(s):
                 hit = c + 1  # a finish binds to the next slice
             if hit >= 0:
-                bound[k] = int(index[hit])
+                bound_arr[k] = index[hit]
+    bound = bound_arr.tolist()
     open_flows: dict[tuple, int] = {}
     early: dict[tuple, list[int]] = {}  # finishes seen before their start
     flows: list[tuple[int, int]] = []
