@@ -28,16 +28,21 @@ def columns(profile):
         assert offset % dt.itemsize == 0, f"{name} is not aligned for its typed array"
         out[name] = np.frombuffer(buf, dtype=dt, count=n, offset=offset)
     # Times: nanoseconds in uint32, 0xFFFFFFFF meaning "the next escape value"; starts are deltas
-    # within each row.
-    times = {}
-    for label in ("start", "dur"):
-        ns, esc = out[label + "Ns"].astype(np.float64), iter(out[label + "Escapes"])
-        times[label] = np.array([next(esc) if v == 0xFFFFFFFF else v for v in ns])
+    # within each row, counter times deltas; args come as lengths, flow sources as deltas.
+    def ns(label):
+        esc = iter(out[label + "Escapes"])
+        vals = np.array([next(esc) if v == 0xFFFFFFFF else float(v) for v in out[label + "Ns"]])
         assert next(esc, None) is None, f"unused {label} escapes"
-    rs = out["rowStart"]
+        return vals
+
+    start, rs = ns("start"), out["rowStart"]
     for row in range(len(rs) - 1):
-        times["start"][rs[row]:rs[row + 1]] = np.cumsum(times["start"][rs[row]:rs[row + 1]])
-    out["start"], out["dur"] = times["start"] / 1000.0, times["dur"] / 1000.0
+        start[rs[row]:rs[row + 1]] = np.cumsum(start[rs[row]:rs[row + 1]])
+    out["start"], out["dur"] = start / 1000.0, ns("dur") / 1000.0
+    for c in profile["counters"]:
+        out[c["column"] + ".ts"] = np.cumsum(ns(c["column"] + ".ts")) / 1000.0
+    out["argOffset"] = np.concatenate((np.zeros(1, np.int64), np.cumsum(out["argLength"], dtype=np.int64)))
+    out["flowFrom"] = np.cumsum(out["flowFromDelta"].astype(np.int64))
     return out
 
 
@@ -148,7 +153,7 @@ def test_counters_keep_every_sample(real_trace):
     assert rec["samples"] == len(samples) and rec["series"] == ["allocated MB", "reserved MB"]
     ts = c[rec["column"] + ".ts"]
     assert (np.diff(ts) >= 0).all()
-    assert max(c[rec["column"] + ".allocated MB"]) == max(s["args"]["allocated MB"] for s in samples)
+    assert max(c[rec["column"] + ".v.allocated MB"]) == max(s["args"]["allocated MB"] for s in samples)
 
 
 def _tiny(events):
@@ -203,8 +208,8 @@ def test_odd_events_are_skipped_or_normalised():
     c = columns(p)
     rec = p["counters"][0]
     assert list(c[rec["column"] + ".ts"]) == [1.0, 3.0]  # sorted by time, relative to the trace's start
-    assert list(c[rec["column"] + ".allocated MB"]) == [2.0, 1.0]
-    assert list(c[rec["column"] + ".reserved MB"]) == [4.0, 4.0]  # a sample without it holds the value
+    assert list(c[rec["column"] + ".v.allocated MB"]) == [2.0, 1.0]
+    assert list(c[rec["column"] + ".v.reserved MB"]) == [4.0, 4.0]  # a sample without it holds the value
 
 
 def test_long_gaps_and_durations_escape_uint32():

@@ -4,7 +4,7 @@ The page must open a trace of a million events in a couple of seconds, so events
 as one JSON object each. They are stored as typed columns (start and duration in nanoseconds, name
 index, lane, ...) in one binary blob, deflated and base64-encoded; the page inflates it with the
 browser's DecompressionStream and reads the columns as typed arrays without parsing per event.
-Each event's args (JSON text, found through the argOffset column) are a second blob the page
+Each event's args (JSON text, found through the argLength column) are a second blob the page
 inflates only after it has opened.
 
 Events are ordered by lane, then row (nesting depth), then start, so each row is one contiguous,
@@ -60,6 +60,13 @@ class _Columns:
         self.index[name] = [dtype, self._size, int(data.size)]
         self._parts.append(data.tobytes())
         self._size += data.nbytes
+
+    def add_ns(self, label: str, ns: np.ndarray) -> None:
+        """Non-negative integer nanoseconds as uint32 `<label>Ns`; a value too large for uint32 is
+        written as 0xFFFFFFFF and kept, in order, in float64 `<label>Escapes`."""
+        big = ns >= _ESCAPE
+        self.add(label + "Ns", "u32", np.where(big, _ESCAPE, ns))
+        self.add(label + "Escapes", "f64", ns[big].astype(np.float64))
 
     def encode(self) -> str:
         return _pack(b"".join(self._parts))
@@ -209,30 +216,24 @@ def build_profile(trace: dict, name: str, source: str = "") -> dict[str, Any]:
 
     flows = _resolve_flows(flow_points, keys, lane_ids, lane_of, start, end, index_of)
     lengths = np.fromiter(map(len, blobs), dtype=np.int64, count=n)
-    arg_offsets = np.zeros(n + 1, dtype=np.uint32)
-    if n:
-        if lengths.sum() >= 2**32:
-            raise ValueError("the trace's event arguments exceed 4 GiB; the viewer cannot embed them")
-        arg_offsets[1:] = np.cumsum(lengths[final])
+    if lengths.sum() >= 2**32:
+        raise ValueError("the trace's event arguments exceed 4 GiB; the viewer cannot embed them")
+    # Columns compress best as small integers: times in whole nanoseconds (a Chrome trace's
+    # resolution), starts as deltas within each row, args as lengths, flow sources (sorted) as deltas.
     cols = _Columns()
-    # Times as whole nanoseconds (a Chrome trace's resolution): starts as deltas within each row,
-    # durations as they are. Small integers deflate far better than doubles; a value too large for
-    # uint32 is written as 0xFFFFFFFF and kept, in order, in a float64 escape column.
     start_ns = np.rint((start[final] - t_min) * 1000.0).astype(np.int64)
     delta = np.diff(start_ns, prepend=0)
     firsts = row_starts[:-1][row_starts[:-1] < row_starts[1:]].astype(np.int64)
     delta[firsts] = start_ns[firsts]
-    for label, values in (("start", delta), ("dur", np.rint(dur[final] * 1000.0).astype(np.int64))):
-        big = values >= _ESCAPE
-        cols.add(label + "Ns", "u32", np.where(big, _ESCAPE, values))
-        cols.add(label + "Escapes", "f64", values[big].astype(np.float64))
+    cols.add_ns("start", delta)
+    cols.add_ns("dur", np.rint(dur[final] * 1000.0).astype(np.int64))
     cols.add("name", "u32", np.array(name_l, dtype=np.uint32)[final] if n else [])
     cols.add("lane", "u16", lane_rank[final])
     cols.add("cat", "u8", np.array(cat_l, dtype=np.uint8)[final] if n else [])
     cols.add("tier", "u8", np.array(tier_l, dtype=np.uint8)[final] if n else [])
     cols.add("rowStart", "u32", row_starts)
-    cols.add("argOffset", "u32", arg_offsets)
-    cols.add("flowFrom", "u32", flows[:, 0])
+    cols.add("argLength", "u32", lengths[final])
+    cols.add("flowFromDelta", "u32", np.diff(flows[:, 0].astype(np.int64), prepend=0))
     cols.add("flowTo", "u32", flows[:, 1])
     counter_records = []
     for (pid, cname), samples in sorted(counters.items(), key=lambda kv: (_counter_core(kv[0][1]), kv[0][1])):
@@ -241,7 +242,8 @@ def build_profile(trace: dict, name: str, source: str = "") -> dict[str, Any]:
         for _, args in samples:
             names.update((k, None) for k, v in args.items() if isinstance(v, (int, float)))
         prefix = f"counter{len(counter_records)}"
-        cols.add(prefix + ".ts", "f64", np.array([t for t, _ in samples], dtype=np.float64) - t_min)
+        ts_ns = np.rint((np.array([t for t, _ in samples], dtype=np.float64) - t_min) * 1000.0).astype(np.int64)
+        cols.add_ns(prefix + ".ts", np.diff(ts_ns, prepend=0))
         for sname in names:
             # A sample without this series holds its previous value (0 before the first one).
             vals, last = [], 0.0
@@ -250,7 +252,7 @@ def build_profile(trace: dict, name: str, source: str = "") -> dict[str, Any]:
                 if isinstance(v, (int, float)):
                     last = float(v)
                 vals.append(last)
-            cols.add(f"{prefix}.{sname}", "f64", vals)
+            cols.add(f"{prefix}.v.{sname}", "f64", vals)
         counter_records.append({"label": cname, "pid": pid if isinstance(pid, (int, str)) else str(pid),
                                 "column": prefix, "series": list(names), "samples": len(samples)})
     return {

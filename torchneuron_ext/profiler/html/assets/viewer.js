@@ -81,9 +81,17 @@
       this.cat = col("cat"); this.tier = col("tier"); this.rowStart = col("rowStart");
       this.n = this.nameId.length;
       // Times arrive as uint32 nanoseconds (starts as deltas within each row, 0xFFFFFFFF: take the
-      // next escape value) and become float64 microseconds.
+      // next escape value) and become float64 microseconds. Each row is non-overlapping and
+      // start-sorted, so its end times are sorted too: both can be binary-searched.
       this.start = new Float64Array(this.n); this.dur = new Float64Array(this.n); this.end = new Float64Array(this.n);
       const sNs = col("startNs"), sEsc = col("startEscapes"), dNs = col("durNs"), dEsc = col("durEscapes");
+      // uint32 nanosecond deltas (0xFFFFFFFF: the next escape value) summed into microseconds.
+      const deltasToUs = (name) => {
+        const v = col(name + "Ns"), esc = col(name + "Escapes"), out = new Float64Array(v.length);
+        let acc = 0, k = 0;
+        for (let i = 0; i < v.length; i++) { acc += v[i] === 0xFFFFFFFF ? esc[k++] : v[i]; out[i] = acc / 1000; }
+        return out;
+      };
       let se = 0, de = 0;
       for (let r = 0; r + 1 < this.rowStart.length; r++) {
         let acc = 0;
@@ -94,14 +102,18 @@
           this.start[i] = acc / 1000; this.dur[i] = d / 1000; this.end[i] = (acc + d) / 1000;
         }
       }
-      this.argOffset = col("argOffset");
+      const argLength = col("argLength");
+      this.argOffset = new Float64Array(this.n + 1);
+      for (let i = 0; i < this.n; i++) this.argOffset[i + 1] = this.argOffset[i] + argLength[i];
       this.argBytes = null; // inflated on demand by loadArgs()
       this.argsBlob = meta.argsBlob;
       this.argsPromise = null;
-      this.flowFrom = col("flowFrom"); this.flowTo = col("flowTo");
-      // Each row is non-overlapping and start-sorted, so its end times are sorted too.
+      this.flowTo = col("flowTo");
+      const fromDelta = col("flowFromDelta");
+      this.flowFrom = new Uint32Array(fromDelta.length);
+      for (let k = 0, acc = 0; k < fromDelta.length; k++) { acc += fromDelta[k]; this.flowFrom[k] = acc; }
       this.counters = meta.counters.map((c) => {
-        const series = c.series.map((s) => ({ name: s, v: col(c.column + "." + s) }));
+        const series = c.series.map((s) => ({ name: s, v: col(c.column + ".v." + s) }));
         let max = 0, peakAt = 0;
         for (const s of series) for (let i = 0; i < s.v.length; i++) if (s.v[i] > max) { max = s.v[i]; }
         const first = series[0];
@@ -110,7 +122,7 @@
         const mb = c.series.length > 0 && c.series.every((s) => s.endsWith(" MB"));
         for (const s of series) s.label = mb ? s.name.slice(0, -3) : s.name;
         const fmt = mb ? (v) => fmtBytes(v * 1048576) : (v) => (Math.abs(v) >= 100 ? v.toFixed(0) : v.toPrecision(3));
-        return { label: c.label, ts: col(c.column + ".ts"), series, max, peakAt, fmt };
+        return { label: c.label, ts: deltasToUs(c.column + ".ts"), series, max, peakAt, fmt };
       });
       this.colors = this.strings.map(nameColor);
       this.laneGroupIndex = this.lanes.map((l) => this.groups.indexOf(l.group));
