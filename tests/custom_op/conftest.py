@@ -28,7 +28,6 @@ LIBRARIES = {
     "test_mc": dict(compute_srcs=_csrc("multicore.cpp"), shape_srcs=_csrc("multicore_shapes.cpp"), multicore=True),
     "relu": dict(compute_srcs=[os.path.join(EXAMPLE, "relu.cpp")], shape_srcs=[os.path.join(EXAMPLE, "shape.cpp")]),
     "broken": dict(compute_srcs=_csrc("broken_kernels.cpp"), shape_srcs=_csrc("broken_shapes.cpp")),
-    "syntax": dict(compute_srcs=_csrc("syntax_error.cpp"), shape_srcs=_csrc("syntax_error_shapes.cpp")),
 }
 
 

@@ -1,6 +1,8 @@
 """Custom ops in the profiler and the per-op timing (named device kernels), and under torch.compile."""
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -17,7 +19,7 @@ def _library(test_ops):
     return test_ops
 
 
-def test_torch_profiler_shows_a_named_device_kernel():
+def test_torch_profiler_shows_a_named_device_kernel(tmp_path):
     x = torch.randn(256, device="neuron")
     ops.affine(x, 2.0, 1, False)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
@@ -29,6 +31,12 @@ def test_torch_profiler_shows_a_named_device_kernel():
     host = rows["test_ops::affine"]  # the launching op carries the kernel's device time
     assert host.count == 3 and host.device_time_total == pytest.approx(kernel.self_device_time_total)
     assert "neuron::test_ops::affine" in prof.key_averages().table(sort_by="self_device_time_total")
+    prof.export_chrome_trace(str(tmp_path / "trace.json"))
+    events = json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+    lanes = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    kernels = [e for e in events if e.get("name") == "neuron::test_ops::affine"]
+    assert len(kernels) == 3 and {e["cat"] for e in kernels} == {"kernel"}
+    assert {lanes[(e["pid"], e["tid"])] for e in kernels} == {"NC0 hardware (kernel execution)"}
 
 
 def test_per_op_timing():

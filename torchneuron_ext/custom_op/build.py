@@ -94,15 +94,17 @@ def _explain(name: str, output: str, ops: list[sources.OpDef], srcs: list[str]) 
         if m:
             kernel = m.group(1)
             if sources.kernel_defined_in(kernel, srcs):
-                text += (" (a function of that name exists, but its parameters differ: the kernel must take the "
-                         "shape function's parameters)")
+                text += (f" (the sources define a function named {kernel.split('::')[-1]}, but it takes other "
+                         "parameters, or it is in a namespace that m.def does not name)")
             else:
                 text += f" (no source defines a function named {kernel.split('::')[-1]})"
         problems.append(f"{op}: {text}")
+    others = [line.strip() for line in output.splitlines()
+              if (" error: " in line or line.startswith(("error:", "/usr/bin/ld:")) or "undefined reference" in line)
+              and "static assertion failed: " + sources.MARKER not in line]
+    problems += list(dict.fromkeys(others))[:20]
     if not problems:
-        problems = [line.strip() for line in output.splitlines()
-                    if " error: " in line or line.startswith(("error:", "/usr/bin/ld:")) or "undefined reference" in line]
-        problems = list(dict.fromkeys(problems))[:20] or ["(see the compiler output below)"]
+        problems = ["(see the compiler output below)"]
     return f"building custom-op library '{name}' failed:\n" + "\n".join(f"  {p}" for p in problems)
 
 

@@ -1,3 +1,0 @@
-#include <torch/torch.h>
-
-torch::Tensor unary(const torch::Tensor& x) { return x + 1 }
