@@ -130,6 +130,10 @@ def build(name: str, compute_srcs: Sources, shape_srcs: Sources, extra_cflags: S
         else default_build_directory(name)
     os.makedirs(build_dir, exist_ok=True)
     lib_path = os.path.join(build_dir, f"lib{name}.so")
+    if isinstance(extra_include_paths, (str, os.PathLike)):
+        extra_include_paths = [extra_include_paths]
+    if isinstance(extra_cflags, str):
+        extra_cflags = extra_cflags.split()
     user_includes = [os.path.abspath(os.fspath(p)) for p in (extra_include_paths or [])]
     cflags = _BASE_CFLAGS + [str(f) for f in (extra_cflags or [])]
     try:
