@@ -28,22 +28,22 @@ class TestFaults(expecttest.TestCase):
     def test_shape_mismatch(self) -> None:
         self.assertExpectedInline(self._messages("shape"), """\
 DistBackendError: neuron backend: the ranks of group '0' called mismatched collectives:
-  rank 0: all_reduce(sum) Float[4, 4]
-  rank 1: all_reduce(sum) Float[8]
+  rank 0: all_reduce(sum) float32[4, 4]
+  rank 1: all_reduce(sum) float32[8]
 Every rank must call the same collective, in the same order, with tensors of the same dtype and shape (for all_gather / reduce_scatter: the same per-rank chunk).""")
 
     def test_dtype_mismatch_of_equal_byte_size(self) -> None:
         self.assertExpectedInline(self._messages("dtype"), """\
 DistBackendError: neuron backend: the ranks of group '0' called mismatched collectives:
-  rank 0: all_reduce(sum) Float[4]
-  rank 1: all_reduce(sum) Int[4]
+  rank 0: all_reduce(sum) float32[4]
+  rank 1: all_reduce(sum) int32[4]
 Every rank must call the same collective, in the same order, with tensors of the same dtype and shape (for all_gather / reduce_scatter: the same per-rank chunk).""")
 
     def test_different_collectives(self) -> None:
         self.assertExpectedInline(self._messages("kind"), """\
 DistBackendError: neuron backend: the ranks of group '0' called mismatched collectives:
-  rank 0: all_reduce(sum) Float[4]
-  rank 1: broadcast(root=0) Float[4]
+  rank 0: all_reduce(sum) float32[4]
+  rank 1: broadcast(root=0) float32[4]
 Every rank must call the same collective, in the same order, with tensors of the same dtype and shape (for all_gather / reduce_scatter: the same per-rank chunk).""")
 
     def test_all_to_all_split_disagreement(self) -> None:
@@ -56,8 +56,8 @@ rank i's input_split_sizes[j] must equal rank j's output_split_sizes[i] (in rows
     def test_all_gather_chunk_shapes(self) -> None:
         self.assertExpectedInline(self._messages("all_gather"), """\
 DistBackendError: neuron backend: the ranks of group '0' called mismatched collectives:
-  rank 0: all_gather_into_tensor Float[2, 3]
-  rank 1: all_gather_into_tensor Float[3, 2]
+  rank 0: all_gather_into_tensor float32[2, 3]
+  rank 1: all_gather_into_tensor float32[3, 2]
 Every rank must call the same collective, in the same order, with tensors of the same dtype and shape (for all_gather / reduce_scatter: the same per-rank chunk).""")
 
     def test_async_mismatch_raises_at_the_call(self) -> None:

@@ -61,7 +61,7 @@ def stalled_peer(rank: int) -> dict[str, str]:
     t = torch.ones(4, device=DEV)
     dist.all_reduce(t)
     if rank == 1:
-        time.sleep(15)  # alive, connected, but never joins the next collective
+        time.sleep(6)  # alive, connected, but never joins the next collective (the timeout is 3 s)
         return {}
     start = time.monotonic()
     message = error_of(lambda: dist.all_reduce(t))

@@ -1,0 +1,105 @@
+"""The backend's registration, per-rank core selection and options, in one process."""
+from __future__ import annotations
+
+import datetime
+
+import expecttest
+import torch
+import torch.distributed as dist
+
+from torchneuron_ext import distributed as nd
+from torchneuron_ext.distributed.rank_device import select_rank_core
+
+
+class TestRegistration(expecttest.TestCase):
+    def test_backend_is_registered_for_neuron(self) -> None:
+        self.assertIn("neuron", dist.Backend.backend_list)
+        self.assertEqual(dist.Backend.default_device_backend_map["neuron"], "neuron")
+        self.assertEqual(dist.Backend.backend_capability["neuron"], ["neuron", "cpu"])
+        nd.register()  # idempotent
+        self.assertEqual(dist.Backend.backend_list.count("neuron"), 1)
+
+    def test_core_from_local_rank(self) -> None:
+        env = {"LOCAL_RANK": "1"}
+        self.assertEqual(select_rank_core(env), "1")
+        self.assertEqual(env["NEURON_RT_VISIBLE_CORES"], "1")
+
+    def test_explicit_core_choice_wins(self) -> None:
+        env = {"LOCAL_RANK": "1", "NEURON_RT_VISIBLE_CORES": "2-3"}
+        self.assertEqual(select_rank_core(env), "2-3")
+        env = {"LOCAL_RANK": "1", "NEURON_RT_NUM_CORES": "2"}
+        self.assertIsNone(select_rank_core(env))
+        self.assertNotIn("NEURON_RT_VISIBLE_CORES", env)
+        self.assertIsNone(select_rank_core({}))
+
+    def test_bad_local_rank(self) -> None:
+        with self.assertRaises(ValueError) as e:
+            select_rank_core({"LOCAL_RANK": "x"})
+        self.assertExpectedInline(str(e.exception),
+                                  """LOCAL_RANK='x' is not a non-negative integer; torchrun sets it per worker""")
+
+    def test_checks_env(self) -> None:
+        import os
+        old = os.environ.get("TORCHNEURON_EXT_DIST_CHECKS")
+        try:
+            os.environ["TORCHNEURON_EXT_DIST_CHECKS"] = "0"
+            self.assertFalse(nd.checks_enabled_by_default())
+            os.environ["TORCHNEURON_EXT_DIST_CHECKS"] = "yes"
+            with self.assertRaises(ValueError) as e:
+                nd.checks_enabled_by_default()
+            self.assertExpectedInline(str(e.exception), """TORCHNEURON_EXT_DIST_CHECKS='yes' must be 0 or 1""")
+        finally:
+            os.environ.pop("TORCHNEURON_EXT_DIST_CHECKS")
+            if old is not None:
+                os.environ["TORCHNEURON_EXT_DIST_CHECKS"] = old
+
+
+class TestSingleRankGroup(expecttest.TestCase):
+    """A world of one, in this process: options, errors and host-side behaviour."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        dist.init_process_group("neuron", store=dist.HashStore(), rank=0, world_size=1,
+                                timeout=datetime.timedelta(seconds=30))
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        dist.destroy_process_group()
+
+    def test_backend_object(self) -> None:
+        backend = dist.group.WORLD._get_backend(torch.device("neuron"))
+        self.assertIsInstance(backend, nd.ProcessGroupNeuron)
+        self.assertTrue(backend.checks_enabled)
+        self.assertIsInstance(backend.transport, dist.ProcessGroupGloo)
+        self.assertIs(dist.group.WORLD._get_backend(torch.device("cpu")).__class__, nd.ProcessGroupNeuron)
+
+    def test_options(self) -> None:
+        group = dist.new_group([0], backend="neuron", pg_options=nd.NeuronOptions(check_signatures=False))
+        self.assertFalse(group._get_backend(torch.device("neuron")).checks_enabled)
+        with self.assertRaises(TypeError) as e:
+            dist.new_group([0], backend="neuron", pg_options={"check_signatures": False})
+        self.assertExpectedInline(str(e.exception), """\
+the neuron backend takes pg_options=torchneuron_ext.distributed.NeuronOptions(...), got dict""")
+
+    def test_results_stay_on_the_device_and_in_place(self) -> None:
+        t = torch.arange(6.0, device="neuron")
+        ptr = t.data_ptr()
+        dist.all_reduce(t, op=dist.ReduceOp.AVG)
+        self.assertEqual(t.device.type, "neuron")
+        self.assertEqual(t.data_ptr(), ptr)
+        torch.testing.assert_close(t.cpu(), torch.arange(6.0))
+
+    def test_non_contiguous_tensor(self) -> None:
+        # gloo alone would exchange the wrong elements of a strided view, silently.
+        t = torch.zeros(4, 4, device="neuron")[:, ::2]
+        with self.assertRaises(RuntimeError) as e:
+            dist.all_reduce(t)
+        self.assertExpectedInline(str(e.exception).splitlines()[0], """""")
+
+    def test_timing_counts_collectives(self) -> None:
+        import torchneuron_ext.profiler as tp
+        with tp.timing():
+            dist.broadcast(torch.ones(8, device="neuron"), src=0)
+            stats = {s.name: s for s in tp.op_stats()}
+        self.assertEqual(stats["c10d::broadcast"].tier, "collective")
+        self.assertEqual(stats["c10d::broadcast"].bytes_read, 32)
