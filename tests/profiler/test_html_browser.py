@@ -314,3 +314,20 @@ def test_served_by_view(browser, demo):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_every_tab_of_cpu_only_and_empty_traces(browser, tmp_path):
+    cpu_only = {"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10.0, "dur": 30.0},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": 12.0, "dur": 20.0}]}
+    path = write_html_report([cpu_only, {"traceEvents": []}], tmp_path / "edge.html", names=["cpu", "empty"])
+    for profile in ("cpu", "empty"):
+        for tab in ("summary", "timeline", "ops", "memory", "compare"):
+            open_report(browser, path, f"tab={tab}&profile={profile}")
+            assert browser.errors() == [], (profile, tab)
+    open_report(browser, path, "tab=summary&profile=cpu")
+    assert "No device activity was recorded" in browser.evaluate("document.getElementById('tab-summary').innerText")
+    open_report(browser, path, "tab=timeline&profile=empty")
+    assert browser.evaluate("tnx.timeline().stats.inView") == 0
+    groups = browser.evaluate("tnx.timeline().items.map(it => it.group + (it.empty ? '-' : ''))")
+    assert groups == ["framework-", "runtime-", "hardware-", "transfer-", "memory-"]
