@@ -42,9 +42,16 @@
     for (let i = 0; i < s.length; i++) { h ^= s.charCodeAt(i); h = Math.imul(h, 16777619); }
     return h >>> 0;
   }
+  // As #rrggbb: the canvas parses hex colours faster than hsl() ones, and it sets one per rectangle.
   function nameColor(name) {
     const h = hashString(name);
-    return "hsl(" + (h % 360) + "," + (45 + (h >> 9) % 25) + "%," + (55 + (h >> 17) % 15) + "%)";
+    const hue = h % 360, sat = (45 + (h >> 9) % 25) / 100, light = (55 + (h >> 17) % 15) / 100;
+    const a = sat * Math.min(light, 1 - light);
+    const f = (n) => {
+      const k = (n + hue / 30) % 12;
+      return Math.round(255 * (light - a * Math.max(-1, Math.min(k - 3, 9 - k, 1)))).toString(16).padStart(2, "0");
+    };
+    return "#" + f(0) + f(8) + f(4);
   }
 
   // Binary searches over sorted typed arrays, within [lo, hi).
@@ -380,9 +387,11 @@
       c.addEventListener("mousemove", (e) => {
         if (drag) { this.tooltip.style.display = "none"; return; }
         const r = c.getBoundingClientRect();
-        const hit = this.hitTest(e.clientX - r.left, e.clientY - r.top);
-        if (hit < 0) { this.tooltip.style.display = "none"; return; }
-        this.tooltip.textContent = this.p.eventName(hit) + " · " + fmtUs(this.p.dur[hit]);
+        const x = e.clientX - r.left, y = e.clientY - r.top;
+        const hit = this.hitTest(x, y);
+        const text = hit >= 0 ? this.p.eventName(hit) + " · " + fmtUs(this.p.dur[hit]) : this.counterText(x, y);
+        if (!text) { this.tooltip.style.display = "none"; return; }
+        this.tooltip.textContent = text;
         this.tooltip.style.left = (e.clientX + 12) + "px";
         this.tooltip.style.top = (e.clientY + 12) + "px";
         this.tooltip.style.display = "block";
@@ -419,6 +428,17 @@
         if (d === 0) break;
       }
       return best;
+    }
+
+    // The values of the counter lane under (x, y) at that time, or "".
+    counterText(x, y) {
+      if (x < LABEL_W) return "";
+      const item = this.items.find((it) => it.kind === "counter" && y >= it.y && y < it.y + it.h);
+      if (!item) return "";
+      const c = this.p.counters[item.counter], t = this.tOf(x);
+      const k = upperBound(c.ts, 0, c.ts.length, t) - 1;
+      if (k < 0) return "";
+      return c.label + " at " + fmtUs(t) + ": " + c.series.map((s) => s.label + " " + c.fmt(s.v[k])).join(", ");
     }
 
     // Canvas position (centre) of event i in the current view; used by the tests too.
