@@ -143,6 +143,27 @@ def test_routed_under_compile(rms_route):
     torch._dynamo.reset()
 
 
+def test_compile_before_and_after_routing():
+    """Routes installed or removed between compiles take effect: neither the Python dispatcher's kernel
+    cache nor the compile caches (keyed with the routes) keep the old graph."""
+    xc, wc = _data()
+    x, w = xc.to("neuron"), wc.to("neuron")
+    expected = torch.rms_norm(xc, (64,), wc, 1e-6) * 3
+
+    def run():
+        torch._dynamo.reset()
+        torchneuron_ext.clear_op_tracking()
+        out = torch.compile(lambda a, b: torch.rms_norm(a, (64,), b) * 3, backend="neuron", fullgraph=True)(x, w)
+        torch.testing.assert_close(out.cpu(), expected)
+        return "nki::rms_norm_kernel" in torchneuron_ext.get_op_counts()
+
+    assert not run()
+    with route_aten("aten::rms_norm", rms_norm_route):
+        assert run()
+    assert not run()
+    torch._dynamo.reset()
+
+
 def test_remove_restores_the_normal_kernel():
     route = route_aten("aten::rms_norm", rms_norm_route)
     assert routes() == {"aten::rms_norm": route}

@@ -19,6 +19,7 @@ new memory), and neither can an operator that is already routed.
 """
 from __future__ import annotations
 
+import hashlib
 import threading
 import warnings
 from typing import Any, Callable, Optional, Union
@@ -26,7 +27,7 @@ from typing import Any, Callable, Optional, Union
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-__all__ = ["route_aten", "AtenRoute", "routes"]
+__all__ = ["route_aten", "AtenRoute", "routes", "cache_tag"]
 
 _active: dict[str, "AtenRoute"] = {}
 _tls = threading.local()
@@ -62,6 +63,8 @@ class AtenRoute:
         except Exception:
             lib._destroy()
             raise
+        finally:
+            _forget_dispatch(self.op)
         self._lib = lib
 
     def remove(self) -> None:
@@ -70,6 +73,7 @@ class AtenRoute:
             self._lib._destroy()
             self._lib = None
             _active.pop(self.name, None)
+            _forget_dispatch(self.op)
 
     @property
     def installed(self) -> bool:
@@ -164,6 +168,24 @@ class AtenRoute:
                       for t in tree_flatten(meta_out)[0]]
         self._expected[key] = result
         return result
+
+
+def _forget_dispatch(op: torch._ops.OpOverload) -> None:
+    # The Python dispatcher (active while torch.compile traces) caches which kernel serves each key.
+    op._dispatch_cache.clear()
+
+
+def cache_tag() -> str:
+    """The installed routes, for compile caches: a graph traced with a route differs from one without."""
+    if not _active:
+        return ""
+    parts = []
+    for name, r in sorted(_active.items()):
+        fn = r.fn
+        code = getattr(fn, "__code__", None)
+        digest = hashlib.sha1(code.co_code).hexdigest()[:8] if code is not None else ""
+        parts.append(f"{name}={getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', repr(fn))}:{digest}")
+    return "|nki-routes:" + ",".join(parts)
 
 
 def _tracing(args: tuple) -> bool:
