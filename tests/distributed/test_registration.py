@@ -94,7 +94,7 @@ the neuron backend takes pg_options=torchneuron_ext.distributed.NeuronOptions(..
         t = torch.zeros(4, 4, device="neuron")[:, ::2]
         with self.assertRaises(RuntimeError) as e:
             dist.all_reduce(t)
-        self.assertExpectedInline(str(e.exception).splitlines()[0], """""")
+        self.assertExpectedInline(str(e.exception).splitlines()[0], """neuron backend: all_reduce takes contiguous tensors; got one of shape [4, 2] with strides [4, 2]. Pass t.contiguous() (and copy the result back if you need it in the original tensor).""")
 
     def test_timing_counts_collectives(self) -> None:
         import torchneuron_ext.profiler as tp
