@@ -331,3 +331,35 @@ def test_every_tab_of_cpu_only_and_empty_traces(browser, tmp_path):
     assert browser.evaluate("tnx.timeline().stats.inView") == 0
     groups = browser.evaluate("tnx.timeline().items.map(it => it.group + (it.empty ? '-' : ''))")
     assert groups == ["framework-", "runtime-", "hardware-", "transfer-", "memory-"]
+
+
+def test_shift_drag_measures_a_range(browser, demo):
+    report, traces = demo
+    open_report(browser, report, "tab=timeline&profile=naive")
+    box = browser.evaluate("(() => { const tl = tnx.timeline(), r = tl.canvas.getBoundingClientRect();"
+                           " return {left: r.left, top: r.top, w: tl.width}; })()")
+    x0, x1, y = box["left"] + 400, box["left"] + 900, box["top"] + 60
+    browser.drag(x0, y, x1, y, modifiers=8)
+    r = browser.evaluate("tnx.timeline().range")
+    assert r and r["summarised"] and r["t1"] > r["t0"]
+    # The same numbers from the trace: events overlapping the range, and the union of device
+    # (kernel and copy) time inside it.
+    t0 = build_profile(traces["naive"], "x")["t0"]
+    xs = [(e["ts"] - t0, e["ts"] - t0 + e["dur"], e.get("cat")) for e in x_events(traces["naive"])]
+    a, b = r["t0"], r["t1"]
+    assert r["events"] == sum(1 for s, e, _ in xs if e >= a and s <= b)
+    busy, end = 0.0, float("-inf")
+    for s, e in sorted((max(s, a), min(e, b)) for s, e, c in xs if c in ("kernel", "gpu_memcpy") and e >= a and s <= b):
+        if e > end:
+            busy += e - max(s, end)
+            end = e
+    assert abs(r["busy"] - busy) < 0.01 * max(1.0, busy)
+    info = browser.evaluate("document.querySelector('#tab-timeline .info').textContent")
+    assert re.search(r"range [\d.]+ (us|ms): \d+ events, device busy [\d.]+%", info), info
+    # A plain drag pans instead, and Escape clears the range.
+    view = browser.evaluate("tnx.timeline().view")
+    browser.drag(x1, y, x0, y)
+    assert browser.evaluate("tnx.timeline().view")["t0"] > view["t0"]
+    browser.evaluate("tnx.timeline().canvas.dispatchEvent(new KeyboardEvent('keydown', {key: 'Escape'}))")
+    assert browser.evaluate("tnx.timeline().range") is None
+    assert browser.errors() == []

@@ -177,6 +177,18 @@ class HeadlessChromium:
                                                    "buttons": 1 if kind == "mousePressed" else 0,
                                                    "clickCount": 1 if kind != "mouseMoved" else 0})
 
+    def drag(self, x0: float, y0: float, x1: float, y1: float, modifiers: int = 0, steps: int = 8) -> None:
+        """Press at (x0, y0), move to (x1, y1) in `steps`, release; modifiers: 8 is Shift."""
+        base = {"button": "left", "modifiers": modifiers}
+        self.send("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": x0, "y": y0, **base, "buttons": 0})
+        self.send("Input.dispatchMouseEvent", {"type": "mousePressed", "x": x0, "y": y0, **base, "buttons": 1,
+                                               "clickCount": 1})
+        for k in range(1, steps + 1):
+            x, y = x0 + (x1 - x0) * k / steps, y0 + (y1 - y0) * k / steps
+            self.send("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": x, "y": y, **base, "buttons": 1})
+        self.send("Input.dispatchMouseEvent", {"type": "mouseReleased", "x": x1, "y": y1, **base, "buttons": 0,
+                                               "clickCount": 1})
+
     def wheel(self, x: float, y: float, delta_y: float = 0.0, delta_x: float = 0.0) -> None:
         self.send("Input.dispatchMouseEvent", {"type": "mouseWheel", "x": x, "y": y, "deltaX": delta_x,
                                                "deltaY": delta_y})

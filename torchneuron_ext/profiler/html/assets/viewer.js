@@ -234,6 +234,7 @@
       this.p = profile;
       this.options = options || {};
       this.selected = -1;
+      this.range = null; // the measured time range, see setRange
       this.matches = null;
       this.showAllFlows = false;
       this.stats = { drawn: 0, inView: 0, draws: 0 };
@@ -257,7 +258,7 @@
         this.info);
       this.canvas = el("canvas", { tabindex: "0", "aria-label": "timeline of " + profile.name });
       this.box = el("div", { class: "canvas-box" }, this.canvas);
-      this.details = el("div", { class: "details" }, el("span", { class: "empty", text: "Click an event for its details; wheel zooms, drag or shift+wheel pans, w/s/a/d/0 on the keyboard." }));
+      this.details = el("div", { class: "details" }, el("span", { class: "empty", text: "Click an event for its details; wheel zooms, drag or shift+wheel pans, shift+drag measures a range (m: the selected event's), w/s/a/d/0 on the keyboard." }));
       this.tooltip = el("div", { class: "tooltip" });
       this.root.append(this.toolbar, el("div", { class: "timeline" }, this.box, this.details), this.tooltip);
       host.append(this.root);
@@ -363,20 +364,26 @@
       }, { passive: false });
       c.addEventListener("mousedown", (e) => {
         if (e.button !== 0) return;
-        drag = { x: e.clientX, lastX: e.clientX, moved: false };
+        // Shift+drag measures a time range; a plain drag pans.
+        const r = c.getBoundingClientRect();
+        drag = { x: e.clientX, lastX: e.clientX, moved: false, measure: e.shiftKey, t0: this.tOf(Math.max(e.clientX - r.left, LABEL_W)) };
         c.classList.add("dragging");
       });
       window.addEventListener("mousemove", (e) => {
         if (drag) {
           if (Math.abs(e.clientX - drag.x) > 3) drag.moved = true;
-          if (drag.moved) { this.panBy(drag.lastX - e.clientX); drag.lastX = e.clientX; }
+          if (drag.moved && drag.measure) {
+            const r = c.getBoundingClientRect();
+            this.setRange(drag.t0, this.tOf(Math.max(e.clientX - r.left, LABEL_W)), false);
+          } else if (drag.moved) { this.panBy(drag.lastX - e.clientX); drag.lastX = e.clientX; }
         }
       });
       window.addEventListener("mouseup", (e) => {
         if (!drag) return;
-        const wasDrag = drag.moved;
+        const wasDrag = drag.moved, measured = drag.measure && drag.moved;
         drag = null;
         c.classList.remove("dragging");
+        if (measured) this.setRange(this.range.t0, this.range.t1, true);
         if (!wasDrag && e.target === c) {
           const r = c.getBoundingClientRect();
           const hit = this.hitTest(e.clientX - r.left, e.clientY - r.top);
@@ -404,7 +411,8 @@
         else if (k === "a") this.panBy(-this.plotWidth() / 8);
         else if (k === "d") this.panBy(this.plotWidth() / 8);
         else if (k === "0") this.resetView(true);
-        else if (k === "escape") this.select(-1, false);
+        else if (k === "m" && this.selected >= 0) this.setRange(this.p.start[this.selected], this.p.end[this.selected], true);
+        else if (k === "escape") { if (this.range) this.setRange(null); else this.select(-1, false); }
         else return;
         e.preventDefault();
       });
@@ -538,11 +546,41 @@
       this.jumpButton.disabled = group === "hardware" || group === "transfer";
       this.details.append(el("div", { class: "title" }, el("b", { text: p.eventName(i) })), table, links, deviceInfo);
     }
+    // The measured range [t0, t1] (or none, with null): its length, the events overlapping it and
+    // how busy the device was inside it (union of hardware and transfer events, clipped to it).
+    setRange(t0, t1, summarise) {
+      if (t0 === null) { this.range = null; this.requestDraw(); this.updateInfo(); return; }
+      const a = Math.min(t0, t1), b = Math.max(t0, t1), p = this.p;
+      this.range = { t0: a, t1: b, events: 0, busy: 0 };
+      if (summarise) {
+        const spans = [];
+        p.lanes.forEach((lane) => {
+          const device = lane.group === "hardware" || lane.group === "transfer";
+          for (let row = lane.firstRow; row < lane.firstRow + lane.rows; row++) {
+            const lo = p.rowStart[row], hi = p.rowStart[row + 1];
+            const first = lowerBound(p.end, lo, hi, a), last = upperBound(p.start, lo, hi, b);
+            this.range.events += Math.max(0, last - first);
+            if (device) for (let i = first; i < last; i++) spans.push([Math.max(p.start[i], a), Math.min(p.end[i], b)]);
+          }
+        });
+        spans.sort((x, y) => x[0] - y[0]);
+        let end = -Infinity;
+        for (const [s, e] of spans) { if (e <= end) continue; this.range.busy += e - Math.max(s, end); end = e; }
+        this.range.summarised = true;
+      }
+      this.requestDraw();
+      this.updateInfo();
+    }
     updateInfo() {
       const p = this.p;
       let text = fmtInt(p.n) + " events · " + p.lanes.length + " lanes · " + fmtInt(p.flowFrom.length) + " flows · " +
         fmtInt(this.stats.inView) + " in view · " + fmtUs(this.view.t1 - this.view.t0) + " shown";
       if (this.matches) text += " · " + fmtInt(this.matchCount) + " match";
+      const r = this.range;
+      if (r) {
+        text += " · range " + fmtUs(r.t1 - r.t0);
+        if (r.summarised) text += ": " + fmtInt(r.events) + " events, device busy " + fmtPct(r.t1 > r.t0 ? r.busy / (r.t1 - r.t0) : 0);
+      }
       this.info.textContent = text;
       this.info.dataset.events = String(p.n);
       this.info.dataset.inView = String(this.stats.inView);
@@ -620,6 +658,11 @@
         }
       }
       this.drawFlows(ctx, xOf);
+      if (this.range) {
+        const x0 = xOf(this.range.t0), x1 = Math.max(xOf(this.range.t1), x0 + 1);
+        ctx.fillStyle = "rgba(47,111,219,0.12)"; ctx.fillRect(x0, AXIS_H, x1 - x0, this.height - AXIS_H);
+        ctx.fillStyle = "#2f6fdb"; ctx.fillRect(Math.round(x0), AXIS_H, 1, this.height - AXIS_H); ctx.fillRect(Math.round(x1), AXIS_H, 1, this.height - AXIS_H);
+      }
       if (this.selected >= 0) {
         const i = this.selected, c = this.eventCenter(i);
         const x0 = xOf(p.start[i]), x1 = Math.max(xOf(p.end[i]), x0 + 1);
@@ -637,6 +680,13 @@
         if (x < LABEL_W) continue;
         ctx.fillRect(x, AXIS_H - 6, 1, 6);
         ctx.fillText(fmtTick(t, step), x + 3, AXIS_H / 2 - 1);
+      }
+      if (this.range) {
+        const x0 = Math.max(xOf(this.range.t0), LABEL_W), x1 = Math.min(xOf(this.range.t1), W);
+        const label = fmtUs(this.range.t1 - this.range.t0), w = label.length * 6.5 + 10;
+        const cx = Math.min(Math.max((x0 + x1) / 2 - w / 2, LABEL_W), W - w);
+        ctx.fillStyle = "#2f6fdb"; ctx.fillRect(cx, 2, w, AXIS_H - 6);
+        ctx.fillStyle = "#fff"; ctx.fillText(label, cx + 5, AXIS_H / 2 - 1);
       }
       for (const it of this.items) {
         ctx.fillStyle = it.kind === "group" ? "#e9edf3" : "#f8f9fb";
