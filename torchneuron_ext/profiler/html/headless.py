@@ -40,11 +40,13 @@ class BrowserError(RuntimeError):
 class HeadlessChromium:
     """One headless Chromium with one page. Use as a context manager; `close()` ends the browser."""
 
-    # Flags that keep a sandboxed CI machine's Chromium from reaching for the network or a GPU.
+    # Flags that keep a sandboxed CI machine's Chromium from reaching for the network or a GPU, and
+    # off /dev/shm (a container's is often 64 MiB; a million-event report needs more).
     FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
              "--disable-default-apps", "--disable-extensions", "--mute-audio", "--hide-scrollbars",
-             "--no-default-browser-check", "--disable-features=Translate,MediaRouter,OptimizationHints")
+             "--disable-dev-shm-usage", "--no-default-browser-check",
+             "--disable-features=Translate,MediaRouter,OptimizationHints")
 
     def __init__(self, executable: Optional[str] = None, width: int = 1400, height: int = 900,
                  timeout: float = 60.0):
