@@ -363,3 +363,25 @@ def test_shift_drag_measures_a_range(browser, demo):
     browser.evaluate("tnx.timeline().canvas.dispatchEvent(new KeyboardEvent('keydown', {key: 'Escape'}))")
     assert browser.evaluate("tnx.timeline().range") is None
     assert browser.errors() == []
+
+
+def test_search_highlights_and_steps_through_matches(browser, demo):
+    report, traces = demo
+    open_report(browser, report, "tab=timeline&profile=naive")
+    browser.evaluate("document.querySelector('#tab-timeline input[type=search]').focus()")
+    browser.send("Input.insertText", {"text": "RSQRT"})
+    want = sum(1 for e in x_events(traces["naive"]) if "rsqrt" in e["name"].lower())
+    assert browser.evaluate("tnx.timeline().matchCount") == want > 0
+    assert f"· {want} match" in browser.evaluate("document.querySelector('#tab-timeline .info').textContent")
+    seen = []
+    for _ in range(want + 1):  # Enter walks the matches in time order, then wraps around
+        browser.send("Input.dispatchKeyEvent", {"type": "keyDown", "key": "Enter", "code": "Enter",
+                                                "windowsVirtualKeyCode": 13})
+        browser.send("Input.dispatchKeyEvent", {"type": "keyUp", "key": "Enter", "code": "Enter",
+                                                "windowsVirtualKeyCode": 13})
+        seen.append(browser.evaluate("(tl => ({i: tl.selected, t: tl.p.start[tl.selected]}))(tnx.timeline())"))
+    assert all("rsqrt" in browser.evaluate(f"tnx.timeline().p.eventName({s['i']})").lower() for s in seen)
+    starts = [s["t"] for s in seen[:want]]
+    assert starts == sorted(starts) and len({s["i"] for s in seen[:want]}) == want
+    assert seen[want]["i"] == seen[0]["i"]
+    assert browser.errors() == []

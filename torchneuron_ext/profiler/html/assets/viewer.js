@@ -132,7 +132,6 @@
         return { label: c.label, ts: deltasToUs(c.column + ".ts"), series, max, peakAt, fmt };
       });
       this.colors = this.strings.map(nameColor);
-      this.laneGroupIndex = this.lanes.map((l) => this.groups.indexOf(l.group));
       this.decoder = new TextDecoder();
       this.flowInIndex = null;
     }
@@ -460,7 +459,7 @@
     // -------------------------------------------------- search
     setSearch(q) {
       q = q.trim().toLowerCase();
-      if (!q) { this.matches = null; this.info.dataset.matches = ""; this.requestDraw(); this.updateInfo(); return; }
+      if (!q) { this.matches = null; this.requestDraw(); this.updateInfo(); return; }
       this.matches = new Uint8Array(this.p.strings.length);
       this.p.strings.forEach((s, k) => { if (s.toLowerCase().includes(q)) this.matches[k] = 1; });
       let count = 0;
@@ -469,15 +468,18 @@
       this.requestDraw();
       this.updateInfo();
     }
+    // Select the next match in time order (ties by index), wrapping around after the last.
     nextMatch() {
       if (!this.matches) return;
-      const p = this.p, after = this.selected >= 0 ? p.start[this.selected] : -Infinity;
-      let best = -1;
+      const p = this.p, cur = this.selected;
+      const before = (i, j) => p.start[i] < p.start[j] || (p.start[i] === p.start[j] && i < j);
+      let best = -1, first = -1;
       for (let i = 0; i < p.n; i++) {
-        if (!this.matches[p.nameId[i]] || p.start[i] <= after) continue;
-        if (best < 0 || p.start[i] < p.start[best]) best = i;
+        if (!this.matches[p.nameId[i]]) continue;
+        if (first < 0 || before(i, first)) first = i;
+        if ((cur < 0 || before(cur, i)) && (best < 0 || before(i, best))) best = i;
       }
-      if (best < 0) for (let i = 0; i < p.n; i++) if (this.matches[p.nameId[i]] && (best < 0 || p.start[i] < p.start[best])) best = i;
+      if (best < 0) best = first;
       if (best >= 0) this.select(best, true);
     }
 
