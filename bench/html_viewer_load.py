@@ -11,7 +11,9 @@ the report, opens it in headless Chromium and measures:
 - open:  navigation to "report ready" (HTML parsed, data inflated, columns and timeline drawn),
          and where that time goes in the page (scriptStart: loading and parsing the HTML up to the
          viewer's script; parse: the embedded JSON; base64, inflate, columns; firstView: the tab);
-- first draw: the timeline's first full draw at whole-trace zoom, and a redraw after zooming in;
+- draw: the timeline's full draw at whole-trace zoom, and a redraw after zooming in;
+- interactions: a search over every event, selecting an event (details, args, flows), jumping
+  from an op to its device work;
 - against the 10k trace, how much slower each size opens (ratio measured in the same run).
 
 The issue's bar: a trace of one million events opens in under 3 seconds.
@@ -91,11 +93,20 @@ def measure(browser: HeadlessChromium, path: str) -> dict:
     error = browser.evaluate("window.tnx.error")
     if error:
         raise RuntimeError(error)
+    browser.evaluate("tnx.timeline().p.loadArgs()")  # args inflate in the background after opening
     draw = browser.evaluate("""(() => {
         const tl = tnx.timeline();
         let t = performance.now(); tl.drawNow(); const full = performance.now() - t;
         tl.zoomBy(1 / 50); t = performance.now(); tl.drawNow(); const zoomed = performance.now() - t;
-        return {full, zoomed, drawn: tl.stats.drawn, events: tnx.profiles()[0].events, inPage: tnx.loadMs,
+        const drawn = tl.stats.drawn;
+        // Interactions on the whole trace: search (every event's name checked), selecting an
+        // event (details with its args and flows), following it to its device work.
+        t = performance.now(); tl.setSearch("mul"); const search = performance.now() - t;
+        tl.setSearch("");
+        const i = tnx.findEvent("aten::mul", Math.floor(tl.p.n / 40));
+        t = performance.now(); tl.select(i, true); tl.drawNow(); const select = performance.now() - t;
+        t = performance.now(); tl.jumpToDevice(); tl.drawNow(); const jump = performance.now() - t;
+        return {full, zoomed, drawn, search, select, jump, events: tnx.profiles()[0].events, inPage: tnx.loadMs,
                 timings: tnx.timings};
     })()""")
     return {"open_s": open_s, **draw}
@@ -126,6 +137,8 @@ def main() -> int:
                   f"open {best['open_s']:5.2f} s (in page {best['inPage'] / 1e3:4.2f} s), full draw "
                   f"{best['full']:5.1f} ms ({best['drawn']} rects after zoom), zoomed draw {best['zoomed']:5.1f} ms",
                   flush=True)
+            print(f"           interactions: search {best['search']:.0f} ms, select with details "
+                  f"{best['select']:.0f} ms, jump to device work {best['jump']:.0f} ms", flush=True)
             t = best["timings"]
             print("           in the page: " + ", ".join(
                 f"{k} {t[k]:.0f} ms" for k in ("scriptStart", "parse", "base64", "inflate", "columns", "firstView")),
