@@ -49,6 +49,7 @@ def _create_backend(opts: Any, backend_options: Any) -> ProcessGroupNeuron:
     gloo = dist.ProcessGroupGloo(opts.store, opts.group_rank, opts.group_size, opts.timeout)
     gloo.options.global_ranks_in_group = list(opts.global_ranks_in_group)
     gloo.options.group_name = opts.group_id
+    gloo._set_sequence_number_for_group()  # as torch does for gloo groups (flight recorder, debug tools)
     if backend_options is not None and not isinstance(backend_options, NeuronOptions):
         raise TypeError(f"the neuron backend takes pg_options=torchneuron_ext.distributed.NeuronOptions(...), "
                         f"got {type(backend_options).__name__}")
