@@ -158,18 +158,16 @@
     }
     flowsIn(i) {
       if (!this.flowInIndex) {
-        const m = this.flowTo.length;
-        const order = new Uint32Array(m);
-        for (let k = 0; k < m; k++) order[k] = k;
-        order.sort((a, b) => this.flowTo[a] - this.flowTo[b]);
-        const keys = new Uint32Array(m);
-        for (let k = 0; k < m; k++) keys[k] = this.flowTo[order[k]];
-        this.flowInIndex = { order, keys };
+        // Sources grouped by destination (a counting sort: linear, built on first use).
+        const m = this.flowTo.length, first = new Uint32Array(this.n + 1), src = new Uint32Array(m);
+        for (let k = 0; k < m; k++) first[this.flowTo[k] + 1]++;
+        for (let j = 0; j < this.n; j++) first[j + 1] += first[j];
+        const next = first.slice(0, this.n);
+        for (let k = 0; k < m; k++) src[next[this.flowTo[k]]++] = this.flowFrom[k];
+        this.flowInIndex = { first, src };
       }
-      const { order, keys } = this.flowInIndex;
-      const out = [];
-      for (let k = lowerBound(keys, 0, keys.length, i); k < keys.length && keys[k] === i; k++) out.push(this.flowFrom[order[k]]);
-      return out;
+      const { first, src } = this.flowInIndex;
+      return Array.from(src.subarray(first[i], first[i + 1]));
     }
     // Events nested inside i on its lane (deeper rows, within its time span).
     descendants(i, limit) {
