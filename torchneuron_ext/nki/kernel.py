@@ -143,6 +143,7 @@ class _Args:
         self.device = None
         self.originals: dict[int, Any] = {}  # id(storage) -> caller's object
         self.storages: list[Storage] = []
+        self.requires_grad = False
 
     def convert(self, value: Any) -> Any:
         import sys
@@ -167,6 +168,7 @@ class _Args:
 
     def _torch(self, t: Any) -> NKITensor:
         from .interop import tensor_view
+        self.requires_grad = self.requires_grad or t.requires_grad
         dev = t.device.type
         kind = {"cpu": "cpu", "neuron": "neuron", "meta": "meta"}.get(dev)
         if kind is None or _is_fake(t):
@@ -253,6 +255,8 @@ def launch(kernel: Kernel, grid: tuple, args: tuple, kwargs: dict) -> Any:
     target = kernel.target or default_target()
     state = Launch(kernel.__name__, kernel.func, grid, kernel.dialect, target, conv.hbm_allocator())
     bound = _bind(kernel.func, cargs, ckwargs)
+    if conv.requires_grad:
+        _warn_without_autograd(kernel)
     record = conv.kind == "neuron"
     result = None
     with _profiler_scope(kernel, conv.kind):
@@ -275,6 +279,25 @@ def launch(kernel: Kernel, grid: tuple, args: tuple, kwargs: dict) -> Any:
             _C._record_kernel(f"nki::{kernel.__name__}", "nki", conv.device.index or 0, start, _C._now_ns(),
                               c.bytes_read, c.bytes_written, c.flops)
     return out
+
+
+_warned_autograd: set = set()
+
+
+def _warn_without_autograd(kernel: Kernel) -> None:
+    """A kernel's results have no autograd history: say so once if that can lose gradients silently."""
+    import torch
+    if not torch.is_grad_enabled() or kernel.__name__ in _warned_autograd:
+        return  # (inside an nki_op with register_autograd, the forward runs with grad disabled)
+    if torch._C._dispatch_tls_is_dispatch_key_excluded(torch._C.DispatchKey.AutogradFunctionality):
+        return  # called below autograd (e.g. from a backend kernel): autograd is handled above
+    _warned_autograd.add(kernel.__name__)
+    import warnings
+    warnings.warn(
+        f"NKI kernel {kernel.__name__} was called on tensors that require grad: its results have no autograd "
+        f"history, so no gradient flows through it. For training, call it from an nki_op and give that op a "
+        f"backward with op.register_autograd(backward, setup_context=...); under torch.no_grad() this "
+        f"warning does not appear", stacklevel=4)
 
 
 class _NoScope:
