@@ -112,12 +112,22 @@ def test_second_device():
     torch.testing.assert_close(out.cpu(), a + b, rtol=0, atol=0)
 
 
-def test_requires_grad_tensors_are_read():
+def test_requires_grad_tensors_warn_once_that_no_gradient_flows():
+    from torchneuron_ext.nki import kernel as kernel_module
+    kernel_module._warned_autograd.discard("add_kernel")
     a, b = _pair()
     na = a.to("neuron").requires_grad_()
-    out = add_kernel[2](na, b.to("neuron"))
+    with pytest.warns(UserWarning, match="NKI kernel add_kernel was called on tensors that require grad"):
+        out = add_kernel[2](na, b.to("neuron"))
     assert not out.requires_grad
     torch.testing.assert_close(out.cpu(), a + b, rtol=0, atol=0)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        add_kernel[2](na, b.to("neuron"))          # once per kernel
+        kernel_module._warned_autograd.discard("add_kernel")
+        with torch.no_grad():
+            add_kernel[2](na, b.to("neuron"))      # no gradient expected here: no warning
 
 
 class TestErrors(TestCase):
