@@ -29,11 +29,14 @@ def make_model() -> torch.nn.Module:
                                torch.nn.ReLU(), torch.nn.Linear(HIDDEN, CLASSES))
 
 
+TEACHER = torch.randn(FEATURES, CLASSES, generator=torch.Generator().manual_seed(7))
+
+
 def global_batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Step `step`'s global batch: random inputs, labels from a fixed linear teacher (learnable)."""
     g = torch.Generator().manual_seed(1000 + step)
     x = torch.randn(GLOBAL_BATCH, FEATURES, generator=g)
-    y = torch.randint(0, CLASSES, (GLOBAL_BATCH,), generator=g)
-    return x, y
+    return x, (x @ TEACHER).argmax(1)
 
 
 def train_distributed(steps: int, lr: float) -> list[float]:
@@ -73,7 +76,7 @@ def train_single_process(steps: int, lr: float) -> list[float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--lr", type=float, default=0.05)
+    parser.add_argument("--lr", type=float, default=0.2)
     parser.add_argument("--json", help="rank 0 writes both loss curves here")
     args = parser.parse_args()
     if "RANK" not in os.environ:
