@@ -385,3 +385,22 @@ def test_search_highlights_and_steps_through_matches(browser, demo):
     assert starts == sorted(starts) and len({s["i"] for s in seen[:want]}) == want
     assert seen[want]["i"] == seen[0]["i"]
     assert browser.errors() == []
+
+
+def test_counter_spike_survives_zooming_out(browser, tmp_path):
+    # 100k HBM samples at 1 MB with one 1-sample spike to 100 MB: at whole-trace zoom it is far
+    # narrower than a pixel, yet its column must still reach the top of the memory lane.
+    n, spike = 100_000, 61_234
+    ev = [{"ph": "X", "cat": "kernel", "name": "neuron::k", "pid": 2, "tid": 0, "ts": 0.0, "dur": float(n)}]
+    ev += [{"ph": "C", "name": "NC0 HBM", "pid": 2, "ts": float(k), "args": {"allocated MB": 100.0 if k == spike else 1.0}}
+           for k in range(n)]
+    path = write_html_report([{"traceEvents": ev}], tmp_path / "spike.html")
+    open_report(browser, path, "tab=timeline")
+    geo = browser.evaluate("""(() => { const tl = tnx.timeline(); tl.drawNow();
+        const r = tl.canvas.getBoundingClientRect(), it = tl.items.find(it => it.kind === 'counter');
+        return {left: r.left, top: r.top + it.y + 6, width: tl.width, x: tl.xOf(%d)}; })()""" % spike)
+    png = browser.screenshot({"x": geo["left"], "y": geo["top"] + 1, "width": geo["width"], "height": 1})
+    w, _, rows, bpp = decode_png(png)
+    blue = [x for x in range(240, w) if rows[0][x * bpp + 2] > 150 and rows[0][x * bpp] < 120]
+    assert blue and all(abs(x - geo["x"]) <= 2 for x in blue), (blue, geo["x"])
+    assert browser.errors() == []

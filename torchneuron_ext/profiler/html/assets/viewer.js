@@ -64,6 +64,27 @@
     return lo;
   }
 
+  // Level L holds the max of each block of 2^L values; rangeMax walks it bottom-up like a segment
+  // tree: the largest value in [lo, hi) in O(log n).
+  function maxPyramid(v) {
+    const levels = [v];
+    for (let cur = v; cur.length > 1;) {
+      const next = new Float64Array(Math.ceil(cur.length / 2));
+      for (let j = 0; j < next.length; j++) next[j] = 2 * j + 1 < cur.length ? Math.max(cur[2 * j], cur[2 * j + 1]) : cur[2 * j];
+      levels.push(next);
+      cur = next;
+    }
+    return levels;
+  }
+  function rangeMax(levels, lo, hi) {
+    let m = -Infinity;
+    for (let L = 0; lo < hi; L++, lo >>= 1, hi >>= 1) {
+      if (lo & 1) m = Math.max(m, levels[L][lo++]);
+      if (hi & 1) m = Math.max(m, levels[L][--hi]);
+    }
+    return m;
+  }
+
   // ---------------------------------------------------------------- the embedded data
   const ARRAYS = { f64: Float64Array, f32: Float32Array, u32: Uint32Array, u16: Uint16Array, u8: Uint8Array, i32: Int32Array };
 
@@ -702,29 +723,38 @@
       this.stats = { drawn, inView, draws: this.stats.draws + 1 };
       this.updateInfo();
     }
-    // Step chart of a counter (allocated filled, other series as lines); per pixel column the
-    // largest sample wins, so a spike never disappears when zoomed out.
+    // Step chart of a counter (allocated filled, other series as lines). Each pixel column shows
+    // the largest value it covers, so a spike never disappears when zoomed out; a max pyramid per
+    // series answers that in O(log n) per column, whatever the number of samples.
     drawCounter(ctx, c, it, xOf) {
-      const { t0, t1 } = this.view, top = it.y + 6, h = it.h - 10, base = top + h;
+      const top = it.y + 6, h = it.h - 10, base = top + h, n = c.ts.length;
+      if (!n) return;
       const yOf = (v) => base - (c.max > 0 ? v / c.max : 0) * h;
-      const n = c.ts.length;
-      const i0 = Math.max(0, upperBound(c.ts, 0, n, t0) - 1), i1 = upperBound(c.ts, 0, n, t1);
+      const xFirst = Math.max(LABEL_W, Math.floor(xOf(c.ts[0])));
       c.series.forEach((s, si) => {
+        if (!s.levels) s.levels = maxPyramid(s.v);
         ctx.beginPath();
-        let px = -Infinity, colMax = 0, started = false, lastV = 0;
-        const flush = () => {
-          if (!started) { ctx.moveTo(px, yOf(colMax)); started = true; } else { ctx.lineTo(px, yOf(lastV)); ctx.lineTo(px, yOf(colMax)); }
-          lastV = colMax;
-        };
-        for (let k = i0; k < Math.min(i1 + 1, n); k++) {
-          const x = Math.max(Math.round(xOf(c.ts[k])), LABEL_W);
-          const v = s.v[k];
-          if (x !== px) { if (px !== -Infinity) flush(); px = x; colMax = v; } else colMax = Math.max(colMax, v);
+        let k = upperBound(c.ts, 0, n, this.tOf(xFirst)) - 1;
+        let carried = k >= 0 ? s.v[k] : null, started = false, px = xFirst;
+        for (; px < this.width; px++) {
+          const lo = k + 1, hi = upperBound(c.ts, lo, n, this.tOf(px + 1));
+          let v = carried;
+          if (hi > lo) {
+            const m = rangeMax(s.levels, lo, hi);
+            v = v === null ? m : Math.max(v, m);
+            carried = s.v[hi - 1];
+            k = hi - 1;
+          }
+          if (v === null) continue;
+          const y = yOf(v);
+          if (!started) { ctx.moveTo(px, y); started = true; } else ctx.lineTo(px, y);
+          ctx.lineTo(px + 1, y);
+          if (k >= n - 1 && hi <= lo) { ctx.lineTo(this.width, yOf(carried)); px = this.width; break; }
         }
-        if (px !== -Infinity) { flush(); ctx.lineTo(this.width, yOf(lastV)); }
+        if (!started) return;
         if (si === 0) {
           ctx.strokeStyle = "#2f6fdb"; ctx.stroke();
-          if (started) { ctx.lineTo(this.width, base); ctx.lineTo(Math.max(LABEL_W, Math.round(xOf(c.ts[i0]))), base); ctx.closePath(); ctx.fillStyle = "rgba(47,111,219,0.25)"; ctx.fill(); }
+          ctx.lineTo(this.width, base); ctx.lineTo(xFirst, base); ctx.closePath(); ctx.fillStyle = "rgba(47,111,219,0.25)"; ctx.fill();
         } else { ctx.strokeStyle = "#9aa3b5"; ctx.setLineDash([4, 3]); ctx.stroke(); ctx.setLineDash([]); }
       });
       ctx.fillStyle = "#5b6477";
