@@ -54,7 +54,7 @@ class TestFindings(TestCase):
 [device_bound] Device-bound: kernels fill 90% of the wall time
   Kernels kept the device busy 90% of 1.00 ms. The largest is aten::mm: 100% of device time over 10 calls.
   next: Speed up the top ops by device time: fewer passes over memory (fused or compiled kernels), lower precision (torch.autocast("neuron")), or less work.
-[dispatch_overhead] Dispatch overhead is 20.0 us, 0.02x the kernel time
+[dispatch_overhead] Dispatch overhead is 20.0 us, 2.2% of the kernel time
   The runtime spent 920.0 us in dispatch spans, of which 20.0 us went to preparing launches rather than running kernels (2.0 us per kernel).
   next: Each eager op pays this once: torch.compile turns a sequence of ops into one launch.
 """)
