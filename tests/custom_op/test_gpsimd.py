@@ -2,7 +2,10 @@
 coherence policies, multicore get_cpu_id() / get_cpu_count(), and the rules they enforce."""
 from __future__ import annotations
 
+import os
 import re
+import signal
+import time
 
 import expecttest
 import pytest
@@ -104,6 +107,26 @@ class TestMulticore(expecttest.TestCase):
     def test_output_must_come_from_get_dst_tensor(self):
         self.assertExpectedInline(first_line(mc.no_dst, torch.ones(4, device="neuron")), """\
 test_mc::no_dst: multicore kernel mc_no_dst never called get_dst_tensor(); in multicore mode every core writes its part of the output through get_dst_tensor()""")
+
+    def test_forked_child_gets_its_own_cores(self):
+        x = torch.randn(100)
+        mc.relu(x)  # the parent's 8 core threads exist now; a forked child has none of them
+        pid = os.fork()
+        if pid == 0:  # the child: must not wait for its parent's threads
+            try:
+                os._exit(0 if torch.equal(mc.relu(x), x.relu()) else 1)
+            finally:
+                os._exit(2)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                self.assertEqual(os.waitstatus_to_exitcode(status), 0)
+                return
+            time.sleep(0.05)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        self.fail("the forked child hung in a multicore launch")
 
     def test_stream_accessors_are_single_core(self):
         self.assertExpectedInline(first_line(mc.stream, torch.ones(4, device="neuron")), """\

@@ -12,15 +12,25 @@
 #include <mutex>
 #include <thread>
 
+#include <unistd.h>
+
 #include <torchneuron/detail/core_state.h>
 
 namespace torchneuron::gpsimd {
 
 class CorePool {
  public:
-  // Never destroyed: its threads wait for work until the process exits.
+  // Never destroyed: its threads wait for work until the process exits. A
+  // forked child has none of its parent's threads, so it gets a pool of its own.
   static CorePool& instance() {
-    static CorePool* pool = new CorePool();
+    static std::mutex mu;
+    static CorePool* pool = nullptr;
+    static pid_t owner = 0;
+    std::lock_guard<std::mutex> lock(mu);
+    if (pool == nullptr || owner != getpid()) {
+      pool = new CorePool();
+      owner = getpid();
+    }
     return *pool;
   }
 
