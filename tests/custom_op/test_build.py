@@ -55,6 +55,16 @@ class TestLoad(expecttest.TestCase):
         self.assertEqual(os.stat(self.library.path).st_mtime_ns, before)
         self.assertFalse(needs_build(args["build_directory"]))
 
+    def test_verbose_says_what_the_build_did(self):
+        args = self.builds.arguments("test_ops")
+        self.capfd.readouterr()
+        custom_op.load("test_ops", verbose=True, **args)
+        self.assertIn(f"custom-op library {self.library.path} is up to date", self.capfd.readouterr().err)
+
+    @pytest.fixture(autouse=True)
+    def _capfd(self, capfd):
+        self.capfd = capfd
+
     def test_a_changed_source_is_rebuilt(self):
         build_dir = self.builds.arguments("test_ops")["build_directory"]
         source = os.path.join(CSRC, "ops.cpp")
@@ -127,6 +137,11 @@ test_ops::passthrough(Tensor _0) -> Tensor _0""")
         # all or nothing: the first library's ops are intact
         x = torch.ones(2, device="neuron")
         self.assertEqual(torch.ops.test_ops.affine(x, 1.0, 1, False).cpu().tolist(), [2.0, 2.0])
+
+
+def test_default_build_directory(monkeypatch, tmp_path):
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    assert custom_op.default_build_directory("relu") == os.path.join(str(tmp_path), "torchneuron_custom_ops", "relu")
 
 
 class TestLoadErrors(expecttest.TestCase):
