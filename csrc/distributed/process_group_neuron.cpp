@@ -68,8 +68,19 @@ void divide_in_place(const at::Tensor& view, int size) {
   }
 }
 
+// The transport reads and writes numel() elements from data_ptr(): a strided
+// view would silently exchange the wrong elements (gloo does not check), so
+// refuse it, as NCCL does.
+at::Tensor dense(const at::Tensor& t, const char* op) {
+  TORCH_CHECK(!t.defined() || t.is_contiguous(), "neuron backend: ", op,
+              " takes contiguous tensors; got one of shape ", t.sizes(), " with strides ", t.strides(),
+              ". Pass t.contiguous() (and copy the result back if you need it in the original tensor).");
+  return t;
+}
+
 at::Tensor host(const at::Tensor& t, const char* op) {
   if (!t.defined()) return t;
+  dense(t, op);
   if (t.device().type() == kNeuron) return host_view(t);
   TORCH_CHECK(t.device().is_cpu(), "neuron backend: ", op, " takes neuron or CPU tensors, got a tensor on ",
               t.device(), ". Move it to the neuron device, or use a group whose backend serves ", t.device().type(),
@@ -158,7 +169,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::launch(const char* op, OpType
                                                           const TensorList& inputs, const TensorList& outputs,
                                                           TensorList keep, std::function<void()> finalize,
                                                           Start&& start) {
-  if (sig != nullptr && check_signatures_) {
+  if (sig != nullptr && check_signatures_ && getSize() > 1) {
     try {
       check_signatures(*transport_, *sig, getRank(), getSize(), group_name_);
     } catch (const c10::DistBackendError&) {

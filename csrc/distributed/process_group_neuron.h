@@ -27,6 +27,8 @@ class ProcessGroupNeuron final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Backend> transport() const { return transport_; }
   bool checks_enabled() const { return check_signatures_; }
   void setTimeout(std::chrono::milliseconds timeout) override { transport_->setTimeout(timeout); }
+  void setSequenceNumberForGroup() override { transport_->setSequenceNumberForGroup(); }
+  uint64_t getSequenceNumberForGroup() override { return transport_->getSequenceNumberForGroup(); }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;

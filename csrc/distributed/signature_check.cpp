@@ -3,6 +3,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 #include <c10/util/Exception.h>
+#include <c10/core/ScalarType.h>
 #include <c10/util/hash.h>
 
 #include <sstream>
@@ -56,8 +57,12 @@ std::string describe(const int64_t* row) {
     for (size_t i = 0; i < args.size(); ++i) s << (i ? ", " : "") << args[i];
     s << ")";
   }
-  if (row[kCount] > 0) {
-    s << " " << c10::toString(static_cast<c10::ScalarType>(row[kDtype])) << "[";
+  const auto kind = static_cast<CollectiveKind>(row[kKind]);
+  if (row[kCount] > 0 && (kind == CollectiveKind::kAlltoall || kind == CollectiveKind::kAlltoallBase)) {
+    // Shapes legitimately differ per rank here; only the dtype must agree.
+    s << " " << c10::getDtypeNames(static_cast<c10::ScalarType>(row[kDtype])).first;
+  } else if (row[kCount] > 0) {
+    s << " " << c10::getDtypeNames(static_cast<c10::ScalarType>(row[kDtype])).first << "[";
     const int64_t ndim = row[kNdim];
     for (int64_t d = 0; d < std::min<int64_t>(ndim, kMaxDims); ++d) s << (d ? ", " : "") << row[kDim0 + d];
     if (ndim > kMaxDims) s << ", ...";

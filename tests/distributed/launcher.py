@@ -62,6 +62,14 @@ def run_ranks(module: str, world_size: int = 2, timeout: float = 90.0, env: dict
         return results
 
 
+def run_job(env: dict[str, str] | None = None) -> list[RankResult]:
+    """The collectives worker on 2 ranks; every rank must exit cleanly."""
+    ranks = run_ranks("tests.distributed.workers.collectives", env=env, timeout=150)
+    for r in ranks:
+        assert r.returncode == 0, f"rank {r.rank} exited with {r.returncode}:\n{r.output[-4000:]}"
+    return ranks
+
+
 def write_result(result: dict[str, Any]) -> None:
     """Called by a worker: store this rank's result for the launcher."""
     path = os.path.join(os.environ["TNX_RESULT_DIR"], f"rank{os.environ['RANK']}.json")

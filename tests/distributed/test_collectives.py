@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from .launcher import run_ranks
+from .launcher import run_job
 
 CHECKS = ["device_per_rank", "backend_names", "all_reduce_ops", "all_reduce_dtypes", "async_work_and_future",
           "dropped_async_work_keeps_tensors", "all_gather_forms", "reduce_scatter_forms",
@@ -17,22 +17,10 @@ MIXED_CHECKS = ["backend_names", "all_reduce_ops", "async_work_and_future", "all
                 "point_to_point", "subgroups", "cpu_tensors_and_objects"]
 
 
-def _job(env: dict[str, str] | None = None) -> list:
-    ranks = run_ranks("tests.distributed.workers.collectives", env=env, timeout=150)
-    for r in ranks:
-        assert r.returncode == 0, f"rank {r.rank} exited with {r.returncode}:\n{r.output[-4000:]}"
-    return ranks
-
-
-@pytest.fixture(scope="module")
-def neuron_job() -> list:
-    return _job()
-
-
 @pytest.fixture(scope="module")
 def mixed_job() -> list:
     # CPU tensors through plain gloo, neuron tensors through ours, in one group.
-    return _job({"TNX_BACKEND": "cpu:gloo,neuron:neuron"})
+    return run_job({"TNX_BACKEND": "cpu:gloo,neuron:neuron"})
 
 
 @pytest.mark.parametrize("check", CHECKS)

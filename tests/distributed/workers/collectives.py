@@ -182,6 +182,13 @@ def main() -> None:
         for w in works:
             w.wait()
         equal(got2, torch.full((5,), peer + 0.5))
+        # A receive from whoever sends first reports the sender.
+        if rank == 0:
+            anyone = torch.empty(2, device=DEV)
+            assert dist.recv(anyone) == 1
+            equal(anyone, torch.full((2,), 42.0))
+        else:
+            dist.send(torch.full((2,), 42.0, device=DEV), dst=0)
 
     def coalesced_forms() -> None:
         ts = [data(rank, (2,)).to(DEV), data(rank, (3, 3)).to(DEV)]
@@ -269,8 +276,12 @@ def main() -> None:
             if name == "device_per_rank" and os.environ.get("TNX_SKIP_DEVICE_CHECK"):
                 continue
             c.run(name, fn)
+    # Disagreeing ranks, last: every error must leave the group in step (checked by test_faults).
+    from tests.distributed.workers.faults import mismatch
+    results = dict(c.results)
+    results.update({f"mismatch.{k}": v for k, v in mismatch(rank).items()})
     dist.destroy_process_group()
-    write_result(c.results)
+    write_result(results)
 
 
 if __name__ == "__main__":
