@@ -74,7 +74,6 @@ class ProcessGroupNeuron final : public c10d::Backend {
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
 
  private:
-  struct Launch;
   // Checks agreement (collectives), launches `start` on host views, and
   // wraps its Work. Inputs/outputs are the caller's tensors (for bytes and
   // lifetime); `finalize` runs after the transport completes.
