@@ -42,14 +42,17 @@ _ALIASES: dict[str, Optional[str]] = {
     "torch_neuronx": None,
     "torch_neuronx.nki_hop": None,
     "torch_neuronx.profiling": "torchneuron_ext.profiling",
+    # Neuron's custom C++ operator workflow (custom_op.load / load_library), see docs/custom_ops.md.
+    "torch_neuronx.xla_impl": None,
+    "torch_neuronx.xla_impl.custom_op": "torchneuron_ext.custom_op",
 }
 _TOP_LEVEL = ("neuronxcc", "nki", "torch_neuronx")
 
 
 def _facade(name: str) -> types.ModuleType:
     module = types.ModuleType(name, f"torchneuron_ext's stand-in for {name} (torchneuron_ext.nki.compat)")
-    if name == "neuronxcc":
-        module.__path__ = []  # a package, so that neuronxcc.nki can be imported from it
+    if name in ("neuronxcc", "torch_neuronx.xla_impl"):
+        module.__path__ = []  # a package, so that its submodules can be imported from it
     elif name in ("torch_neuronx", "torch_neuronx.nki_hop"):
         from . import torch_ops
         module.nki_op = torch_ops.nki_op
