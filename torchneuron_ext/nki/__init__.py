@@ -11,18 +11,12 @@ See docs/nki.md; ``torchneuron_ext.nki.compat.install()`` makes ``import nki`` a
 from __future__ import annotations
 
 from . import isa, language, typing  # noqa: F401
-from .entry_points import (make_baremetal, make_benchmark, make_jit, make_profile, make_simulate,
-                           make_simulate_kernel)
+from .entry_points import for_dialect
 from .errors import NKIError, NKIUnsupportedError  # noqa: F401
 from .kernel import GridKernel, Kernel, LaunchResult  # noqa: F401
 from .tensor import NKITensor  # noqa: F401
 
-jit = make_jit("new")
-simulate = make_simulate("new")
-simulate_kernel = make_simulate_kernel("new")
-baremetal = make_baremetal("new")
-benchmark = make_benchmark("new")
-profile = make_profile("new")
+jit, simulate, simulate_kernel, baremetal, benchmark, profile = for_dialect("new")
 tensor = NKITensor
 
 __all__ = ["jit", "simulate", "simulate_kernel", "baremetal", "benchmark", "profile", "language", "isa",

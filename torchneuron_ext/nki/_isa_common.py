@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 
 class engine(enum.Enum):
@@ -56,3 +57,13 @@ def engine_name(e: object, default: str = "vector") -> str:
     if isinstance(e, engine):
         return {1: "tensor", 2: "vector", 3: "scalar", 4: "gpsimd", 5: "vector"}[e.value]
     return str(e)
+
+
+def unsupported_instruction(name: str) -> Any:
+    """Module ``__getattr__`` of both isa modules: an instruction the simulator does not model."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    from .errors import NKIUnsupportedError
+    raise NKIUnsupportedError(
+        f"nki.isa.{name} is not modelled by the torchneuron_ext NKI simulator; see docs/nki.md for the "
+        f"instructions it runs")

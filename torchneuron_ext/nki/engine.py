@@ -708,15 +708,21 @@ def activation(op: Any, data: NKITensor, *, bias: Any = None, scale: Any = 1.0, 
     return _emit(result, out_dtype, dst, as_mask(mask), api)
 
 
+def _same_partitions(api: str, a: "tuple[str, NKITensor]", b: "tuple[str, NKITensor]") -> None:
+    """nisa operands must have equal partitions and equal elements per partition."""
+    (na, ta), (nb, tb) = a, b
+    if ta.shape[0] != tb.shape[0] or _free(ta.shape) != _free(tb.shape):
+        fail("err_num_partition_mismatch",
+             f"number of partitions (dimension 0 size of a tile) mismatch in parameters ({na}{list(ta.shape)}, "
+             f"{nb}{list(tb.shape)}) of '{api}'")
+
+
 def tensor_tensor(data1: NKITensor, data2: NKITensor, op: Any, *, dtype: Any = None, mask: Any = None,
                   dst: Optional[NKITensor] = None, engine: str = "vector") -> Optional[NKITensor]:
     api = "tensor_tensor"
     check_tile(data1, api, "data1")
     check_tile(data2, api, "data2")
-    if data1.shape[0] != data2.shape[0] or _free(data1.shape) != _free(data2.shape):
-        fail("err_num_partition_mismatch",
-             f"number of partitions (dimension 0 size of a tile) mismatch in parameters (data1{list(data1.shape)}, "
-             f"data2{list(data2.shape)}) of '{api}'")
+    _same_partitions(api, ("data1", data1), ("data2", data2))
     if data1.buffer is psum and data2.buffer is psum:
         fail("err_unsupported_memory", f"'{api}' cannot read both operands from PSUM; copy one to SBUF first")
     name = op_name(op)
@@ -877,10 +883,7 @@ def scalar_tensor_tensor(data: NKITensor, op0: Any, operand0: Any, op1: Any, ope
     api = "scalar_tensor_tensor"
     check_tile(data, api, "data")
     check_tile(operand1, api, "operand1")
-    if operand1.shape[0] != data.shape[0] or _free(operand1.shape) != _free(data.shape):
-        fail("err_num_partition_mismatch",
-             f"number of partitions (dimension 0 size of a tile) mismatch in parameters (data{list(data.shape)}, "
-             f"operand1{list(operand1.shape)}) of '{api}'")
+    _same_partitions(api, ("data", data), ("operand1", operand1))
     a = _per_partition(operand0, data, api, "operand0")
     x = _fp32(np.asarray(data.read()))
     t = _fp32(np.asarray(operand1.read())).reshape(x.shape)

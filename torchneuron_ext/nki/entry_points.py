@@ -162,3 +162,9 @@ def make_profile(dialect: str) -> Callable:
             return ProfileKernel(f, dialect, working_directory, save_trace_name, **options)
         return wrap if kernel is None else wrap(kernel)
     return profile
+
+
+def for_dialect(dialect: str) -> tuple:
+    """``jit, simulate, simulate_kernel, baremetal, benchmark, profile`` of one dialect."""
+    return (make_jit(dialect), make_simulate(dialect), make_simulate_kernel(dialect), make_baremetal(dialect),
+            make_benchmark(dialect), make_profile(dialect))

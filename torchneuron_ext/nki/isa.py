@@ -4,10 +4,10 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 from . import engine as _eng
+from ._isa_common import unsupported_instruction as _unsupported_instruction
 from ._isa_common import (activation_engine, dge_mode, engine, engine_name, get_nc_version, gpsimd_engine,  # noqa
                           nc_version, oob_mode, reduce_cmd, scalar_engine, tensor_engine, unknown_engine,
                           vector_engine)
-from .errors import NKIUnsupportedError
 from .tensor import NKITensor
 
 
@@ -119,9 +119,4 @@ def nc_find_index8(dst: NKITensor, data: NKITensor, vals: NKITensor, **_: Any) -
     _eng.find_index8(data, vals, dst=dst)
 
 
-def __getattr__(name: str) -> Any:
-    if name.startswith("__"):
-        raise AttributeError(name)
-    raise NKIUnsupportedError(
-        f"nki.isa.{name} is not modelled by the torchneuron_ext NKI simulator; see docs/nki.md for the "
-        f"instructions it runs")
+__getattr__ = _unsupported_instruction  # the instructions the simulator does not model

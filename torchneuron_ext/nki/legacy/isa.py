@@ -4,10 +4,10 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 from .. import engine as _eng
+from .._isa_common import unsupported_instruction as _unsupported_instruction
 from .._isa_common import (activation_engine, dge_mode, engine, engine_name, get_nc_version, gpsimd_engine,  # noqa
                            nc_version, oob_mode, reduce_cmd, scalar_engine, tensor_engine, unknown_engine,
                            vector_engine)
-from ..errors import NKIUnsupportedError
 from ..memory import sbuf
 from ..tensor import NKITensor
 
@@ -91,14 +91,6 @@ def dma_copy(*, dst: NKITensor, src: NKITensor, mask: Any = None, dst_rmw_op: An
     _eng.dma_copy(dst, src, mask=mask, dst_rmw_op=dst_rmw_op)
 
 
-def __getattr__(name: str) -> Any:
-    if name.startswith("__"):
-        raise AttributeError(name)
-    raise NKIUnsupportedError(
-        f"nki.isa.{name} is not modelled by the torchneuron_ext NKI simulator; see docs/nki.md for the "
-        f"instructions it runs")
-
-
 def affine_select(pred: Any, on_true_tile: NKITensor, on_false_value: Any, *, dtype: Any = None, mask: Any = None,
                   **_: Any) -> NKITensor:
     """``pred`` is an affine comparison of arange indices, e.g. ``i_q >= i_k`` for a causal mask."""
@@ -126,3 +118,6 @@ def max8(*, src: NKITensor, dtype: Any = None, mask: Any = None, **_: Any) -> NK
 def nc_find_index8(*, data: NKITensor, vals: NKITensor, dtype: Any = None, mask: Any = None,
                    **_: Any) -> NKITensor:
     return _eng.find_index8(data, vals, dtype=dtype)
+
+
+__getattr__ = _unsupported_instruction  # the instructions the simulator does not model
