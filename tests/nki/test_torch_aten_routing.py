@@ -9,32 +9,10 @@ from expecttest import TestCase
 import torchneuron_ext
 from torchneuron_ext.nki.aten_routing import route_aten, routes
 from torchneuron_ext.nki.torch_ops import nki_op, wrap_nki
-from tests.nki.torch_kernels import relu_kernel, rms_norm_backward_kernel, rms_norm_kernel
+from tests.nki.torch_kernels import relu_kernel, rms_norm_kernel, rms_norm_op
 
 
-@nki_op("nki_route_test::rms_norm", mutates_args=())
-def nki_rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
-    return rms_norm_kernel(x, w, eps)
-
-
-@nki_op("nki_route_test::rms_norm_backward", mutates_args=())
-def nki_rms_norm_backward(x: torch.Tensor, w: torch.Tensor, g: torch.Tensor, eps: float) -> torch.Tensor:
-    return rms_norm_backward_kernel(x, w, g, eps)
-
-
-def _setup(ctx, inputs, output):
-    x, w, eps = inputs
-    ctx.save_for_backward(x, w)
-    ctx.eps = eps
-
-
-def _backward(ctx, g):
-    x, w = ctx.saved_tensors
-    r = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + ctx.eps)
-    return nki_rms_norm_backward(x, w, g, ctx.eps), (g * x * r).sum(0), None
-
-
-nki_rms_norm.register_autograd(_backward, setup_context=_setup)
+nki_rms_norm = rms_norm_op("nki_route_test")
 
 
 def rms_norm_route(x, normalized_shape, weight=None, eps=None):

@@ -11,8 +11,7 @@ from torchneuron_ext.compiler import graph_breaks
 from torchneuron_ext.compiler.backend import neuron_backend
 from torchneuron_ext.nki import torch_ops
 from torchneuron_ext.nki.torch_ops import nki_op, wrap_nki
-from tests.nki.torch_kernels import (add_into, add_kernel, axpy_, copy_new, rms_norm_backward_kernel, rms_norm_kernel,
-                                     scale_)
+from tests.nki.torch_kernels import add_into, add_kernel, axpy_, copy_new, rms_norm_op, scale_
 
 
 @pytest.fixture(autouse=True)
@@ -32,31 +31,7 @@ def nki_add_into(x: torch.Tensor, y: torch.Tensor, out: torch.Tensor) -> None:
     add_into(x, y, out)
 
 
-@nki_op("nki_test::rms_norm_fwd", mutates_args=())
-def nki_rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
-    return rms_norm_kernel(x, w, eps)
-
-
-@nki_op("nki_test::rms_norm_bwd", mutates_args=())
-def nki_rms_norm_backward(x: torch.Tensor, w: torch.Tensor, g: torch.Tensor, eps: float) -> torch.Tensor:
-    return rms_norm_backward_kernel(x, w, g, eps)
-
-
-def _setup(ctx, inputs, output):
-    x, w, eps = inputs
-    ctx.save_for_backward(x, w)
-    ctx.eps = eps
-
-
-def _backward(ctx, g):
-    x, w = ctx.saved_tensors
-    gx = nki_rms_norm_backward(x, w, g, ctx.eps)
-    r = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + ctx.eps)
-    gw = (g * x * r).sum(0)
-    return gx, gw, None
-
-
-nki_rms_norm.register_autograd(_backward, setup_context=_setup)
+nki_rms_norm = rms_norm_op("nki_test")
 
 
 def _inputs(rows=256, cols=64, device="neuron"):

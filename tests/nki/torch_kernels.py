@@ -1,4 +1,6 @@
 """Small NKI kernels shared by the PyTorch-integration tests (tests/nki/test_torch_*.py)."""
+import torch
+
 import torchneuron_ext.nki as nki_new
 import torchneuron_ext.nki.isa as nisa_new
 import torchneuron_ext.nki.language as nl_new
@@ -77,6 +79,34 @@ def rms_norm_backward_kernel(x, w, g, eps):
         dot = nl.mean(nl.multiply(gw, y_hat), axis=[1])
         nl.store(gx[rows, :], value=nl.multiply(nl.subtract(gw, nl.multiply(y_hat, dot)), r))
     return gx
+
+
+def rms_norm_op(namespace: str):
+    """``<namespace>::rms_norm``, an nki_op over rms_norm_kernel whose backward is
+    ``<namespace>::rms_norm_backward`` (rms_norm_backward_kernel) for x and torch for the weight.
+    Each test module registers its own namespace: an operator can be defined once per process."""
+    from torchneuron_ext.nki.torch_ops import nki_op
+
+    @nki_op(f"{namespace}::rms_norm", mutates_args=())
+    def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+        return rms_norm_kernel(x, w, eps)
+
+    @nki_op(f"{namespace}::rms_norm_backward", mutates_args=())
+    def rms_norm_backward(x: torch.Tensor, w: torch.Tensor, g: torch.Tensor, eps: float) -> torch.Tensor:
+        return rms_norm_backward_kernel(x, w, g, eps)
+
+    def setup(ctx, inputs, output):
+        x, w, eps = inputs
+        ctx.save_for_backward(x, w)
+        ctx.eps = eps
+
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        r = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + ctx.eps)
+        return rms_norm_backward(x, w, g, ctx.eps), (g * x * r).sum(0), None
+
+    rms_norm.register_autograd(backward, setup_context=setup)
+    return rms_norm
 
 
 @nki.jit
