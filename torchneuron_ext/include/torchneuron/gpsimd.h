@@ -21,26 +21,77 @@
 
 namespace torch {
 
+} // namespace torch
+
+namespace torchneuron::gpsimd {
+
+// What the read and the write stream accessor share: the tensor, the stream's
+// registration with the running kernel, and its TCM buffer (one element when
+// TCM is exhausted). Moving hands the buffer over; release() gives it back.
+template <typename T>
+class StreamAccessorState {
+ protected:
+  StreamAccessorState(const at::Tensor& t, const char* api, const char* api_call, bool write)
+      : tensor_(t), write_(write) {
+    auto& core = current_core(api_call);
+    TORCH_CHECK(!core.call->multicore(), api_call, " in kernel ", core.call->kernel(),
+                ": stream accessors work in single-core kernels only; a multicore kernel must use tcm_accessor()");
+    check_element_type<T>(t, api);
+    call_ = core.call;
+    tcm_ = core.tcm;
+    call_->open_stream(tensor_, write_);
+    numel_ = static_cast<size_t>(t.numel());
+    void* buffer = tcm_->allocate(kStreamBufferBytes);
+    buffer_ = buffer != nullptr ? static_cast<T*>(buffer) : &single_;
+    capacity_ = buffer != nullptr ? kStreamBufferBytes / sizeof(T) : 1;
+    open_ = true;
+  }
+  StreamAccessorState() = default;
+
+  void take_state(StreamAccessorState& o) noexcept {
+    tensor_ = std::move(o.tensor_);
+    call_ = o.call_;
+    tcm_ = o.tcm_;
+    single_ = o.single_;
+    buffer_ = o.buffer_ == &o.single_ ? &single_ : o.buffer_;
+    capacity_ = o.capacity_;
+    numel_ = o.numel_;
+    position_ = o.position_;
+    write_ = o.write_;
+    open_ = o.open_;
+    o.open_ = false;
+  }
+  void release_buffer() noexcept {
+    open_ = false;
+    if (buffer_ != &single_) tcm_->release(buffer_);
+    call_->close_stream(tensor_, write_);
+  }
+
+  at::Tensor tensor_;
+  OpCall* call_ = nullptr;
+  TcmArena* tcm_ = nullptr;
+  T single_{};
+  T* buffer_ = nullptr;
+  size_t capacity_ = 0, numel_ = 0, position_ = 0;
+  bool write_ = false;
+  bool open_ = false;
+};
+
+}  // namespace torchneuron::gpsimd
+
+namespace torch {
+
 // Sequential reads of a tensor's elements (flattened, row-major) through a
 // 4 KiB TCM buffer; without TCM left it reads element by element. Single-core
 // kernels only. Obtain with `t.read_stream_accessor<T>()`.
 template <typename T>
-class TensorReadStreamAccessor {
+class TensorReadStreamAccessor : private ::torchneuron::gpsimd::StreamAccessorState<T> {
+  using State = ::torchneuron::gpsimd::StreamAccessorState<T>;
+  using State::buffer_, State::capacity_, State::numel_, State::open_, State::position_, State::tensor_;
+
  public:
-  explicit TensorReadStreamAccessor(const at::Tensor& t) : tensor_(t) {
-    auto& core = ::torchneuron::gpsimd::current_core("read_stream_accessor()");
-    TORCH_CHECK(!core.call->multicore(), "read_stream_accessor() in kernel ", core.call->kernel(),
-                ": stream accessors work in single-core kernels only; a multicore kernel must use tcm_accessor()");
-    ::torchneuron::gpsimd::check_element_type<T>(t, "read_stream_accessor");
-    call_ = core.call;
-    tcm_ = core.tcm;
-    call_->open_stream(tensor_, /*write=*/false);
-    numel_ = static_cast<size_t>(t.numel());
-    void* buffer = tcm_->allocate(::torchneuron::gpsimd::kStreamBufferBytes);
-    buffer_ = buffer != nullptr ? static_cast<T*>(buffer) : &single_;
-    capacity_ = buffer != nullptr ? ::torchneuron::gpsimd::kStreamBufferBytes / sizeof(T) : 1;
-    open_ = true;
-  }
+  explicit TensorReadStreamAccessor(const at::Tensor& t)
+      : State(t, "read_stream_accessor", "read_stream_accessor()", /*write=*/false) {}
   TensorReadStreamAccessor(TensorReadStreamAccessor&& other) noexcept { take(other); }
   TensorReadStreamAccessor& operator=(TensorReadStreamAccessor&& other) noexcept {
     if (this != &other) {
@@ -76,55 +127,28 @@ class TensorReadStreamAccessor {
     next_ = 0;
   }
   void release() noexcept {
-    if (!open_) return;
-    open_ = false;
-    if (buffer_ != &single_) tcm_->release(buffer_);
-    call_->close_stream(tensor_, /*write=*/false);
+    if (open_) this->release_buffer();
   }
   void take(TensorReadStreamAccessor& o) noexcept {
-    tensor_ = std::move(o.tensor_);
-    call_ = o.call_;
-    tcm_ = o.tcm_;
-    single_ = o.single_;
-    buffer_ = o.buffer_ == &o.single_ ? &single_ : o.buffer_;
-    capacity_ = o.capacity_;
-    numel_ = o.numel_;
-    position_ = o.position_;
+    this->take_state(o);
     filled_ = o.filled_;
     next_ = o.next_;
-    open_ = o.open_;
-    o.open_ = false;
   }
 
-  at::Tensor tensor_;
-  ::torchneuron::gpsimd::OpCall* call_ = nullptr;
-  ::torchneuron::gpsimd::TcmArena* tcm_ = nullptr;
-  T single_{};
-  T* buffer_ = nullptr;
-  size_t capacity_ = 0, numel_ = 0, position_ = 0, filled_ = 0, next_ = 0;
-  bool open_ = false;
+  size_t filled_ = 0, next_ = 0;
 };
 
 // Sequential writes of a tensor's elements (flattened, row-major) through a
 // 4 KiB TCM buffer, written back when full and on close() or destruction.
 // Single-core kernels only. Obtain with `t.write_stream_accessor<T>()`.
 template <typename T>
-class TensorWriteStreamAccessor {
+class TensorWriteStreamAccessor : private ::torchneuron::gpsimd::StreamAccessorState<T> {
+  using State = ::torchneuron::gpsimd::StreamAccessorState<T>;
+  using State::buffer_, State::capacity_, State::numel_, State::open_, State::position_, State::tensor_;
+
  public:
-  explicit TensorWriteStreamAccessor(const at::Tensor& t) : tensor_(t) {
-    auto& core = ::torchneuron::gpsimd::current_core("write_stream_accessor()");
-    TORCH_CHECK(!core.call->multicore(), "write_stream_accessor() in kernel ", core.call->kernel(),
-                ": stream accessors work in single-core kernels only; a multicore kernel must use tcm_accessor()");
-    ::torchneuron::gpsimd::check_element_type<T>(t, "write_stream_accessor");
-    call_ = core.call;
-    tcm_ = core.tcm;
-    call_->open_stream(tensor_, /*write=*/true);
-    numel_ = static_cast<size_t>(t.numel());
-    void* buffer = tcm_->allocate(::torchneuron::gpsimd::kStreamBufferBytes);
-    buffer_ = buffer != nullptr ? static_cast<T*>(buffer) : &single_;
-    capacity_ = buffer != nullptr ? ::torchneuron::gpsimd::kStreamBufferBytes / sizeof(T) : 1;
-    open_ = true;
-  }
+  explicit TensorWriteStreamAccessor(const at::Tensor& t)
+      : State(t, "write_stream_accessor", "write_stream_accessor()", /*write=*/true) {}
   TensorWriteStreamAccessor(TensorWriteStreamAccessor&& other) noexcept { take(other); }
   TensorWriteStreamAccessor& operator=(TensorWriteStreamAccessor&& other) noexcept {
     if (this != &other) {
@@ -165,31 +189,14 @@ class TensorWriteStreamAccessor {
   void release() noexcept {
     if (!open_) return;
     flush();
-    open_ = false;
-    if (buffer_ != &single_) tcm_->release(buffer_);
-    call_->close_stream(tensor_, /*write=*/true);
+    this->release_buffer();
   }
   void take(TensorWriteStreamAccessor& o) noexcept {
-    tensor_ = std::move(o.tensor_);
-    call_ = o.call_;
-    tcm_ = o.tcm_;
-    single_ = o.single_;
-    buffer_ = o.buffer_ == &o.single_ ? &single_ : o.buffer_;
-    capacity_ = o.capacity_;
-    numel_ = o.numel_;
-    position_ = o.position_;
+    this->take_state(o);
     pending_ = o.pending_;
-    open_ = o.open_;
-    o.open_ = false;
   }
 
-  at::Tensor tensor_;
-  ::torchneuron::gpsimd::OpCall* call_ = nullptr;
-  ::torchneuron::gpsimd::TcmArena* tcm_ = nullptr;
-  T single_{};
-  T* buffer_ = nullptr;
-  size_t capacity_ = 0, numel_ = 0, position_ = 0, pending_ = 0;
-  bool open_ = false;
+  size_t pending_ = 0;
 };
 
 // Block copies between a tensor (flattened, row-major) and TCM buffers from
