@@ -6,7 +6,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from tests.models import Block
+from tests.blocks import Block
 
 
 class MLP(nn.Module):

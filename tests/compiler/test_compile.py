@@ -5,7 +5,7 @@ import torch.nn.functional as F
 
 import torchneuron_ext
 from torchneuron_ext.compiler import get_metrics, graph_breaks, reset_metrics
-from tests.models import Block
+from tests.blocks import Block
 
 
 def rms_naive(x, w, eps=1e-6):
