@@ -153,6 +153,20 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   return copy_from(self, dst, false);
 }
 
+// Module.to, Tensor.data = and load_state_dict keep Parameter objects (and so tied
+// weights and optimizers built before a move) only when this answers true:
+// PyTorch's built-in rule knows CPU and CUDA but not PrivateUse1, and points
+// PrivateUse1 backends here. Dense strided CPU and neuron tensors share one
+// TensorImpl type, so a shallow copy between them is as sound as CPU <-> CUDA.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  constexpr auto dense = c10::DispatchKeySet(c10::DispatchKey::Dense);
+  constexpr auto host_backends =
+      c10::DispatchKeySet({c10::BackendComponent::CPUBit, c10::BackendComponent::PrivateUse1Bit});
+  auto is_host_dense = [&](c10::DispatchKeySet ks) { return ks.has_any(dense) && ks.has_any(host_backends); };
+  if (is_host_dense(self.key_set()) && is_host_dense(from.key_set())) return true;
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set());
+}
+
 // Kernels run synchronously, so no block can be reused while a stream still
 // reads it; recording the use is all the allocator needs.
 void record_stream(at::Tensor& self, c10::Stream stream) {
@@ -177,6 +191,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", copy_from);
   m.impl("_copy_from_and_resize", copy_from_and_resize);
   m.impl("record_stream", record_stream);
+  m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
 }
 
 // A conj/neg-bit source must reach copy_from as it is: the CPU copy kernel
