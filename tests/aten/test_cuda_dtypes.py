@@ -1,0 +1,79 @@
+"""Inputs CUDA's kernels accept and the CPU kernels refuse: on neuron they work as on CUDA, because
+libraries branch on "is this the CPU?" and give neuron the CUDA path."""
+import pytest
+import torch
+
+
+def cuda_histc(values: list[int], bins: int, lo: int, hi: int) -> list[int]:
+    """CUDA's integer histc, in Python integers: bounds from the data when equal, widened when
+    still equal, bin = (x - lo) * bins // (hi - lo), the top edge in the last bin."""
+    if lo == hi and values:
+        lo, hi = min(values), max(values)
+    if lo == hi:
+        lo, hi = lo - 1, hi + 1
+    counts = [0] * bins
+    for x in values:
+        if lo <= x <= hi:
+            counts[min((x - lo) * bins // (hi - lo), bins - 1)] += 1
+    return counts
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8])
+@pytest.mark.parametrize("bins,lo,hi", [(4, 0, 3), (8, 0, 3), (3, 1, 7), (5, 0, 0), (2, 6, 6), (7, -3, 9)])
+def test_integer_histc_counts_as_cuda(dtype, bins, lo, hi):
+    values = [0, 3, 3, 1, 2, 2, 2, 7, 9, 5, 0, 1]
+    if dtype.is_signed:
+        values += [-3, -1]
+    t = torch.tensor(values, dtype=dtype, device="neuron").view(2, -1)  # any shape: counted flat
+    if dtype == torch.uint8 and lo < 0:
+        pytest.skip("a negative bound is not a uint8")
+    out = torch.histc(t, bins=bins, min=lo, max=hi)
+    assert out.device.type == "neuron" and out.dtype == dtype and out.shape == (bins,)
+    assert out.cpu().tolist() == cuda_histc(values, bins, lo, hi)
+
+
+def test_moe_routing_counts_tokens_per_expert():
+    """Hugging Face's mixture-of-experts layers count routed tokens per expert this way."""
+    experts = 6
+    ids = torch.randint(0, experts, (32, 2), generator=torch.Generator().manual_seed(0)).int()
+    counts = torch.histc(ids.to("neuron"), bins=experts, min=0, max=experts - 1)
+    assert counts.cpu().tolist() == torch.bincount(ids.flatten(), minlength=experts).int().tolist()
+
+
+def test_integer_histc_edge_cases():
+    empty = torch.histc(torch.tensor([], dtype=torch.int32, device="neuron"), bins=3)
+    assert empty.cpu().tolist() == [0, 0, 0]
+    same = torch.histc(torch.full((5,), 4, dtype=torch.int64, device="neuron"), bins=2)
+    assert same.cpu().tolist() == cuda_histc([4] * 5, 2, 0, 0) == [0, 5]
+    # Float bounds are cast to the input's type, as CUDA does.
+    t = torch.tensor([0, 1, 2, 3], dtype=torch.int32, device="neuron")
+    assert torch.histc(t, bins=2, min=0.7, max=3.9).cpu().tolist() == cuda_histc([0, 1, 2, 3], 2, 0, 3)
+
+
+def test_integer_histc_out():
+    t = torch.tensor([1, 2, 2, 5], dtype=torch.int32, device="neuron")
+    out = torch.empty(0, dtype=torch.int32, device="neuron")
+    r = torch.histc(t, bins=5, min=1, max=5, out=out)
+    assert r is out
+    assert out.cpu().tolist() == cuda_histc([1, 2, 2, 5], 5, 1, 5)
+    with pytest.raises(RuntimeError, match="same dtype"):
+        torch.histc(t, bins=5, out=torch.empty(5, device="neuron"))
+    with pytest.raises(RuntimeError, match="device"):
+        torch.histc(t, bins=5, out=torch.empty(5, dtype=torch.int32))
+
+
+def test_integer_histc_errors_leave_the_process_usable():
+    t = torch.tensor([1, 2], dtype=torch.int32, device="neuron")
+    with pytest.raises(RuntimeError, match="bins must be > 0"):
+        torch.histc(t, bins=0)
+    with pytest.raises(RuntimeError, match="max must be larger than min"):
+        torch.histc(t, bins=2, min=3, max=1)
+    assert torch.histc(t, bins=2).cpu().tolist() == [1, 1]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_floating_histc_is_the_cpu_kernel(dtype):
+    x = torch.randn(1000, generator=torch.Generator().manual_seed(0)).to(dtype)
+    for kwargs in ({"bins": 10}, {"bins": 7, "min": -1, "max": 1}):
+        torch.testing.assert_close(torch.histc(x.to("neuron"), **kwargs).cpu(), torch.histc(x, **kwargs),
+                                   rtol=0, atol=0)
