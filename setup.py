@@ -67,7 +67,7 @@ setup(
     python_requires=">=3.10",
     # numpy, ml_dtypes, threadpoolctl: the NKI simulator (bf16 and fp8 arrays; one BLAS thread for tile ops).
     install_requires=["torch==2.13.0", "numpy", "ml_dtypes", "threadpoolctl"],
-    extras_require={"test": ["pytest", "expecttest"]},
+    extras_require={"test": ["pytest", "expecttest", "transformers==5.24.0"]},
     ext_modules=[
         cpp_extension.CppExtension(
             "torchneuron_ext._C",
