@@ -1,4 +1,5 @@
-"""Register the neuron device interface when Dynamo's device_interface module is first imported,
+"""Register the neuron device interface when Dynamo's device_interface module is first imported
+(and Inductor's CPU behaviour for neuron when torch._inductor.compile_fx is),
 so that `import torch` stays cheap (Dynamo costs over a second to import) and the default
 `torch.compile()` still works on neuron tensors. Inductor finds its half through torch.neuron's
 `Scheduling` / `PythonWrapperCodegen` / `CppWrapperCodegen` attributes (see neuron/__init__.py),
@@ -10,7 +11,7 @@ import importlib.machinery
 import sys
 from typing import Any, Optional, Sequence
 
-_TRIGGERS = ("torch._dynamo.device_interface",)
+_TRIGGERS = ("torch._dynamo.device_interface", "torch._inductor.compile_fx")
 
 
 class _PostImportFinder(importlib.abc.MetaPathFinder):
@@ -39,9 +40,17 @@ _pending = set(_TRIGGERS)
 
 def _on_import(name: str) -> None:
     _pending.discard(name)
-    from .registration import register_dynamo
+    from . import registration
 
-    register_dynamo()
+    if name == "torch._inductor.compile_fx":
+        # Before any graph reaches Inductor (plain torch.compile imports compile_fx when it first
+        # compiles): Inductor's classes for neuron, and its CPU special cases (cpu_parity.py).
+        # Inductor's own lookup of torch.neuron.Scheduling & co. gives up on privateuse1 backends
+        # without a WrapperFxCodegen attribute, so the default torch.compile relied on an earlier
+        # backend="neuron" compile having registered them.
+        registration.register_all()
+    else:
+        registration.register_dynamo()
 
 
 def install() -> None:

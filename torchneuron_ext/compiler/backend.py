@@ -12,8 +12,8 @@ from .. import _C
 from . import metrics
 
 
-# Bump when the generated wrapper code changes shape (wrapper_codegen.py, runtime.py).
-_CODEGEN_VERSION = 1
+# Bump when the generated code changes (wrapper_codegen.py, runtime.py, cpu_parity.py).
+_CODEGEN_VERSION = 2
 _CACHE_TAG = f"torchneuron_ext-codegen-{_CODEGEN_VERSION}"
 
 
