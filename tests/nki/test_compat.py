@@ -105,7 +105,7 @@ print("torch_neuronx ok")
 
 UNKNOWN_SUBMODULE = """
 try:
-    import neuronxcc.nki.compiler
+    import neuronxcc.nki.kernels
 except ModuleNotFoundError as e:
     print("error:", e)
 """
@@ -122,8 +122,7 @@ class TestCompat(TestCase):
         self.assertEqual(lines[:3], ["legacy ok torchneuron_ext.nki.legacy torchneuron_ext.nki.legacy.language",
                                      "new ok torchneuron_ext.nki torchneuron_ext.nki.isa",
                                      "torch_neuronx ok"])
-        self.assertExpectedInline(lines[3], """\
-error: No module named 'neuronxcc.nki.compiler': torchneuron_ext stands in for neuronxcc with neuronxcc, neuronxcc.nki, neuronxcc.nki.language, neuronxcc.nki.isa, neuronxcc.nki.typing only (the real package is not installed); see docs/nki.md for what the NKI simulator models""")
+        self.assertExpectedInline(lines[3], """error: No module named 'neuronxcc.nki.kernels': torchneuron_ext stands in for neuronxcc with neuronxcc, neuronxcc.nki, neuronxcc.nki.language, neuronxcc.nki.isa, neuronxcc.nki.typing, neuronxcc.nki.compiler only (the real package is not installed); see docs/nki.md for what the NKI simulator models""")
 
     def test_off_by_default(self):
         r = run_python("""
@@ -215,3 +214,74 @@ TORCHNEURON_EXT_NKI_COMPAT='yes please' is not understood: use 1 to install the 
                 sys.argv = argv
         self.assertIn("legacy ok", out.getvalue())
         self.assertIn("argv ['--flag']", out.getvalue())
+
+    def test_run_module(self):
+        import contextlib
+        import io
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "kernel_module.py"), "w") as f:
+                f.write(textwrap.dedent(LEGACY_SCRIPT) + "import sys\nprint('argv', sys.argv[1:])\n")
+            out = io.StringIO()
+            argv = sys.argv
+            sys.path.insert(0, d)
+            try:
+                with contextlib.redirect_stdout(out):
+                    self.assertEqual(self.compat._main(["-m", "kernel_module", "-k", "x"]), 0)
+            finally:
+                sys.argv = argv
+                sys.path.remove(d)
+                sys.modules.pop("kernel_module", None)
+        self.assertIn("legacy ok", out.getvalue())
+        self.assertIn("argv ['-k', 'x']", out.getvalue())
+
+
+# In a fresh interpreter: forget any hook the environment already has, then process a site directory
+# holding only the hook written by --install-hook, as the interpreter does at start-up.
+HOOK_SCRIPT = """
+import sys, site
+sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != "LazyCompatFinder"]
+site.addsitedir(sys.argv[1] if len(sys.argv) > 1 else HOOK_DIR)
+print("finder:", sum(type(f).__name__ == "LazyCompatFinder" for f in sys.meta_path))
+print("torch before:", "torch" in sys.modules)
+try:
+    import neuronxcc.nki.language as nl
+    print("imported:", nl.__name__)
+except ModuleNotFoundError as e:
+    print("error:", e)
+"""
+
+
+class TestStartupHook(TestCase):
+    """TORCHNEURON_EXT_NKI_COMPAT=1 must work when the first import is neuronxcc.nki, not torch."""
+
+    def _hook_dir(self) -> str:
+        import tempfile
+        from torchneuron_ext.nki import compat
+        d = tempfile.mkdtemp()
+        self.addCleanup(lambda: (compat.uninstall_hook(d), os.rmdir(d)))
+        path = compat.install_hook(d)
+        self.assertTrue(path.endswith("torchneuron_ext_nki_compat.pth"))
+        return d
+
+    def test_first_import_is_neuronxcc(self) -> None:
+        d = self._hook_dir()
+        r = run_python(HOOK_SCRIPT.replace("HOOK_DIR", repr(d)), env=_ON)
+        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+        self.assertEqual(r.stdout.strip().splitlines(), [
+            "finder: 1", "torch before: False", "imported: torchneuron_ext.nki.legacy.language"])
+
+    def test_nothing_without_the_variable(self):
+        d = self._hook_dir()
+        r = run_python(HOOK_SCRIPT.replace("HOOK_DIR", repr(d)), env={"TORCHNEURON_EXT_NKI_COMPAT": "0"})
+        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+        self.assertEqual(r.stdout.strip().splitlines(), [
+            "finder: 0", "torch before: False", "error: No module named 'neuronxcc'"])
+
+    def test_uninstall_hook(self):
+        from torchneuron_ext.nki import compat
+        d = self._hook_dir()
+        self.assertTrue(os.path.exists(compat.hook_path(d)))
+        self.assertEqual(compat.uninstall_hook(d), compat.hook_path(d))
+        self.assertFalse(os.path.exists(compat.hook_path(d)))
+        self.assertIsNone(compat.uninstall_hook(d))

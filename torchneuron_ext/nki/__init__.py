@@ -10,7 +10,7 @@ See docs/nki.md; ``torchneuron_ext.nki.compat.install()`` makes ``import nki`` a
 """
 from __future__ import annotations
 
-from . import isa, language, typing  # noqa: F401
+from . import compiler, isa, language, typing  # noqa: F401
 from .entry_points import for_dialect
 from .errors import NKIError, NKIUnsupportedError  # noqa: F401
 from .kernel import GridKernel, Kernel, LaunchResult  # noqa: F401
@@ -20,4 +20,4 @@ jit, simulate, simulate_kernel, baremetal, benchmark, profile = for_dialect("new
 tensor = NKITensor
 
 __all__ = ["jit", "simulate", "simulate_kernel", "baremetal", "benchmark", "profile", "language", "isa",
-           "typing", "NKIError", "NKIUnsupportedError", "Kernel", "NKITensor", "tensor"]
+           "typing", "compiler", "NKIError", "NKIUnsupportedError", "Kernel", "NKITensor", "tensor"]

@@ -18,8 +18,11 @@ bool_, int8, int16, int32 = _dt.bool_, _dt.int8, _dt.int16, _dt.int32
 uint8, uint16, uint32 = _dt.uint8, _dt.uint16, _dt.uint32
 float16, float32, bfloat16, tfloat32 = _dt.float16, _dt.float32, _dt.bfloat16, _dt.tfloat32
 float8_e4m3, float8_e4m3fn, float8_e5m2 = _dt.float8_e4m3, _dt.float8_e4m3fn, _dt.float8_e5m2
+fp32, fp16, bf16, tf32, fp8_e4m3, fp8_e5m2 = _dt.fp32, _dt.fp16, _dt.bf16, _dt.tf32, _dt.fp8_e4m3, _dt.fp8_e5m2
+finfo, iinfo = _dt.finfo, _dt.iinfo
 
 tile = NKITensor
+Tensor = NKITensor  # the type name kernels annotate tiles with
 
 
 class par_dim:
@@ -54,23 +57,35 @@ def _parse_shape(shape: Any) -> tuple:
 
 
 def _buffer(buffer: Any):
+    from .compiler import DirectAllocation, buffer_of
     if buffer is None:
         return sbuf
-    if buffer in (sbuf, psum, hbm, private_hbm, shared_hbm):
+    buffer = buffer_of(buffer)
+    if buffer in (sbuf, psum, hbm, private_hbm, shared_hbm) or isinstance(buffer, DirectAllocation):
         return buffer
-    raise TypeError(f"buffer= must be one of nl.sbuf, nl.psum, nl.hbm, nl.private_hbm, nl.shared_hbm, got {buffer!r}")
+    raise TypeError(f"buffer= must be one of nl.sbuf, nl.psum, nl.hbm, nl.private_hbm, nl.shared_hbm or an "
+                    f"nki.compiler allocation (ncc.sbuf.mod_alloc(...)), got {buffer!r}")
+
+
+def _allocate(shp: tuple, dtype: Any, buffer: Any, name: str, par_axis: int, fill: Any = "uninit") -> Any:
+    from .compiler import DirectAllocation
+    b = _buffer(buffer)
+    if isinstance(b, DirectAllocation):
+        return _rt.current().allocate_direct(shp, _dt.as_dtype(dtype), b, name, par_axis, fill=fill)
+    return _rt.current().allocate(shp, _dt.as_dtype(dtype), b, name, par_axis, fill=fill)
 
 
 def ndarray(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "", **_ignored: Any) -> NKITensor:
     """A new, uninitialised tensor (NaN-filled, as AWS's simulator does, so reads of it show)."""
     shp, par_axis = _parse_shape(shape)
-    storage = _rt.current().allocate(shp, _dt.as_dtype(dtype), _buffer(buffer), name, par_axis)
-    return NKITensor(storage, storage.array, None, par_axis)
+    storage = _allocate(shp, dtype, buffer, name, par_axis)
+    return NKITensor(storage, storage.array, None, storage.par_axis)
 
 
 def _filled(shape: Any, value: Any, dtype: Any, buffer: Any, name: str) -> NKITensor:
     shp, par_axis = _parse_shape(shape)
-    storage = _rt.current().allocate(shp, _dt.as_dtype(dtype), _buffer(buffer), name, par_axis, fill=value)
+    storage = _allocate(shp, dtype, buffer, name, par_axis, fill=value)
+    par_axis = storage.par_axis
     if storage.buffer.on_chip:
         _rt.current().costs.compute("vector", "memset", math.prod(shp[1:]) if len(shp) > 1 else 1)
     return NKITensor(storage, storage.array, None, par_axis)

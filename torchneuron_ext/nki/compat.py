@@ -11,7 +11,10 @@ for top-level packages that are not installed (the real toolchain always wins):
   legacy decorator of the XLA-based torch-neuronx), the op-tracking functions, and the submodules
   ``torch_neuronx.nki_hop`` and ``torch_neuronx.profiling``.
 
-``python -m torchneuron_ext.nki.compat script.py [args]`` runs a script with the aliases installed.
+``python -m torchneuron_ext.nki.compat script.py [args]`` (or ``-m module [args]``, e.g. ``-m pytest``)
+runs a script or module with the aliases installed. ``--install-hook`` writes a ``.pth`` start-up hook
+into site-packages (startup.py), so that with ``TORCHNEURON_EXT_NKI_COMPAT=1`` a plain ``python kernel.py``
+or ``pytest`` whose first import is ``neuronxcc.nki`` finds the simulator; ``--uninstall-hook`` removes it.
 """
 from __future__ import annotations
 
@@ -35,10 +38,17 @@ _ALIASES: dict[str, Optional[str]] = {
     "neuronxcc.nki.language": "torchneuron_ext.nki.legacy.language",
     "neuronxcc.nki.isa": "torchneuron_ext.nki.legacy.isa",
     "neuronxcc.nki.typing": "torchneuron_ext.nki.legacy.typing",
+    "neuronxcc.nki.compiler": "torchneuron_ext.nki.compiler",
+    # Internal toolchain modules public kernels import type names from (for annotations).
+    "neuronxcc.nki.compiler.backends": None,
+    "neuronxcc.nki.compiler.backends.neuron": None,
+    "neuronxcc.nki.compiler.backends.neuron.tensor": None,
+    "neuronxcc.nki.compiler.backends.neuron.indexing": None,
     "nki": "torchneuron_ext.nki",
     "nki.language": "torchneuron_ext.nki.language",
     "nki.isa": "torchneuron_ext.nki.isa",
     "nki.typing": "torchneuron_ext.nki.typing",
+    "nki.compiler": "torchneuron_ext.nki.compiler",
     "torch_neuronx": None,
     "torch_neuronx.nki_hop": None,
     "torch_neuronx.profiling": "torchneuron_ext.profiling",
@@ -51,8 +61,15 @@ _TOP_LEVEL = ("neuronxcc", "nki", "torch_neuronx")
 
 def _facade(name: str) -> types.ModuleType:
     module = types.ModuleType(name, f"torchneuron_ext's stand-in for {name} (torchneuron_ext.nki.compat)")
-    if name in ("neuronxcc", "torch_neuronx.xla_impl"):
+    if name in ("neuronxcc", "torch_neuronx.xla_impl", "neuronxcc.nki.compiler.backends",
+                "neuronxcc.nki.compiler.backends.neuron"):
         module.__path__ = []  # a package, so that its submodules can be imported from it
+    elif name == "neuronxcc.nki.compiler.backends.neuron.tensor":
+        from .tensor import NKITensor
+        module.local_tile = module.Tensor = NKITensor  # the class of tiles
+    elif name == "neuronxcc.nki.compiler.backends.neuron.indexing":
+        from .indexing import IndexExpr
+        module.TileIndex = IndexExpr  # the class of arange/mgrid index expressions
     elif name in ("torch_neuronx", "torch_neuronx.nki_hop"):
         from . import torch_ops
         module.nki_op = torch_ops.nki_op
@@ -98,7 +115,7 @@ class _AliasFinder(importlib.abc.MetaPathFinder):
         if top not in _TOP_LEVEL or self._really_installed(top):
             return None
         if name not in _ALIASES:
-            provided = ", ".join(a for a in _ALIASES if a.partition(".")[0] == top)
+            provided = ", ".join(a for a in _ALIASES if a.partition(".")[0] == top and ".backends" not in a)
             raise ModuleNotFoundError(
                 f"No module named '{name}': torchneuron_ext stands in for {top} with {provided} only "
                 f"(the real package is not installed); see docs/nki.md for what the NKI simulator models",
@@ -150,14 +167,62 @@ def _install_from_env() -> None:
     install()
 
 
+_USAGE = """usage: python -m torchneuron_ext.nki.compat script.py [args...]
+       python -m torchneuron_ext.nki.compat -m module [args...]     (e.g. -m pytest test/unit)
+       python -m torchneuron_ext.nki.compat --install-hook [site-packages dir]
+       python -m torchneuron_ext.nki.compat --uninstall-hook [site-packages dir]
+Runs a script or module with neuronxcc.nki, nki and torch_neuronx resolving to torchneuron_ext. The hook
+makes TORCHNEURON_EXT_NKI_COMPAT=1 work for any interpreter of this environment, whatever it imports first."""
+
+
+def hook_path(directory: Optional[str] = None) -> str:
+    """Where the start-up hook's .pth file goes: this environment's site-packages unless given."""
+    import sysconfig
+    from .startup import PTH_NAME
+    return os.path.join(directory or sysconfig.get_paths()["purelib"], PTH_NAME)
+
+
+def install_hook(directory: Optional[str] = None) -> str:
+    """Write the .pth start-up hook (see startup.py); returns its path."""
+    from .startup import PTH_LINE
+    path = hook_path(directory)
+    with open(path, "w") as f:
+        f.write("# torchneuron_ext: NKI import aliases when TORCHNEURON_EXT_NKI_COMPAT=1 (docs/nki.md)\n")
+        f.write(PTH_LINE)
+    return path
+
+
+def uninstall_hook(directory: Optional[str] = None) -> Optional[str]:
+    path = hook_path(directory)
+    if os.path.exists(path):
+        os.remove(path)
+        return path
+    return None
+
+
 def _main(argv: list) -> int:
     import runpy
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: python -m torchneuron_ext.nki.compat script.py [args...]\n"
-              "Runs the script with neuronxcc.nki, nki and torch_neuronx resolving to torchneuron_ext.")
+        print(_USAGE)
         return 0 if argv else 2
+    if argv[0] in ("--install-hook", "--uninstall-hook"):
+        directory = argv[1] if len(argv) > 1 else None
+        if argv[0] == "--install-hook":
+            print(f"wrote {install_hook(directory)}")
+        else:
+            removed = uninstall_hook(directory)
+            print(f"removed {removed}" if removed else f"no hook at {hook_path(directory)}")
+        return 0
     install()
+    if argv[0] == "-m":
+        if len(argv) < 2:
+            print(_USAGE, file=sys.stderr)
+            return 2
+        sys.argv = [argv[1]] + list(argv[2:])
+        runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+        return 0
     sys.argv = list(argv)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(argv[0])))  # as `python script.py` does
     runpy.run_path(argv[0], run_name="__main__")
     return 0
 

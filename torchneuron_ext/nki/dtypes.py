@@ -28,6 +28,8 @@ def as_dtype(dtype: Any) -> np.dtype:
         raise TypeError("dtype is None")
     if isinstance(dtype, np.dtype):
         return dtype
+    if isinstance(dtype, DtypeAlias):
+        return dtype.dtype
     mod = type(dtype).__module__
     if mod == "torch":
         from .interop import torch_to_numpy_dtype
@@ -111,3 +113,51 @@ _NAMES = {bool_: "bool", int8: "int8", int16: "int16", int32: "int32", uint8: "u
 
 def name(dtype: np.dtype) -> str:
     return _NAMES.get(np.dtype(dtype), str(dtype))
+
+
+class DtypeAlias:
+    """``nl.fp32`` and the other short names: the dtype, plus its limits as attributes
+    (``nl.fp32.min`` is how the flash-attention kernels write minus infinity's stand-in)."""
+
+    __slots__ = ("dtype", "_info")
+
+    def __init__(self, dtype: np.dtype) -> None:
+        self.dtype = dtype
+        self._info = finfo(dtype) if is_float(dtype) else np.iinfo(dtype)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("min", "max", "eps", "tiny", "bits", "resolution", "smallest_normal"):
+            return getattr(self._info, name)
+        return getattr(self.dtype, name)  # itemsize, name, kind...
+
+    def __eq__(self, other: Any) -> bool:
+        try:
+            return self.dtype == as_dtype(other)
+        except TypeError:
+            return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.dtype)
+
+    def __repr__(self) -> str:
+        return f"nl.{name(self.dtype)}"
+
+
+def finfo(dtype: Any) -> Any:
+    """``nl.finfo(dtype)``: min, max, eps, tiny, bits of a float dtype (bf16 and fp8 included)."""
+    d = as_dtype(dtype)
+    if not is_float(d):
+        raise TypeError(f"nl.finfo takes a floating-point dtype, got {name(d)}; use nl.iinfo for integers")
+    return np.finfo(d) if d in (float16, float32) else ml_dtypes.finfo(d)
+
+
+def iinfo(dtype: Any) -> Any:
+    """``nl.iinfo(dtype)``: min, max, bits of an integer dtype."""
+    d = as_dtype(dtype)
+    if is_float(d) or d == bool_:
+        raise TypeError(f"nl.iinfo takes an integer dtype, got {name(d)}; use nl.finfo for floats")
+    return np.iinfo(d)
+
+
+fp32, fp16, bf16, tf32 = DtypeAlias(float32), DtypeAlias(float16), DtypeAlias(bfloat16), DtypeAlias(tfloat32)
+fp8_e4m3, fp8_e5m2 = DtypeAlias(float8_e4m3), DtypeAlias(float8_e5m2)

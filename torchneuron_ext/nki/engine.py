@@ -369,8 +369,9 @@ def load(src: NKITensor, *, mask: Any = None, dtype: Any = None, dst: Optional[N
     if dst is None:
         shape = tuple(vals.shape)
         if len(shape) < 2:
-            fail("err_insufficient_rank", f"Insufficient rank: '{api}' of shape {shape} gives no tile; index "
-                                          f"the HBM tensor so the result has a partition and a free dimension")
+            # A 1-D (or scalar) HBM access loads onto partitions: x[0:128] of a vector is a (128, 1) tile.
+            shape = (shape[0] if shape else 1, 1)
+            vals = np.reshape(vals, shape)
         if shape[0] > 128:
             fail("err_num_partition_exceed_arch_limit",
                  f"Size of partition dimension {shape[0]} exceeds architecture limitation of 128.")
@@ -469,15 +470,16 @@ _REDUCE = {"add": (np.sum, 0.0), "maximum": (np.max, -np.inf), "minimum": (np.mi
 
 
 def _axes(axis: Any, ndim: int, api: str) -> tuple:
-    axes = tuple(sorted(a % ndim for a in (axis if isinstance(axis, (tuple, list)) else (axis,))))
+    given = tuple(int(a) for a in (axis if isinstance(axis, (tuple, list)) else (axis,)))
+    if not given or any(not -ndim <= a < ndim for a in given):
+        fail("err_unsupported_reduce_axis", f"'{api}' got axis={axis} for a {ndim}-d tile")
+    axes = tuple(sorted(set(a % ndim for a in given)))
     if 0 in axes:
         fail("err_unsupported_reduce_axis",
              f"'{api}' cannot reduce the partition axis (axis 0): engines reduce free axes only; transpose the "
              f"tile or use nisa.tensor_partition_reduce")
-    if axes != tuple(range(axes[0], ndim)):
-        fail("err_unsupported_reduce_axis",
-             f"'{api}' reduces free axes that are contiguous and end at the last axis, got axis={axis} for a "
-             f"{ndim}-d tile")
+    # Any set of free axes: the engines walk the free dimensions with an access pattern, so e.g. axis=[2, 4]
+    # of a pooling window is one instruction (the average_pool2d tutorial does this).
     return axes
 
 
@@ -544,29 +546,31 @@ def partition_reduce(op: str, data: NKITensor, *, dtype: Any = None, dst: Option
 # Tensor engine
 # ---------------------------------------------------------------------------------------------------------
 
-def _psum_started(dst: NKITensor) -> np.ndarray:
+def _flags_of(storage: Any, arr: np.ndarray) -> np.ndarray:
+    """The started-flags of the PSUM elements ``arr`` (a view of ``storage``) covers: one flag byte per
+    memory byte, so the flags have the array's own byte offset and strides."""
+    offset = arr.__array_interface__["data"][0] - storage.flag_origin
+    return np.lib.stride_tricks.as_strided(storage.psum_started[offset:], shape=arr.shape, strides=arr.strides)
+
+
+def _psum_started(dst: NKITensor) -> Any:
     """The 'already written by a matmul' flags of the PSUM elements ``dst`` covers."""
-    started = dst.storage.psum_started
-    base = dst.storage.array
     if dst.index is not None:
-        return _IndexedFlags(started, dst)
-    item = base.itemsize
-    offset = (dst.arr.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // item
-    strides = tuple(s // item for s in dst.arr.strides)
-    return np.lib.stride_tricks.as_strided(started.reshape(-1)[offset:], shape=dst.arr.shape, strides=strides)
+        return _IndexedFlags(_flags_of(dst.storage, dst.arr), dst)
+    return _flags_of(dst.storage, dst.arr)
 
 
 class _IndexedFlags:
     """PSUM started-flags addressed through advanced indexing (rare: legacy tiles indexed with arange)."""
 
-    def __init__(self, started: np.ndarray, dst: NKITensor) -> None:
-        self.started, self.dst = started, dst
+    def __init__(self, flags: np.ndarray, dst: NKITensor) -> None:
+        self.flags, self.dst = flags, dst
 
     def __getitem__(self, key: Any) -> np.ndarray:
-        return self.started[self.dst._checked_index(None)]
+        return self.flags[self.dst._checked_index(None)]
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        self.started[self.dst._checked_index(None)] = value
+        self.flags[self.dst._checked_index(None)] = value
 
 
 def matmul(stationary: NKITensor, moving: NKITensor, *, dst: Optional[NKITensor] = None,

@@ -11,7 +11,11 @@ from typing import Any, Callable, Optional
 
 from .kernel import GridKernel, Kernel, LaunchResult, as_kernel
 
-_MODES = {"auto", "jax", "torchxla", "baremetal", "benchmark", "simulation", "torch", "numpy"}
+# Every mode the toolchains accept. Here all of them run the kernel in the simulator when it is called:
+# "trace" (a sub-kernel traced into its caller) runs inline when called from a kernel and as its own
+# launch otherwise; "simulation", "baremetal", "auto", "numpy", "torch", "jax", "torchxla" run it;
+# "benchmark" also estimates its latency (see BenchmarkKernel).
+_MODES = {"auto", "trace", "jax", "torchxla", "baremetal", "benchmark", "simulation", "torch", "numpy"}
 
 
 def make_jit(dialect: str) -> Callable:
@@ -21,6 +25,8 @@ def make_jit(dialect: str) -> Callable:
             raise ValueError(f"nki.jit mode must be one of {sorted(_MODES)}, got {mode!r}")
 
         def wrap(f: Callable) -> Kernel:
+            if mode == "benchmark":
+                return make_benchmark(dialect)(f, **options)
             return Kernel(f, dialect=dialect, mode=mode, **options)
         return wrap if func is None else wrap(func)
     jit.__doc__ = f"``nki.jit`` ({dialect} dialect): decorate a kernel function."
@@ -162,6 +168,15 @@ def make_profile(dialect: str) -> Callable:
             return ProfileKernel(f, dialect, working_directory, save_trace_name, **options)
         return wrap if kernel is None else wrap(kernel)
     return profile
+
+
+def make_trace(dialect: str) -> Callable:
+    jit = make_jit(dialect)
+
+    def trace(func: Optional[Callable] = None, **options: Any) -> Any:
+        """``nki.trace``: ``nki.jit(mode="trace")``, a kernel traced into whatever calls it."""
+        return jit(func, mode="trace", **options)
+    return trace
 
 
 def for_dialect(dialect: str) -> tuple:

@@ -154,7 +154,22 @@ class _Args:
             return self._torch(value)
         if isinstance(value, (list, tuple)) and any(self._is_array(v) for v in value):
             return type(value)(self.convert(v) for v in value)
+        from .typing import _TensorType
+        if isinstance(value, _TensorType):
+            return self._placeholder(value)
         return value
+
+    def _placeholder(self, spec: Any) -> NKITensor:
+        """``nt.tensor[[shape], dtype]`` as an argument (the tutorials benchmark with these instead of
+        arrays): the toolchain compiles for that shape and runs on random inputs, so do we."""
+        if spec.shape is None or spec.dtype is None:
+            raise TypeError(f"a kernel argument given as {spec!r} needs a shape and a dtype, e.g. "
+                            f"nt.tensor[[128, 512], nl.float32]")
+        from . import dtypes
+        dtype = dtypes.as_dtype(spec.dtype)
+        shape = tuple(int(d) for d in (spec.shape if isinstance(spec.shape, (tuple, list)) else (spec.shape,)))
+        values = np.random.default_rng(0).standard_normal(shape, dtype=np.float32)
+        return self._wrap(dtypes.cast(values, dtype), spec)
 
     @staticmethod
     def _is_array(v: Any) -> bool:

@@ -22,17 +22,31 @@ from .memory import Buffer, Target, psum, sbuf, shared_hbm
 
 _state = threading.local()
 
+# SBUF bytes per partition that direct allocation may not use: the toolchain keeps them for itself.
+SBUF_COMPILER_RESERVED = 16 * 1024
+
 
 class Storage:
-    """One allocation: the numpy array that holds it and the memory it lives in."""
-    __slots__ = ("array", "buffer", "name", "par_axis", "owner", "psum_started", "written", "__weakref__")
+    """One allocation: the numpy array that holds it and the memory it lives in.
+
+    ``blocks``: for a directly allocated tensor with block dimensions, the physical tile (a Storage) of each
+    logical block index; ``array`` is then only a read-only stand-in carrying the shape and dtype.
+    """
+    __slots__ = ("array", "buffer", "name", "par_axis", "owner", "psum_started", "flag_origin", "written",
+                 "blocks", "__weakref__")
 
     def __init__(self, array: np.ndarray, buffer: Buffer, name: str = "", par_axis: int = 0,
-                 owner: Any = None) -> None:
+                 owner: Any = None, flags: Optional[np.ndarray] = None, flag_origin: Optional[int] = None) -> None:
         self.array, self.buffer, self.name, self.par_axis, self.owner = array, buffer, name, par_axis, owner
         self.written = False
-        # New-dialect nc_matmul overwrites a PSUM location on its first write and accumulates after.
-        self.psum_started = np.zeros(array.shape, dtype=bool) if buffer is psum else None
+        self.blocks: Optional[dict] = None
+        # New-dialect nc_matmul overwrites a PSUM location on its first write and accumulates after. The
+        # flags are one byte per byte of memory, so any view of the array finds its flags at the same byte
+        # offsets and strides (engine._psum_started); directly allocated tiles share their arena's flags.
+        if buffer is psum and flags is None:
+            flags = np.zeros(array.nbytes, dtype=bool)
+            flag_origin = array.__array_interface__["data"][0]
+        self.psum_started, self.flag_origin = flags, flag_origin
 
 
 HbmAllocator = Callable[[tuple, np.dtype], "tuple[np.ndarray, Any]"]
@@ -59,10 +73,101 @@ class Launch:
         self._nested_lines: Optional[set] = None
         self._pending: Optional[tuple] = None
         self.instance_index = 0
+        self._arenas = {}
+        self._direct_tiles = {}
 
     # -- instances -----------------------------------------------------------
     def begin_instance(self, program_id: tuple, index: int) -> None:
         self.program_id, self.instance_index, self._shared_seen = program_id, index, 0
+        # SBUF and PSUM are private to an instance: direct allocations start over in fresh memory.
+        self._arenas: dict = {}
+        self._direct_tiles: dict = {}
+
+    # -- direct allocation (nki.compiler) ------------------------------------
+    def _arena(self, buffer: Buffer) -> "tuple[np.ndarray, np.ndarray]":
+        """The instance's SBUF or PSUM as bytes (partition x byte), with the PSUM started-flags."""
+        if buffer not in self._arenas:
+            nbytes = self.target.psum_partition_bytes if buffer is psum else self.target.sbuf_partition_bytes
+            data = np.full((self.target.num_partitions, nbytes), 0xFF, dtype=np.uint8)  # NaN / -1: unwritten
+            self._arenas[buffer] = (data, np.zeros(data.size, dtype=bool))
+        return self._arenas[buffer]
+
+    def allocate_direct(self, shape: tuple, dtype: np.dtype, alloc: Any, name: str = "", par_axis: int = 0,
+                        fill: Any = "uninit") -> Storage:
+        """A tensor whose logical tiles live where ``alloc`` (an nki.compiler DirectAllocation) places them."""
+        if getattr(self.func, "_nki_force_auto_alloc", False):
+            return self.allocate(shape, dtype, alloc.memory, name, par_axis, fill=fill)
+        if self._pending is not None:
+            self.settle()
+        shape = tuple(int(s) for s in shape)
+        buffer = alloc.memory
+        if len(shape) - par_axis < 2:
+            fail("err_insufficient_rank",
+                 f"Insufficient rank: a tile in {buffer.name} needs a partition dimension and at least one free "
+                 f"dimension, got shape {shape}")
+        p, free = shape[par_axis], shape[par_axis + 1:]
+        if p > self.target.num_partitions:
+            fail("err_num_partition_exceed_arch_limit",
+                 f"Size of partition dimension {p} exceeds architecture limitation of {self.target.num_partitions}.")
+        fbytes = math.prod(free) * np.dtype(dtype).itemsize
+        tiles = {}
+        for idx in np.ndindex(*shape[:par_axis]):
+            idx = tuple(int(i) for i in idx)
+            tiles[idx] = self._direct_tile(buffer, alloc, idx, p, free, fbytes, np.dtype(dtype), name)
+        for tile in {id(t): t for t in tiles.values()}.values():
+            _fill(tile.array, fill if fill != "uninit" else None)
+        if par_axis == 0:
+            return tiles[()]
+        stand_in = np.lib.stride_tricks.as_strided(np.zeros(1, dtype=dtype), shape=shape,
+                                                   strides=(0,) * len(shape), writeable=False)
+        storage = Storage(stand_in, buffer, name, par_axis)
+        storage.blocks = tiles
+        return storage
+
+    def _direct_tile(self, buffer: Buffer, alloc: Any, idx: tuple, p: int, free: tuple, fbytes: int,
+                     dtype: np.dtype, name: str) -> Storage:
+        where = f"block {idx} of {name or 'a tensor'} allocated with {alloc}"
+        try:
+            loc = tuple(int(v) for v in alloc.locate(idx, p, fbytes))
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"{where}: the allocation function failed: {e}") from None
+        if buffer is psum:
+            if len(loc) != 3:
+                raise TypeError(f"{where}: a PSUM allocation function returns (bank, start_partition, byte_addr), "
+                                f"got {loc}")
+            bank, start_p, addr = loc
+            banks = self.target.psum_partition_bytes // self.target.psum_bank_bytes
+            if not 0 <= bank < banks:
+                fail("err_psum_capacity_exceeded", f"{where}: PSUM bank {bank} does not exist (banks 0..{banks - 1})")
+            if addr < 0 or addr + fbytes > self.target.psum_bank_bytes:
+                fail("err_size_of_dimension_exceed_arch_limit",
+                     f"{where}: {fbytes} bytes per partition at byte {addr} do not fit one PSUM bank of "
+                     f"{self.target.psum_bank_bytes} bytes (a physical PSUM tile cannot span banks)")
+            start = bank * self.target.psum_bank_bytes + addr
+        else:
+            if len(loc) != 2:
+                raise TypeError(f"{where}: an SBUF allocation function returns (start_partition, byte_addr), "
+                                f"got {loc}")
+            start_p, start = loc
+            usable = self.target.sbuf_partition_bytes - SBUF_COMPILER_RESERVED
+            if start < 0 or start + fbytes > usable:
+                fail("err_sbuf_capacity_exceeded",
+                     f"{where}: bytes [{start}, {start + fbytes}) of each partition are outside the "
+                     f"{usable} bytes of {self.target.name} SBUF a kernel can allocate (the last "
+                     f"{SBUF_COMPILER_RESERVED // 1024} KiB are the compiler's)")
+        allowed = (0,) if p > 64 else (0, 64) if p > 32 else (0, 32, 64, 96)
+        if start_p not in allowed:
+            fail("err_invalid_start_partition",
+                 f"{where}: a tile of {p} partitions must start at partition {' or '.join(map(str, allowed))}, "
+                 f"got {start_p}")
+        key = (buffer, start_p, start, p, free, dtype)
+        tile = self._direct_tiles.get(key)
+        if tile is None:
+            data, flags = self._arena(buffer)
+            array = data[start_p:start_p + p, start:start + fbytes].view(dtype).reshape((p,) + free)
+            tile = Storage(array, buffer, name, 0, None, flags, data.__array_interface__["data"][0])
+            self._direct_tiles[key] = tile
+        return tile
 
     # -- allocation ----------------------------------------------------------
     def allocate(self, shape: tuple, dtype: np.dtype, buffer: Buffer, name: str = "",

@@ -73,6 +73,8 @@ class NKITensor:
     # -- indexing ------------------------------------------------------------
     def __getitem__(self, key: Any) -> "NKITensor":
         key = _normalize_key(key, self.ndim)
+        if self.storage.blocks is not None and self.index is None:
+            return self._block(key)
         if self.index is not None:
             return self._compose(key)
         has_adv = any(isinstance(k, np.ndarray) for k in key)
@@ -91,6 +93,7 @@ class NKITensor:
             return NKITensor(self.storage, self.arr, tuple(arrays), 0)
         # Basic indexing: check bounds (numpy would clip slices silently) and take a view.
         out_key = []
+        int_axes = []
         par_axis = self.par_axis
         for axis, k in enumerate(key):
             dim = self.arr.shape[axis]
@@ -115,9 +118,49 @@ class NKITensor:
                 if not 0 <= i < dim:
                     fail("err_tensor_access_out_of_bound", f"index {int(k)} exceed dimension size of {dim}")
                 out_key.append(i)
+                int_axes.append(axis)
                 if axis < self.par_axis:
                     par_axis -= 1
+        # An integer index drops its axis, except that a tensor of rank >= 2 stays a tile of rank 2: the
+        # last integer-indexed axes are kept with size 1 (``stats[:, 0]`` is (P, 1), ``a[0:128, j]`` a
+        # per-partition column, ``a[i, 0:512]`` one row), as the toolchain shapes such tiles.
+        rank = self.arr.ndim - len(int_axes)
+        if int_axes and rank < 2 and self.arr.ndim >= 2:
+            for axis in reversed(int_axes[-(2 - rank):]):
+                i = out_key[axis]
+                out_key[axis] = slice(i, i + 1)
+                if axis < self.par_axis:
+                    par_axis += 1
         return NKITensor(self.storage, self.arr[tuple(out_key)], None, max(par_axis, 0))
+
+    def _block(self, key: tuple) -> "NKITensor":
+        """``t[b]`` of a directly allocated tensor: the physical tile its allocation put block ``b`` in
+        (blocks a modulo allocation maps to one tile share it), indexed further by the rest of the key."""
+        nb = self.par_axis
+        idx = []
+        for axis, k in enumerate(key[:nb]):
+            if isinstance(k, np.ndarray) and k.size == 1:
+                k = int(k.reshape(-1)[0])
+            if not isinstance(k, (int, np.integer)):
+                from .errors import NKIUnsupportedError
+                raise NKIUnsupportedError(
+                    f"a directly allocated tensor ({self.storage.name or 'nki.compiler allocation'}, shape "
+                    f"{self.shape}) is indexed by {k!r} on block dimension {axis}: the simulator selects blocks "
+                    f"of such tensors by integer indices (t[i_block, ...]) only")
+            dim = self._shape[axis]
+            i = int(k) + dim if int(k) < 0 else int(k)
+            if not 0 <= i < dim:
+                fail("err_tensor_access_out_of_bound", f"index {int(k)} exceed dimension size of {dim}")
+            idx.append(i)
+        if len(idx) < nb:
+            from .errors import NKIUnsupportedError
+            raise NKIUnsupportedError(
+                f"a directly allocated tensor of shape {self.shape} has {nb} block dimensions; index all of "
+                f"them with integers to get a tile")
+        tile = self.storage.blocks[tuple(idx)]
+        t = NKITensor(tile, tile.array, None, 0)
+        rest = key[nb:]
+        return t[rest] if rest else t
 
     def _compose(self, key: tuple) -> "NKITensor":
         full = self._full_index()
@@ -199,8 +242,10 @@ class NKITensor:
         return self.arr[self._checked_index(mask)]
 
     def write(self, values: Any, mask: Optional[np.ndarray] = None) -> None:
-        """Store ``values`` (already in this tensor's dtype, broadcastable to its shape)."""
+        """Store ``values`` (already in this tensor's dtype, broadcastable to its shape, or of its element
+        count: a (128, 1) tile stored into a (128,) HBM vector)."""
         self.storage.written = True
+        values = _fit(values, self._shape)
         if self.index is None or self._fast_slices() is not None:
             target = self.arr if self.index is None else self.arr[self._slices]
             if mask is None:
@@ -322,6 +367,22 @@ class NKITensor:
     def __isub__(self, o): return self._iop("subtract", o)
     def __imul__(self, o): return self._iop("multiply", o)
     def __itruediv__(self, o): return self._iop("divide", o)
+
+
+def _fit(values: Any, shape: tuple) -> Any:
+    """``values`` as written into ``shape``: broadcast when numpy can, else reshaped when the element counts
+    agree (tiles are >= 2-D where HBM vectors are 1-D); anything else is a shape error, not numpy's."""
+    vshape = np.shape(values)
+    if vshape == shape:
+        return values
+    try:
+        if np.broadcast_shapes(vshape, shape) == tuple(shape):
+            return values
+    except ValueError:
+        pass
+    if int(np.prod(vshape)) == int(np.prod(shape)):
+        return np.reshape(values, shape)
+    fail("err_shape_mismatch", f"a value of shape {tuple(vshape)} cannot be written into a tensor of shape {shape}")
 
 
 def _normalize_key(key: Any, ndim: int) -> tuple:

@@ -1,0 +1,75 @@
+"""The launch modes public kernels use: nki.jit(mode=...) for every mode, nki.trace, benchmarking with
+nt.tensor placeholders instead of arrays."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import torchneuron_ext.nki.legacy as nki
+import torchneuron_ext.nki.legacy.language as nl
+import torchneuron_ext.nki.legacy.typing as nt
+
+
+def f32(*shape: int) -> np.ndarray:
+    return np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+
+
+@nki.jit(mode="trace")
+def _exp_tile(t):
+    # A sub-kernel in the style of the flash-attention reference: traced into its caller.
+    return nl.exp(t)
+
+
+@pytest.mark.parametrize("mode", ["auto", "trace", "simulation", "baremetal", "benchmark", "jax", "torchxla"])
+def test_every_mode_runs_the_kernel(mode: str) -> None:
+    @nki.jit(mode=mode)
+    def k(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, _exp_tile(nl.load(a)))
+        return out
+
+    a = f32(16, 8)
+    np.testing.assert_allclose(k(a), np.exp(a), rtol=1e-6)
+    if mode == "benchmark":
+        assert k.benchmark_result.nc_latency.get_latency_percentile(99) > 0
+
+
+def test_nki_trace_is_jit_in_trace_mode() -> None:
+    @nki.trace
+    def k(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.load(a))
+        return out
+
+    assert k.mode == "trace"
+    a = f32(4, 4)
+    np.testing.assert_array_equal(k(a), a)
+
+
+def test_unknown_mode_is_rejected() -> None:
+    with pytest.raises(ValueError, match="nki.jit mode must be one of"):
+        nki.jit(mode="fast")
+
+
+def test_benchmark_with_placeholders() -> None:
+    # The matmul tutorial benchmarks with nt.tensor[[shape], dtype] instead of arrays.
+    @nki.jit
+    def copy(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.load(a))
+        return out
+
+    bench = nki.benchmark(warmup=2, iters=3)(copy)
+    out = bench(nt.tensor[[128, 64], nl.bfloat16])
+    assert out.shape == (128, 64) and out.dtype == nl.bfloat16
+    assert np.isfinite(out.astype(np.float32)).all()
+    assert bench.benchmark_result.nc_latency.get_latency_percentile(50) > 0
+
+
+def test_placeholder_without_dtype_is_an_error() -> None:
+    @nki.jit
+    def k(a):
+        return a
+
+    with pytest.raises(TypeError, match="needs a shape and a dtype"):
+        k(nt.tensor[128, 64])
