@@ -1,0 +1,132 @@
+"""Third-party models (Hugging Face transformers) on neuron against plain CPU PyTorch, side by side.
+
+    python bench/models.py                      # every family, small size, eager and compiled
+    python bench/models.py --families gpt2,llama --size tiny --rounds 20
+    python bench/models.py --no-compile         # eager training steps only
+
+For each family (the same builders as tests/models, at a chosen size):
+- eager training step (forward, backward, AdamW step): neuron time / CPU time;
+- compiled forward (no grad): torch.compile(backend="neuron") on neuron / Inductor on CPU, and the
+  first call of each (the compile) in seconds.
+Both sides run in this process with the same thread count, one call each in alternating order per
+round, and the ratio is of the medians, so the machine's drift falls on both columns alike.
+Targets (issue 13): eager step at most 1.10x, compiled forward at most 1.05x.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import statistics
+import sys
+import time
+from typing import Any, Callable
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from tests.models.zoo import FAMILIES, TINY, Size  # noqa: E402
+
+import torchneuron_ext  # noqa: E402,F401
+
+SIZES = {"tiny": TINY, "small": Size(hidden=128, layers=2, seq=64, batch=4, image=64),
+         "medium": Size(hidden=256, layers=4, seq=128, batch=4, image=96)}
+
+
+def _sync(device: str) -> None:
+    if device == "neuron":
+        torch.neuron.synchronize()
+
+
+def side_by_side(cpu: Callable[[], Any], neuron: Callable[[], Any], rounds: int) -> tuple[float, float]:
+    """Median seconds per call of each, alternating which goes first."""
+    for f in (cpu, neuron, cpu, neuron):  # warm-up: caches, allocator pools, lazy inits
+        f()
+    times: dict[str, list[float]] = {"cpu": [], "neuron": []}
+    for r in range(rounds):
+        order = [("cpu", cpu), ("neuron", neuron)]
+        for device, f in order if r % 2 == 0 else reversed(order):
+            start = time.perf_counter()
+            f()
+            _sync(device)
+            times[device].append(time.perf_counter() - start)
+    return statistics.median(times["cpu"]), statistics.median(times["neuron"])
+
+
+def training_step(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> Callable[[], None]:
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        model(**batch).loss.backward()
+        opt.step()
+
+    return step
+
+
+def first_call(f: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    f()
+    return time.perf_counter() - start
+
+
+def bench_family(name: str, size: Size, rounds: int, compile_too: bool) -> dict[str, float]:
+    fam = FAMILIES[name]
+    base = fam.model(size)
+    cpu_batch, dev_batch = fam.batch("cpu", size), fam.batch("neuron", size)
+    row: dict[str, float] = {}
+    cpu_model, dev_model = copy.deepcopy(base).train(), copy.deepcopy(base).train().to("neuron")
+    row["cpu_step_ms"], row["neuron_step_ms"] = (t * 1e3 for t in side_by_side(
+        training_step(cpu_model, cpu_batch), training_step(dev_model, dev_batch), rounds))
+    if compile_too:
+        torch._dynamo.reset()
+        cpu_c = torch.compile(copy.deepcopy(base))
+        dev_c = torch.compile(copy.deepcopy(base).to("neuron"), backend="neuron")
+        with torch.no_grad():
+            row["cpu_compile_s"] = first_call(lambda: cpu_c(**cpu_batch))
+            row["neuron_compile_s"] = first_call(lambda: dev_c(**dev_batch))
+            row["cpu_fwd_ms"], row["neuron_fwd_ms"] = (t * 1e3 for t in side_by_side(
+                lambda: cpu_c(**cpu_batch), lambda: dev_c(**dev_batch), rounds))
+    return row
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--families", default=",".join(FAMILIES), help="comma-separated, from: " + ", ".join(FAMILIES))
+    p.add_argument("--size", choices=sorted(SIZES), default="small")
+    p.add_argument("--rounds", type=int, default=15)
+    p.add_argument("--no-compile", action="store_true")
+    args = p.parse_args()
+    names = [n.strip() for n in args.families.split(",") if n.strip()]
+    unknown = [n for n in names if n not in FAMILIES]
+    if unknown:
+        p.error(f"unknown families {unknown}; choose from {sorted(FAMILIES)}")
+    size = SIZES[args.size]
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, size {args.size} {size}, "
+          f"median of {args.rounds} rounds")
+    header = f"{'family':<10} {'cpu step':>9} {'neuron':>9} {'ratio':>6}"
+    if not args.no_compile:
+        header += f" {'inductor fwd':>12} {'neuron':>9} {'ratio':>6} {'compile cpu':>11} {'neuron':>7}"
+    print(header)
+    worst_eager = worst_compiled = 0.0
+    for name in names:
+        try:
+            r = bench_family(name, size, args.rounds, not args.no_compile)
+        except Exception as e:  # noqa: BLE001 (a failing family is reported, the others still run)
+            print(f"{name:<10} FAILED: {type(e).__name__}: {str(e).splitlines()[0][:120]}")
+            continue
+        eager = r["neuron_step_ms"] / r["cpu_step_ms"]
+        worst_eager = max(worst_eager, eager)
+        line = f"{name:<10} {r['cpu_step_ms']:7.2f}ms {r['neuron_step_ms']:7.2f}ms {eager:6.3f}"
+        if "cpu_fwd_ms" in r:
+            compiled = r["neuron_fwd_ms"] / r["cpu_fwd_ms"]
+            worst_compiled = max(worst_compiled, compiled)
+            line += (f" {r['cpu_fwd_ms']:10.2f}ms {r['neuron_fwd_ms']:7.2f}ms {compiled:6.3f}"
+                     f" {r['cpu_compile_s']:10.1f}s {r['neuron_compile_s']:6.1f}s")
+        print(line, flush=True)
+    print(f"worst eager training-step ratio {worst_eager:.3f} (target <= 1.10)"
+          + ("" if args.no_compile else f"; worst compiled-forward ratio {worst_compiled:.3f} (target <= 1.05)"))
+
+
+if __name__ == "__main__":
+    main()
