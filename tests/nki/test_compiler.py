@@ -158,7 +158,7 @@ def test_psum_bank_out_of_range_and_tile_over_a_bank() -> None:
 def test_start_partition_rule() -> None:
     @nki.jit
     def k(x):
-        t = nl.ndarray((par_dim(64), 8), dtype=nl.float32, buffer=ncc.sbuf.alloc(lambda idx, p, f: (32, 0)))
+        t = nl.ndarray((par_dim(64), 8), dtype=nl.float32, buffer=ncc.sbuf.alloc(lambda idx, pdim_size, fdim_size: (32, 0)))
         return x
 
     raises("err_invalid_start_partition", k, f32(4, 4))

@@ -39,7 +39,7 @@ class oob_mode(enum.Enum):
     skip = 1
 
 
-class nc_version(enum.Enum):
+class nc_version(enum.IntEnum):  # ordered: kernels test get_nc_version() >= nc_version.gen3
     gen2 = 2
     gen3 = 3
     gen4 = 4
@@ -49,6 +49,14 @@ def get_nc_version() -> nc_version:
     from .memory import default_target
     return {"trn1": nc_version.gen2, "inf2": nc_version.gen2, "trn2": nc_version.gen3,
             "trn3": nc_version.gen4}[default_target().name]
+
+
+def check_dge_mode(mode: Any) -> None:
+    """``dge_mode`` picks how DMA descriptors are generated (hardware or software): a performance choice
+    with no effect on the data moved, so any valid mode is accepted."""
+    if mode is not None and not isinstance(mode, dge_mode):
+        raise ValueError(f"dge_mode must be one of nisa.dge_mode.{', nisa.dge_mode.'.join(m.name for m in dge_mode)}, "
+                         f"got {mode!r}")
 
 
 def engine_name(e: object, default: str = "vector") -> str:

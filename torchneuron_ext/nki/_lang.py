@@ -122,10 +122,21 @@ def rand(shape: Any, dtype: Any = float32, *, buffer: Any = None, name: str = ""
 
 
 def _rng() -> np.random.Generator:
-    launch = _rt.current()
-    if not hasattr(launch, "rng"):
-        launch.rng = np.random.default_rng(0)
-    return launch.rng
+    return _rt.current().random()
+
+
+def random_seed(seed: Any, *, mask: Any = None) -> None:
+    """Seed the on-device random number generator (nl.rand, nl.dropout, nisa.dropout draw from it)."""
+    if mask is not None:
+        from .indexing import as_mask
+        if as_mask(mask) is not None:
+            raise NKIUnsupportedError("nl.random_seed with a mask that is not always true is not modelled")
+    _eng.random_seed(seed)
+
+
+def loop_reduce(x: NKITensor, op: Any, loop_indices: Any, *, dtype: Any = None, mask: Any = None) -> NKITensor:
+    """``dst[...] = nl.loop_reduce(x, np.add, loop_indices=[i])``: dst accumulates x over the loop."""
+    return _eng.loop_reduce(x, op, loop_indices, dtype=dtype, mask=mask)
 
 
 def shared_constant(constant: Any, dtype: Any = None, **_: Any) -> NKITensor:
@@ -205,6 +216,12 @@ def store(dst: NKITensor, value: Any, *, mask: Any = None, **_: Any) -> None:
 def load_transpose2d(src: NKITensor, *, mask: Any = None, dtype: Any = None, **_: Any) -> NKITensor:
     t = _eng.load(src, mask=mask, dtype=dtype, api="load_transpose2d")
     return _eng.transpose(t, api="transpose", engine="tensor")
+
+
+def atomic_rmw(dst: NKITensor, value: Any, op: Any, *, mask: Any = None) -> None:
+    """``dst = op(dst, value)`` in HBM, one element at a time, so that repeated indirect indices
+    (``dst[idx_tile, i_f]``) all take effect, as the DMA engine's atomic read-modify-write does."""
+    _eng.atomic_rmw(dst, value, op, mask=mask)
 
 
 def copy(src: NKITensor, *, dtype: Any = None, mask: Any = None, **_: Any) -> NKITensor:
@@ -304,10 +321,10 @@ def rms_norm(x: NKITensor, w: Any, axis: Any, n: int, epsilon: float = 1e-6, *, 
     return multiply(multiply(x, inv, mask=mask), w, dtype=dtype, mask=mask)
 
 
-def dropout(x: NKITensor, rate: Any, *, dtype: Any = None, mask: Any = None, **_: Any) -> NKITensor:
+def dropout(x: NKITensor, rate: Any, *, dtype: Any = None, mask: Any = None) -> NKITensor:
+    """Zero each element with probability ``rate`` (a scalar or a one-element tile)."""
     p = float(rate) if not isinstance(rate, NKITensor) else float(np.asarray(rate.read()).reshape(-1)[0])
-    keep = (_rng().random(x.shape) >= p).astype(np.float32)
-    return _eng.elementwise("multiply", (x, keep), dtype=dtype, mask=mask, api="dropout")
+    return _eng.dropout(x, p, dtype=dtype, mask=mask)
 
 
 # -- matmul and transpose --------------------------------------------------------------------------------
@@ -336,7 +353,6 @@ def _unsupported(name: str, hint: str) -> Callable:
 
 
 gather_flattened = _unsupported("gather_flattened", "gather with affine indices or load then select")
-atomic_rmw = _unsupported("atomic_rmw", "use nisa.dma_copy(..., dst_rmw_op=nl.add)")
 all_reduce = _unsupported("all_reduce", "collectives across cores are not simulated; use torch.distributed")
 fori_loop = _unsupported("fori_loop", "runtime loops with registers are not simulated; use a Python range")
 while_loop = _unsupported("while_loop", "runtime loops with registers are not simulated; use a Python range")

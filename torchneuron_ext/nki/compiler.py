@@ -25,7 +25,7 @@ __all__ = ["sbuf", "psum", "DirectAllocation", "skip_middle_end_transformations"
 
 
 class DirectAllocation:
-    """A ``buffer=`` value placing each logical block of a tensor: ``locate(idx, pdim_size, fdim_bytes)``
+    """A ``buffer=`` value placing each logical block of a tensor: ``locate(idx=, pdim_size=, fdim_size=)``
     gives ``(start_partition, byte_addr)`` in SBUF or ``(bank, start_partition, byte_addr)`` in PSUM."""
 
     def __init__(self, memory: Buffer, locate: Callable, description: str) -> None:
@@ -77,9 +77,9 @@ class _Sbuf(_Memory):
                   num_free_tiles: Sequence[int] = ()) -> DirectAllocation:
         """Block ``idx`` at ``base_addr + linear(idx % num_free_tiles) * fdim_bytes`` (and likewise for
         partitions): ``num_free_tiles=(2,)`` double-buffers a tensor of any number of blocks."""
-        def locate(idx: tuple, pdim: int, fbytes: int) -> tuple:
-            return (_modulo(base_partition, num_par_tiles, pdim, idx, "num_par_tiles"),
-                    _modulo(base_addr, num_free_tiles, fbytes, idx, "num_free_tiles"))
+        def locate(idx: tuple, pdim_size: int, fdim_size: int) -> tuple:
+            return (_modulo(base_partition, num_par_tiles, pdim_size, idx, "num_par_tiles"),
+                    _modulo(base_addr, num_free_tiles, fdim_size, idx, "num_free_tiles"))
         return DirectAllocation(_sbuf_buffer, locate, f"ncc.sbuf.mod_alloc(base_addr={base_addr}, "
                                                       f"num_free_tiles={tuple(num_free_tiles)})")
 
@@ -93,10 +93,10 @@ class _Psum(_Memory):
                   num_bank_tiles: Sequence[int] = (), num_par_tiles: Sequence[int] = (),
                   num_free_tiles: Sequence[int] = ()) -> DirectAllocation:
         """Block ``idx`` in bank ``base_bank + linear(idx % num_bank_tiles)``."""
-        def locate(idx: tuple, pdim: int, fbytes: int) -> tuple:
+        def locate(idx: tuple, pdim_size: int, fdim_size: int) -> tuple:
             return (_modulo(base_bank, num_bank_tiles, 1, idx, "num_bank_tiles"),
-                    _modulo(base_partition, num_par_tiles, pdim, idx, "num_par_tiles"),
-                    _modulo(base_addr, num_free_tiles, fbytes, idx, "num_free_tiles"))
+                    _modulo(base_partition, num_par_tiles, pdim_size, idx, "num_par_tiles"),
+                    _modulo(base_addr, num_free_tiles, fdim_size, idx, "num_free_tiles"))
         return DirectAllocation(_psum_buffer, locate, f"ncc.psum.mod_alloc(base_bank={base_bank}, "
                                                       f"num_bank_tiles={tuple(num_bank_tiles)})")
 

@@ -136,7 +136,8 @@ def _emit(result: np.ndarray, dtype: np.dtype, dst: Optional[NKITensor], mask: O
     return None
 
 
-def store_into(dst: NKITensor, values: np.ndarray, api: str, mask: Optional[np.ndarray] = None) -> None:
+def store_into(dst: NKITensor, values: np.ndarray, api: str, mask: Optional[np.ndarray] = None,
+               skip: bool = False) -> None:
     if _larger_than(values.shape, dst.shape):
         fail("err_store_dst_shape_smaller_than_other_shape",
              f"'{api}' writes a result of shape {tuple(values.shape)} into a destination of shape {dst.shape}")
@@ -151,7 +152,7 @@ def store_into(dst: NKITensor, values: np.ndarray, api: str, mask: Optional[np.n
             vals = vals.reshape(dst.shape)
     if dst.buffer is psum:
         _psum_started(dst)[...] = False
-    dst.write(vals, None if mask is None else _mask_for(mask, dst.shape))
+    dst.write(vals, None if mask is None else _mask_for(mask, dst.shape), skip=skip)
 
 
 def _broadcast_shape(shapes: Sequence[tuple]) -> tuple:
@@ -319,8 +320,14 @@ def accumulate(ref: NKITensor, op: str, other: Any) -> None:
     """``t += x`` (and -=, *=, /=): an engine op whose destination is ``t``; PSUM accumulates in fp32."""
     if ref.buffer.is_hbm:
         fail("err_unsupported_memory", f"in-place '{op}' on an HBM tensor: compute on tiles, then nl.store")
-    with _quiet():
-        result = BINARY[op](_fp32(ref.read()), _fp32(value_of(other)))
+    o = _fp32(value_of(other))
+    if isinstance(o, np.ndarray) and o.shape != ref.shape and o.size == int(np.prod(ref.shape)):
+        o = o.reshape(ref.shape)  # the same elements laid out as the target (e.g. (P, F) into (P, 1, F))
+    try:
+        with _quiet():
+            result = BINARY[op](_fp32(ref.read()), o)
+    except ValueError:
+        fail("err_shape_mismatch", f"in-place '{op}' of a {np.shape(o)} value into a {ref.shape} tile")
     if _larger_than(np.shape(result), ref.shape):
         fail("err_store_dst_shape_smaller_than_other_shape",
              f"in-place '{op}' of a {np.shape(result)} value into a {ref.shape} tile")
@@ -403,29 +410,71 @@ def store(dst: NKITensor, value: Any, *, mask: Any = None, api: str = "store") -
     dst.write(dtypes.cast(np.asarray(vals), dst.dtype), None if m is None else _mask_for(m, dst.shape))
 
 
-def dma_copy(dst: NKITensor, src: NKITensor, *, mask: Any = None, dst_rmw_op: Any = None,
-             dialect: str = "legacy") -> None:
+def _oob_skip(oob_mode: Any) -> bool:
+    """``oob_mode``: nisa.oob_mode.error (the default: an out-of-bounds indirect index is an error) or skip."""
+    if oob_mode is None:
+        return False
+    name = getattr(oob_mode, "name", oob_mode)
+    if name not in ("error", "skip"):
+        raise ValueError(f"oob_mode must be nisa.oob_mode.error or nisa.oob_mode.skip, got {oob_mode!r}")
+    return name == "skip"
+
+
+def dma_copy(dst: NKITensor, src: NKITensor, *, mask: Any = None, dst_rmw_op: Any = None, oob_mode: Any = None,
+             dialect: str = "legacy", api: str = "dma_copy") -> None:
+    """A DMA from ``src`` to ``dst``, either side possibly indexed by tiles (indirect DMA). ``dst_rmw_op``
+    combines with what ``dst`` holds (np.add accumulates, repeated indices included); with
+    ``oob_mode=skip`` out-of-bounds indirect positions are not transferred."""
     for name, t in (("dst", dst), ("src", src)):
         if not isinstance(t, NKITensor):
-            raise TypeError(f"'dma_copy' operand '{name}' must be an NKI tensor, got {type(t).__name__}")
+            raise TypeError(f"'{api}' operand '{name}' must be an NKI tensor, got {type(t).__name__}")
     if dialect == "new" and src.buffer is psum:
-        fail("err_unsupported_memory", "Expected operand 'src' of 'dma_copy' to be in 'hbm' or 'sbuf', but got a "
-                                       "tile in 'psum' instead; copy PSUM to SBUF with nisa.tensor_copy")
+        fail("err_unsupported_memory", f"Expected operand 'src' of '{api}' to be in 'hbm' or 'sbuf', but got a "
+                                       f"tile in 'psum' instead; copy PSUM to SBUF with nisa.tensor_copy")
+    skip = _oob_skip(oob_mode)
     m = as_mask(mask)
-    vals = src.read(m)
+    vals, read = src.read_valid(m, skip)
     if int(np.prod(np.shape(vals))) != int(np.prod(dst.shape)):
-        fail("err_shape_mismatch", f"dma_copy from {src.shape} to {dst.shape}: element counts differ")
+        fail("err_shape_mismatch", f"{api} from {src.shape} to {dst.shape}: element counts differ")
     if np.shape(vals) != dst.shape:
         try:
             np.broadcast_shapes(np.shape(vals), dst.shape)
         except ValueError:
             vals = np.reshape(vals, dst.shape)
-    if dst_rmw_op is not None:
-        with _quiet():
-            vals = BINARY[op_name(dst_rmw_op)](_fp32(dst.read(m)), _fp32(vals))
-    runtime.current().costs.dma("dma_copy", int(np.prod(dst.shape)) * dst.itemsize, dst.buffer.is_hbm,
+    wmask = None if m is None else _mask_for(m, dst.shape)
+    if read is not None:  # positions whose source was skipped keep what dst holds
+        r = np.broadcast_to(read.reshape(read.shape + (1,) * (len(src.shape) - read.ndim)), src.shape)
+        r = r.reshape(dst.shape)
+        wmask = r if wmask is None else wmask & r
+    runtime.current().costs.dma(api, int(np.prod(dst.shape)) * dst.itemsize, dst.buffer.is_hbm,
                                 src.buffer.is_hbm)
-    store_into(dst, np.asarray(vals), "dma_copy", m)
+    if dst_rmw_op is None:
+        store_into(dst, np.asarray(vals), api, wmask, skip=skip)
+        return
+    rmw = BINARY[op_name(dst_rmw_op)]
+    if dst.buffer is psum:
+        _psum_started(dst)[...] = False
+    with _quiet():
+        dst.write(_fp32(np.asarray(vals)), wmask, skip=skip, rmw=rmw)
+
+
+def atomic_rmw(dst: NKITensor, value: Any, op: Any, *, mask: Any = None) -> None:
+    if not isinstance(dst, NKITensor) or not dst.buffer.is_hbm:
+        fail("err_unsupported_memory", "Expected operand 'dst' of 'atomic_rmw' to be in address space 'hbm'")
+    if not isinstance(value, NKITensor):
+        value = np.broadcast_to(np.float32(value), dst.shape)
+        src = None
+    else:
+        check_tile(value, "atomic_rmw", "value")
+        src = value
+    m = as_mask(mask)
+    vals = _fp32(np.asarray(src.read(m) if src is not None else value))
+    if int(np.prod(np.shape(vals))) != int(np.prod(dst.shape)):
+        fail("err_shape_mismatch", f"atomic_rmw of a {tuple(np.shape(vals))} value into {dst.shape}")
+    runtime.current().costs.dma("atomic_rmw", int(np.prod(dst.shape)) * dst.itemsize, True, True)
+    with _quiet():
+        dst.write(np.reshape(vals, dst.shape), None if m is None else _mask_for(m, dst.shape),
+                  rmw=BINARY[op_name(op)])
 
 
 def copy(src: NKITensor, *, dtype: Any = None, mask: Any = None, dst: Optional[NKITensor] = None,
@@ -567,24 +616,75 @@ class _IndexedFlags:
         self.flags, self.dst = flags, dst
 
     def __getitem__(self, key: Any) -> np.ndarray:
-        return self.flags[self.dst._checked_index(None)]
+        return self.flags[self.dst._checked_index(None)[0]]
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        self.flags[self.dst._checked_index(None)] = value
+        self.flags[self.dst._checked_index(None)[0]] = value
+
+
+_PERF_MODES = {None: 1, "none": 1, "double_row_gen3": 2}
+
+
+def matmul_hints(stationary: NKITensor, moving: NKITensor, *, is_stationary_onezero: bool = False,
+                 is_moving_onezero: bool = False, is_transpose: bool = False, tile_position: Sequence[int] = (),
+                 tile_size: Sequence[int] = (), api: str = "nc_matmul") -> None:
+    """The performance hints of nc_matmul, held to what they promise: an operand said to hold only ones and
+    zeros, or (is_transpose) a moving identity matrix, must; PE tiling must be a valid placement."""
+    for flag, name, t in ((is_stationary_onezero, "is_stationary_onezero", stationary),
+                          (is_moving_onezero, "is_moving_onezero", moving)):
+        if flag and isinstance(t, NKITensor):
+            v = _fp32(np.asarray(t.read()))
+            if not np.isin(v, (0.0, 1.0)).all():
+                fail("err_onezero_hint_violated",
+                     f"'{api}' was told {name}=True but that operand holds values other than 0 and 1")
+    if is_transpose and isinstance(moving, NKITensor):
+        v = _fp32(np.asarray(moving.read())).reshape(moving.shape[0], -1)
+        if v.shape[0] != v.shape[1] or not np.array_equal(v, np.eye(v.shape[0], dtype=np.float32)):
+            fail("err_is_transpose_needs_identity",
+                 f"'{api}' with is_transpose=True transposes stationary through a moving identity matrix, but "
+                 f"moving {moving.shape} is not an identity matrix")
+    if bool(tile_position) != bool(tile_size):
+        fail("err_invalid_pe_tiling", f"'{api}': tile_position and tile_size must be given together")
+    if tile_position:
+        pos, size = tuple(int(v) for v in tile_position), tuple(int(v) for v in tile_size)
+        if len(pos) != 2 or len(size) != 2 or any(v % 32 for v in pos + size) or any(v <= 0 for v in size) \
+                or any(p + z > 128 for p, z in zip(pos, size)):
+            fail("err_invalid_pe_tiling", f"'{api}': tile_position {pos} and tile_size {size} must be (row, column) "
+                                          f"multiples of 32 inside the 128x128 PE array")
+        if size[0] < stationary.shape[0] or size[1] < _free(stationary.shape):
+            fail("err_invalid_pe_tiling", f"'{api}': tile_size {size} is smaller than the stationary tile "
+                                          f"{stationary.shape}")
 
 
 def matmul(stationary: NKITensor, moving: NKITensor, *, dst: Optional[NKITensor] = None,
            accumulate: Optional[bool] = None, api: str = "nc_matmul", allow_psum_operands: bool = False,
-           is_transpose: bool = False) -> Optional[NKITensor]:
-    """``stationary.T @ moving`` on the Tensor engine, in fp32, into PSUM."""
+           perf_mode: Any = None) -> Optional[NKITensor]:
+    """``stationary.T @ moving`` on the Tensor engine, in fp32, into PSUM. ``perf_mode="double_row_gen3"``
+    (trn2+, fp8): operands (K, 2, M) and (K, 2, N) contract over both K and the pair of rows."""
     check_tile(stationary, api, "stationary", allow_psum=allow_psum_operands)
     check_tile(moving, api, "moving", allow_psum=allow_psum_operands)
     target = runtime.current().target
-    if stationary.ndim != 2 or moving.ndim != 2:
+    rows = _PERF_MODES.get(perf_mode)
+    if rows is None:
+        from .errors import NKIUnsupportedError
+        raise NKIUnsupportedError(f"nc_matmul perf_mode={perf_mode!r} is not modelled by the simulator (it models "
+                                  f"{', '.join(repr(m) for m in _PERF_MODES if m)})")
+    if rows == 2:
+        if target.name in ("trn1", "inf2"):
+            fail("err_unsupported_perf_mode", f"'{api}' perf_mode={perf_mode!r} needs NeuronCore-v3 (trn2) or "
+                                              f"later; the target is {target.name}")
+        fp8 = (dtypes.float8_e4m3, dtypes.float8_e5m2, dtypes.float8_e4m3fn)
+        if stationary.dtype not in fp8 or moving.dtype not in fp8:
+            fail("err_unsupported_dtype", f"'{api}' perf_mode={perf_mode!r} takes fp8 operands, got "
+                                          f"{dtypes.name(stationary.dtype)} and {dtypes.name(moving.dtype)}")
+        if stationary.ndim != 3 or moving.ndim != 3 or stationary.shape[1] != 2 or moving.shape[1] != 2:
+            fail("err_shape_mismatch", f"'{api}' perf_mode={perf_mode!r} takes (K, 2, M) and (K, 2, N) operands, "
+                                       f"got {stationary.shape} and {moving.shape}")
+    elif stationary.ndim != 2 or moving.ndim != 2:
         fail("err_exceed_max_supported_dimension",
              f"'{api}' takes 2-D tiles, got stationary {stationary.shape} and moving {moving.shape}")
-    k, m = stationary.shape
-    k2, n = moving.shape
+    k, m = stationary.shape[0], stationary.shape[-1]
+    k2, n = moving.shape[0], moving.shape[-1]
     if k != k2:
         fail("err_num_partition_mismatch",
              f"number of partitions (dimension 0 size of a tile) mismatch in parameters "
@@ -601,10 +701,10 @@ def matmul(stationary: NKITensor, moving: NKITensor, *, dst: Optional[NKITensor]
         fail("err_unsupported_dtype_combination",
              f"'{api}' cannot mix fp32 with {dtypes.name(moving.dtype if stationary.dtype in f32 else stationary.dtype)}: "
              f"cast both operands to the same precision class")
-    a = _fp32(np.asarray(stationary.read()))
-    b = _fp32(np.asarray(moving.read()))
+    a = _fp32(np.asarray(stationary.read())).reshape(k * rows, m)
+    b = _fp32(np.asarray(moving.read())).reshape(k * rows, n)
     result = a.T @ b
-    runtime.current().costs.matmul(api, k, m, n, stationary.dtype in f32)
+    runtime.current().costs.matmul(api, k * rows, m, n, stationary.dtype in f32)
     if dst is None:
         out = new_tile((m, n), dtypes.float32, psum)
         out.write(result)
@@ -855,7 +955,7 @@ def affine_select(on_true: NKITensor, on_false_value: Any, predicate: np.ndarray
                   dst: Optional[NKITensor] = None, mask: Any = None) -> Optional[NKITensor]:
     """``on_true`` where the affine predicate holds, ``on_false_value`` elsewhere (GpSimd)."""
     api = "affine_select"
-    check_tile(on_true, api, "on_true_tile", allow_psum=False)
+    check_tile(on_true, api, "on_true_tile")  # PSUM too: the causal mask is applied to the scores in PSUM
     try:
         pred = np.broadcast_to(np.asarray(predicate, dtype=bool), on_true.shape)
     except ValueError:
@@ -952,3 +1052,144 @@ def find_index8(data: NKITensor, vals: NKITensor, *, dtype: Any = None,
     idx = np.where(eq.any(axis=2), eq.argmax(axis=2), np.iinfo(np.uint32).max).astype(np.int64)
     _charge("vector", api, data.shape)
     return _emit(idx, dtypes.as_dtype(dtype) if dtype is not None else dtypes.uint32, dst, None, api)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# fused reductions, DMA transposes, predicated copies, random numbers
+# ---------------------------------------------------------------------------------------------------------
+
+_REDUCE_OPS = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, "maximum": np.maximum,
+               "minimum": np.minimum}
+
+
+def _reduce_free(values: np.ndarray, op: Any, api: str) -> np.ndarray:
+    """Reduce every free axis of ``values`` with ``op`` (nl.add, nl.max, ...): (P, 1)."""
+    name = op_name(op)
+    if name not in _REDUCE_OPS:
+        fail("err_unsupported_op", f"'{api}' reduces with add, subtract, multiply, max or min, got {name}")
+    flat = values.reshape(values.shape[0], -1)
+    return _REDUCE_OPS[name].reduce(flat, axis=1, keepdims=True).astype(np.float32)
+
+
+def tensor_scalar_reduce(data: NKITensor, op0: Any, operand0: Any, reduce_op: Any, reduce_res: NKITensor, *,
+                         reverse0: bool = False, dtype: Any = None, mask: Any = None,
+                         dst: Optional[NKITensor] = None) -> Optional[NKITensor]:
+    """``data op0 operand0``, and its reduction over all free axes into ``reduce_res`` (P, 1)."""
+    api = "tensor_scalar_reduce"
+    check_tile(data, api, "data")
+    check_tile(reduce_res, api, "reduce_res")
+    if reduce_res.shape[0] != data.shape[0] or _free(reduce_res.shape) != 1:
+        fail("err_num_partition_mismatch", f"'{api}': reduce_res must be ({data.shape[0]}, 1), got {reduce_res.shape}")
+    name = op_name(op0)
+    if name in INT_BINARY:
+        fail("err_unsupported_op", f"'{api}' takes an arithmetic op0, not the bitvec operation {name}")
+    m = as_mask(mask)
+    x = _fp32(np.asarray(data.read(m)))
+    v = _per_partition(operand0, data, api, "operand0")
+    with _quiet():
+        fn = BINARY[name] if name in BINARY else UNARY[name][1]
+        y = (fn(v, x) if reverse0 else fn(x, v)) if name in BINARY else fn(x)
+        y = np.asarray(y, dtype=np.float32)
+        red = _reduce_free(y, reduce_op, api)
+    store_into(reduce_res, red.reshape(reduce_res.shape), api)
+    _charge("vector", api, data.shape)
+    return _emit(y, dtypes.as_dtype(dtype) if dtype is not None else data.dtype, dst, m, api)
+
+
+_DMA_TRANSPOSE_AXES = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
+
+
+def dma_transpose(src: NKITensor, *, axes: Any = None, dtype: Any = None, mask: Any = None,
+                  dst: Optional[NKITensor] = None) -> Optional[NKITensor]:
+    """A transpose done by the DMA engine, from HBM or SBUF into a new SBUF tile: (1, 0) for 2-D,
+    (2, 1, 0) for 3-D, (3, 1, 2, 0) for 4-D (the only permutations the engine does)."""
+    api = "dma_transpose"
+    if not isinstance(src, NKITensor):
+        raise TypeError(f"'{api}' needs an NKI tensor, got {type(src).__name__}")
+    if src.buffer is psum:
+        fail("err_unsupported_memory", f"Expected operand 'src' of '{api}' to be in 'hbm' or 'sbuf', but got a "
+                                       f"tile in 'psum' instead")
+    default = _DMA_TRANSPOSE_AXES.get(src.ndim)
+    if default is None:
+        fail("err_exceed_max_supported_dimension", f"'{api}' takes 2-D to 4-D tensors, got {src.shape}")
+    axes = default if axes is None else tuple(int(a) for a in axes)
+    if axes != default:
+        fail("err_unsupported_axis", f"'{api}' of a {src.ndim}-D tensor permutes axes {default}, got {axes}")
+    m = as_mask(mask)
+    vals = np.transpose(np.asarray(src.read(m)), axes)
+    runtime.current().costs.dma(api, vals.size * src.itemsize, False, src.buffer.is_hbm)
+    out_dtype = dtypes.as_dtype(dtype) if dtype is not None else src.dtype
+    if dst is None:
+        if vals.shape[0] > 128:
+            fail("err_num_partition_exceed_arch_limit",
+                 f"Size of partition dimension {vals.shape[0]} exceeds architecture limitation of 128. "
+                 f"('{api}' puts axis {axes[0]} of {src.shape} on the partitions)")
+        out = new_tile(vals.shape, out_dtype)
+        out.write(dtypes.cast(vals, out_dtype))
+        return out
+    store_into(dst, vals, api)
+    return None
+
+
+def dropout(data: NKITensor, prob: Any, *, dtype: Any = None, mask: Any = None,
+            dst: Optional[NKITensor] = None, api: str = "dropout") -> Optional[NKITensor]:
+    """Zero each element with probability ``prob`` (a scalar or one per partition), drawing from the
+    launch's random number generator (nl.random_seed sets it)."""
+    check_tile(data, api, "data")
+    m = as_mask(mask)
+    x = np.asarray(data.read(m))
+    p = _per_partition(prob, data, api, "prob")
+    keep = runtime.current().random().random(x.shape, dtype=np.float32) >= p
+    _charge("vector", api, data.shape)
+    out_dtype = dtypes.as_dtype(dtype) if dtype is not None else data.dtype
+    return _emit(np.where(keep, _fp32(x), np.float32(0)), out_dtype, dst, m, api)
+
+
+def random_seed(seed: Any) -> None:
+    """``nl.random_seed``: the same seed gives the same random numbers (rand, dropout) afterwards."""
+    if isinstance(seed, NKITensor):
+        v = np.asarray(seed.read()).reshape(-1)
+        if v.size < 1:
+            fail("err_shape_mismatch", "nl.random_seed needs a seed tile with one element")
+        seed = v[0]
+    runtime.current().seed_random(int(np.int64(seed)) & 0xFFFFFFFF)
+
+
+def tensor_copy_predicated(src: Any, dst: NKITensor, predicate: NKITensor, *, reverse_pred: bool = False,
+                           mask: Any = None) -> None:
+    """``dst = src`` where ``predicate`` (uint) is nonzero (zero with ``reverse_pred``); dst keeps the rest."""
+    api = "tensor_copy_predicated"
+    check_tile(dst, api, "dst")
+    check_tile(predicate, api, "predicate")
+    if isinstance(src, NKITensor):
+        check_tile(src, api, "src")
+        _same_partitions(api, ("src", src), ("dst", dst))
+        if src.buffer is psum and predicate.buffer is psum:
+            fail("err_unsupported_memory", f"'{api}': src and predicate cannot both be in PSUM")
+    _same_partitions(api, ("predicate", predicate), ("dst", dst))
+    if predicate.dtype not in (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.bool_):
+        fail("err_unsupported_dtype", f"'{api}': predicate must be uint8, uint16 or uint32, got "
+                                      f"{dtypes.name(predicate.dtype)}")
+    pred = np.asarray(predicate.read()).reshape(dst.shape) != 0
+    if reverse_pred:
+        pred = ~pred
+    m = as_mask(mask)
+    if m is not None:
+        pred = pred & _mask_for(m, dst.shape)
+    vals = np.asarray(src.read()).reshape(dst.shape) if isinstance(src, NKITensor) else np.asarray(src)
+    _charge("vector", api, dst.shape)
+    dst.write(dtypes.cast(np.broadcast_to(vals, dst.shape), dst.dtype), pred)
+
+
+def loop_reduce(x: NKITensor, op: Any, loop_indices: Any, *, dtype: Any = None, mask: Any = None) -> NKITensor:
+    """``dst[...] = nl.loop_reduce(x, op, loop_indices=[i])`` accumulates ``x`` into ``dst`` over the loop:
+    the first iteration (every index 0) writes x, later ones write op(dst, x). Returns x as a tile that
+    carries the reduction for the assignment (NKITensor.__setitem__)."""
+    name = op_name(op)
+    if name not in _REDUCE_OPS:
+        fail("err_unsupported_op", f"'loop_reduce' reduces with add, subtract, multiply, max or min, got {name}")
+    indices = loop_indices if isinstance(loop_indices, (list, tuple)) else (loop_indices,)
+    first = all(int(i) == 0 for i in indices)
+    out = copy(x, dtype=dtype, mask=mask, api="loop_reduce")
+    out._reduce_into = None if first else name
+    return out

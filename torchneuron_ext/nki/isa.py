@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 from . import engine as _eng
+from ._isa_common import check_dge_mode as _isa_dge
 from ._isa_common import unsupported_instruction as _unsupported_instruction
 from ._isa_common import (activation_engine, dge_mode, engine, engine_name, get_nc_version, gpsimd_engine,  # noqa
                           nc_version, oob_mode, reduce_cmd, scalar_engine, tensor_engine, unknown_engine,
@@ -16,7 +17,7 @@ def nc_matmul(dst: NKITensor, stationary: NKITensor, moving: NKITensor, is_stati
               tile_size: Sequence[int] = (), perf_mode: Any = None, accumulate: Optional[bool] = None,
               **_: Any) -> None:
     """dst = stationary.T @ moving; the first write to a PSUM location overwrites, later ones accumulate."""
-    _eng.matmul(stationary, moving, dst=dst, accumulate=accumulate)
+    _eng.matmul(stationary, moving, dst=dst, accumulate=accumulate, perf_mode=perf_mode)
 
 
 def nc_transpose(dst: NKITensor, data: NKITensor, engine: Any = None, **_: Any) -> None:
@@ -88,7 +89,8 @@ def bn_aggr(dst: NKITensor, data: NKITensor, **_: Any) -> None:
 
 def dma_copy(dst: NKITensor, src: NKITensor, dst_rmw_op: Any = None, oob_mode: Any = None, dge_mode: Any = None,
              **_: Any) -> None:
-    _eng.dma_copy(dst, src, dst_rmw_op=dst_rmw_op, dialect="new")
+    _isa_dge(dge_mode)
+    _eng.dma_copy(dst, src, dst_rmw_op=dst_rmw_op, oob_mode=oob_mode, dialect="new")
 
 
 def affine_select(dst: NKITensor, pattern: Sequence[Sequence[int]], offset: int, channel_multiplier: int,

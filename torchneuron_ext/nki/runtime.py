@@ -75,6 +75,7 @@ class Launch:
         self.instance_index = 0
         self._arenas = {}
         self._direct_tiles = {}
+        self._rng: Optional[np.random.Generator] = None
 
     # -- instances -----------------------------------------------------------
     def begin_instance(self, program_id: tuple, index: int) -> None:
@@ -82,6 +83,15 @@ class Launch:
         # SBUF and PSUM are private to an instance: direct allocations start over in fresh memory.
         self._arenas: dict = {}
         self._direct_tiles: dict = {}
+
+    # -- random numbers (nl.random_seed, nl.rand, dropout) --------------------
+    def random(self) -> np.random.Generator:
+        if self._rng is None:
+            self._rng = np.random.default_rng(0)
+        return self._rng
+
+    def seed_random(self, seed: int) -> None:
+        self._rng = np.random.default_rng(seed)
 
     # -- direct allocation (nki.compiler) ------------------------------------
     def _arena(self, buffer: Buffer) -> "tuple[np.ndarray, np.ndarray]":
@@ -128,7 +138,9 @@ class Launch:
                      dtype: np.dtype, name: str) -> Storage:
         where = f"block {idx} of {name or 'a tensor'} allocated with {alloc}"
         try:
-            loc = tuple(int(v) for v in alloc.locate(idx, p, fbytes))
+            # By keyword, as the toolchain calls them: kernels bind extra leading parameters with
+            # functools.partial(func, bank_map=...).
+            loc = tuple(int(v) for v in alloc.locate(idx=idx, pdim_size=p, fdim_size=fbytes))
         except (TypeError, ValueError) as e:
             raise TypeError(f"{where}: the allocation function failed: {e}") from None
         if buffer is psum:
@@ -276,7 +288,7 @@ class Launch:
         return self._live[buffer]
 
     def _check_kernel_level(self) -> None:
-        """shared_hbm outputs must be created in the kernel body, not in a loop or branch."""
+        """shared_hbm outputs must be created in the kernel body, not in a loop."""
         import sys
         frame = sys._getframe(3)
         while frame is not None and frame.f_code is not self.func.__code__:
@@ -287,14 +299,14 @@ class Launch:
             self._nested_lines = _nested_statement_lines(self.func)
         if frame.f_lineno in self._nested_lines:
             fail("err_shared_hbm_must_in_kernel_level",
-                 "shared_hbm tensors must be created at the kernel's top level, not inside a loop or branch")
+                 "shared_hbm tensors must be created at the kernel's top level, not inside a loop")
 
 
 _NESTED_LINES: "weakref.WeakKeyDictionary[Any, frozenset]" = weakref.WeakKeyDictionary()
 
 
 def _nested_statement_lines(func: Callable) -> frozenset:
-    """Lines of ``func`` inside a loop or branch; parsed once per code object (parsing costs
+    """Lines of ``func`` inside a loop; parsed once per code object (parsing costs
     milliseconds, a launch of a small kernel less)."""
     code = func.__code__
     lines = _NESTED_LINES.get(code)
@@ -313,7 +325,9 @@ def _parse_nested_statement_lines(func: Callable) -> set:
     tree = ast.parse(textwrap.dedent(source))
     lines: set = set()
     for node in ast.walk(tree):
-        if isinstance(node, (ast.For, ast.While, ast.If, ast.AsyncFor)):
+        # Loops only: a trace-time Python `if` (e.g. `if config.training:` around an output) is resolved
+        # before the kernel is compiled, so its body is at kernel level for the toolchain.
+        if isinstance(node, (ast.For, ast.While, ast.AsyncFor)):
             for child in node.body + node.orelse:
                 for sub in ast.walk(child):
                     if hasattr(sub, "lineno"):

@@ -7,7 +7,7 @@ that a masked access can leave out-of-bounds positions alone. Reading and writin
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -20,12 +20,13 @@ from .memory import Buffer, psum
 class NKITensor:
     """A tensor or tile inside a kernel. Partition dimension first for tiles in SBUF and PSUM."""
 
-    __slots__ = ("storage", "arr", "index", "par_axis", "_shape", "_slices", "_updated")
+    __slots__ = ("storage", "arr", "index", "par_axis", "_shape", "_slices", "_updated", "_reduce_into")
 
     def __init__(self, storage: Any, arr: np.ndarray, index: Optional[tuple] = None, par_axis: int = 0) -> None:
         self.storage, self.arr, self.index, self.par_axis = storage, arr, index, par_axis
         self._slices = None
         self._updated = False
+        self._reduce_into: Optional[str] = None  # set by nl.loop_reduce: the op that folds it into its target
         if index is None:
             self._shape = arr.shape
         else:
@@ -94,6 +95,7 @@ class NKITensor:
         # Basic indexing: check bounds (numpy would clip slices silently) and take a view.
         out_key = []
         int_axes = []
+        beyond = False  # a slice running past its dimension: checked at the access, which may be masked
         par_axis = self.par_axis
         for axis, k in enumerate(key):
             dim = self.arr.shape[axis]
@@ -107,9 +109,10 @@ class NKITensor:
                     start += dim
                 if stop < 0:
                     stop += dim
-                if start < 0 or stop > dim or start > stop:
+                if start < 0 or start > stop or (stop > dim and start >= dim):
                     fail("err_tensor_access_out_of_bound",
                          f"index range [{start}, {stop - 1}] exceed dimension size of {dim}")
+                beyond = beyond or stop > dim
                 out_key.append(slice(start, stop, step))
             else:
                 i = int(k)
@@ -131,7 +134,25 @@ class NKITensor:
                 out_key[axis] = slice(i, i + 1)
                 if axis < self.par_axis:
                     par_axis += 1
+        if beyond:
+            return self._deferred_bounds(out_key)
         return NKITensor(self.storage, self.arr[tuple(out_key)], None, max(par_axis, 0))
+
+    def _deferred_bounds(self, key: list) -> "NKITensor":
+        """A slice past the end of its axis, as the tiled kernels write for a last partial tile
+        (``x[i*128:(i+1)*128]`` with ``mask=(i*128 + i_p < n)``): the same elements as index arrays, so the
+        access checks bounds itself and a mask can leave the outside positions alone."""
+        n_sliced = sum(isinstance(k, slice) for k in key)
+        arrays, j = [], 0
+        for k in key:
+            if isinstance(k, slice):
+                shape = [1] * n_sliced
+                shape[j] = -1
+                arrays.append(np.arange(k.start, k.stop, k.step, dtype=np.int64).reshape(shape))
+                j += 1
+            else:
+                arrays.append(np.asarray(k, dtype=np.int64))
+        return NKITensor(self.storage, self.arr, tuple(arrays), 0)
 
     def _block(self, key: tuple) -> "NKITensor":
         """``t[b]`` of a directly allocated tensor: the physical tile its allocation put block ``b`` in
@@ -184,6 +205,9 @@ class NKITensor:
             value._updated = False  # `t[i] += x` already updated t[i] in place
             return
         from . import engine
+        if isinstance(value, NKITensor) and value._reduce_into is not None:
+            engine.accumulate(dst, value._reduce_into, value)  # nl.loop_reduce after its first iteration
+            return
         engine.assign(dst, value)
 
     # -- access --------------------------------------------------------------
@@ -210,27 +234,39 @@ class NKITensor:
         self._slices = tuple(slices)
         return self._slices
 
-    def _checked_index(self, mask: Optional[np.ndarray]) -> tuple:
-        """Index arrays with masked-out positions made safe; raises on unmasked out-of-bounds."""
+    def _checked_index(self, mask: Optional[np.ndarray], skip: bool = False) -> "tuple[tuple, Any]":
+        """Index arrays with masked-out positions made safe, and the positions accessed (None: all).
+        Unmasked out-of-bounds positions raise, or with ``skip`` (DMA's oob_mode=skip) are left out."""
         lead = np.broadcast_shapes(*(a.shape for a in self.index))
         valid = None if mask is None else _mask_to(mask, lead)
+        dims = self.arr.shape
+        bad = [axis for axis, a in enumerate(self.index)
+               if a.size and (int(a.min()) < 0 or int(a.max()) >= dims[axis])]
+        if not bad:
+            return self.index, valid
+        if skip:
+            inside = np.ones(lead, dtype=bool)
+            for axis in bad:
+                b = np.broadcast_to(self.index[axis], lead)
+                inside &= (b >= 0) & (b < dims[axis])
+            valid = inside if valid is None else valid & inside
         out = []
         for axis, a in enumerate(self.index):
-            dim = self.arr.shape[axis]
-            lo, hi = int(a.min()), int(a.max())
-            if lo >= 0 and hi < dim:
+            if axis not in bad:
                 out.append(a)
                 continue
             b = np.broadcast_to(a, lead)
             if valid is not None:
                 inside = b[valid]
                 lo, hi = (int(inside.min()), int(inside.max())) if inside.size else (0, 0)
-            if lo < 0 or hi >= dim:
+            else:
+                lo, hi = int(a.min()), int(a.max())
+            if lo < 0 or hi >= dims[axis]:
                 fail("err_tensor_access_out_of_bound",
-                     f"index range [{lo}, {hi}] exceed dimension size of {dim}; if only part of the tile is in "
-                     f"bounds, pass mask= (for example mask=(i * 128 + i_p < {dim}))")
+                     f"index range [{lo}, {hi}] exceed dimension size of {dims[axis]}; if only part of the tile "
+                     f"is in bounds, pass mask= (for example mask=(i * 128 + i_p < {dims[axis]}))")
             out.append(np.where(valid, b, 0))
-        return tuple(out)
+        return tuple(out), valid
 
     def read(self, mask: Optional[np.ndarray] = None) -> np.ndarray:
         """The values (a view when possible: do not write into it)."""
@@ -239,29 +275,53 @@ class NKITensor:
         slices = self._fast_slices()
         if slices is not None:
             return self.arr[slices]
-        return self.arr[self._checked_index(mask)]
+        return self.arr[self._checked_index(mask)[0]]
 
-    def write(self, values: Any, mask: Optional[np.ndarray] = None) -> None:
+    def read_valid(self, mask: Optional[np.ndarray] = None, skip: bool = False) -> "tuple[np.ndarray, Any]":
+        """The values and which of them were read (None: all): out-of-bounds positions are skipped, not
+        errors, with ``skip``."""
+        if self.index is None or self._fast_slices() is not None:
+            return self.read(mask), None
+        idx, valid = self._checked_index(mask, skip)
+        return self.arr[idx], valid
+
+    def write(self, values: Any, mask: Optional[np.ndarray] = None, skip: bool = False,
+              rmw: Optional[Callable] = None) -> None:
         """Store ``values`` (already in this tensor's dtype, broadcastable to its shape, or of its element
-        count: a (128, 1) tile stored into a (128,) HBM vector)."""
+        count: a (128, 1) tile stored into a (128,) HBM vector). ``rmw``: a binary numpy function; the memory
+        becomes ``rmw(memory, values)`` (computed in fp32), each occurrence of a repeated index in turn, as
+        the DMA engine's read-modify-write does."""
         self.storage.written = True
         values = _fit(values, self._shape)
         if self.index is None or self._fast_slices() is not None:
             target = self.arr if self.index is None else self.arr[self._slices]
+            if rmw is not None:
+                from . import dtypes
+                values = dtypes.cast(np.asarray(rmw(target.astype(np.float32), np.asarray(values, np.float32))),
+                                     target.dtype)
             if mask is None:
                 target[...] = values
             else:
                 np.copyto(target, np.broadcast_to(values, target.shape), where=_mask_to(mask, target.shape))
             return
-        idx = self._checked_index(mask)
+        idx, valid = self._checked_index(mask, skip)
         lead = np.broadcast_shapes(*(a.shape for a in idx))
         vals = np.broadcast_to(values, self._shape)
-        if mask is None:
+        if valid is not None:
+            idx = tuple(np.broadcast_to(a, lead)[valid] for a in idx)
+            vals = vals[valid]
+        if rmw is None:
             self.arr[idx] = vals
             return
-        valid = _mask_to(mask, lead)
-        sel = tuple(np.broadcast_to(a, lead)[valid] for a in idx)
-        self.arr[sel] = vals[valid]
+        from . import dtypes
+        ufunc = rmw if isinstance(rmw, np.ufunc) else None
+        if ufunc is None:
+            from .errors import NKIUnsupportedError
+            raise NKIUnsupportedError(f"read-modify-write with {rmw!r} through indirect indices: use a numpy ufunc "
+                                      f"such as np.add or np.maximum")
+        work = self.arr.astype(np.float32)
+        ufunc.at(work, idx, np.asarray(vals, dtype=np.float32))
+        self.arr[...] = dtypes.cast(work, self.arr.dtype)
 
     # -- views ---------------------------------------------------------------
     def reshape(self, shape: Sequence[int]) -> "NKITensor":
@@ -344,6 +404,7 @@ class NKITensor:
     def __eq__(self, o): return self._bin("equal", o)  # type: ignore[override]
     def __ne__(self, o): return self._bin("not_equal", o)  # type: ignore[override]
     __hash__ = object.__hash__
+    __array_ufunc__ = None  # `index_expr + tile` falls back to the tile's reflected operator
 
     def __neg__(self):
         from . import engine
@@ -396,9 +457,7 @@ def _normalize_key(key: Any, ndim: int) -> tuple:
         elif isinstance(k, DynSlice):
             out.append(k.as_slice())
         elif isinstance(k, NKITensor):
-            fail("err_dynamic_index_unsupported",
-                 "indexing with a tile's values (dynamic indexing) is not supported by the simulator: use "
-                 "affine expressions of nl.arange/program_id/loop indices")
+            out.append(_dynamic_index(k))
         elif isinstance(k, (list, tuple)):
             out.append(np.asarray(k, dtype=np.int64))
         else:
@@ -407,6 +466,19 @@ def _normalize_key(key: Any, ndim: int) -> tuple:
         fail("err_exceed_max_supported_dimension",
              f"too many indices ({len(out)}) for a tensor with {ndim} dimensions")
     return tuple(out)
+
+
+def _dynamic_index(t: "NKITensor") -> IndexExpr:
+    """A tile's values as an index (indirect DMA, dynamic offsets): a (P, 1) tile indexes the partitions it
+    stands on, a (1, 1) tile is one offset. Bounds are checked where the access happens."""
+    if t.buffer.is_hbm:
+        fail("err_unsupported_memory",
+             "dynamic indices have to be in SBUF (or PSUM): load the index tensor first, e.g. "
+             "idx_tile = nl.load(idx_tensor[i_p])")
+    from . import dtypes
+    if dtypes.is_float(t.dtype) or t.dtype == np.bool_:
+        fail("err_unsupported_dtype", f"a tile used as an index must hold integers, got {dtypes.name(t.dtype)}")
+    return np.asarray(t.read(), dtype=np.int64).view(IndexExpr)
 
 
 def _mask_to(mask: np.ndarray, shape: tuple) -> np.ndarray:

@@ -1,122 +1,181 @@
-"""``neuronxcc.nki.isa``, the legacy dialect: instructions return new tiles and take ``mask=``."""
+"""``neuronxcc.nki.isa``, the legacy dialect: instructions return new tiles and take ``mask=``.
+
+Every keyword an instruction accepts is either honoured or refused by name: there is no catch-all, so a
+misspelt or unmodelled keyword is a TypeError naming it, and an accepted option the simulator does not
+model for that instruction (``mask=`` where masking is not implemented) raises NKIUnsupportedError.
+"""
 from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
 from .. import engine as _eng
+from .._isa_common import check_dge_mode as _check_dge_mode
 from .._isa_common import unsupported_instruction as _unsupported_instruction
 from .._isa_common import (activation_engine, dge_mode, engine, engine_name, get_nc_version, gpsimd_engine,  # noqa
                            nc_version, oob_mode, reduce_cmd, scalar_engine, tensor_engine, unknown_engine,
                            vector_engine)
-from ..memory import sbuf
+from ..errors import NKIUnsupportedError
+from ..indexing import as_mask
 from ..tensor import NKITensor
+
+
+def _no_mask(api: str, mask: Any) -> None:
+    """Instructions whose masking the simulator does not model: an always-true mask is fine, others are not."""
+    if mask is not None and as_mask(mask) is not None:
+        raise NKIUnsupportedError(f"nki.isa.{api}(mask=...) is not modelled by the simulator: apply the mask to "
+                                  f"the instruction's inputs or outputs (e.g. with nl.where or a masked store)")
 
 
 def nc_matmul(stationary: NKITensor, moving: NKITensor, *, is_stationary_onezero: bool = False,
               is_moving_onezero: bool = False, is_transpose: bool = False, tile_position: Sequence[int] = (),
-              tile_size: Sequence[int] = (), perf_mode: Any = None, mask: Any = None, **_: Any) -> NKITensor:
-    """stationary.T @ moving as a new fp32 PSUM tile; accumulate with ``psum[...] += nisa.nc_matmul(...)``."""
-    return _eng.matmul(stationary, moving)
+              tile_size: Sequence[int] = (), perf_mode: Any = None, mask: Any = None) -> NKITensor:
+    """stationary.T @ moving as a new fp32 PSUM tile; accumulate with ``psum[...] += nisa.nc_matmul(...)``.
+    The hints are checked (an operand said to be 0/1 must be; is_transpose needs an identity moving)."""
+    _no_mask("nc_matmul", mask)
+    _eng.matmul_hints(stationary, moving, is_stationary_onezero=is_stationary_onezero,
+                      is_moving_onezero=is_moving_onezero, is_transpose=is_transpose, tile_position=tile_position,
+                      tile_size=tile_size)
+    return _eng.matmul(stationary, moving, perf_mode=perf_mode)
 
 
-def nc_transpose(data: NKITensor, *, engine: Any = None, mask: Any = None, dtype: Any = None,
-                 **_: Any) -> NKITensor:
+def nc_transpose(data: NKITensor, *, engine: Any = None, mask: Any = None, dtype: Any = None) -> NKITensor:
+    _no_mask("nc_transpose", mask)
     return _eng.transpose(data, engine=engine_name(engine, "tensor"), dtype=dtype)
 
 
 def activation(op: Any, data: NKITensor, *, bias: Any = None, scale: Any = 1.0, reduce_op: Any = None,
                reduce_res: Optional[NKITensor] = None, reduce_cmd: Any = None, dtype: Any = None,
-               mask: Any = None, **_: Any) -> NKITensor:
+               mask: Any = None) -> NKITensor:
     return _eng.activation(op, data, bias=bias, scale=scale, reduce_op=reduce_op, reduce_res=reduce_res,
                            reduce_cmd=reduce_cmd, dtype=dtype, mask=mask)
 
 
 def activation_reduce(op: Any, data: NKITensor, *, reduce_op: Any, reduce_res: NKITensor, bias: Any = None,
-                      scale: Any = 1.0, dtype: Any = None, mask: Any = None, **_: Any) -> NKITensor:
+                      scale: Any = 1.0, dtype: Any = None, mask: Any = None) -> NKITensor:
     return _eng.activation(op, data, bias=bias, scale=scale, reduce_op=reduce_op, reduce_res=reduce_res,
                            dtype=dtype, mask=mask, api="activation_reduce")
 
 
 def tensor_tensor(data1: NKITensor, data2: NKITensor, op: Any, *, dtype: Any = None, mask: Any = None,
-                  engine: Any = None, **_: Any) -> NKITensor:
+                  engine: Any = None) -> NKITensor:
     return _eng.tensor_tensor(data1, data2, op, dtype=dtype, mask=mask, engine=engine_name(engine))
 
 
 def tensor_scalar(data: NKITensor, op0: Any, operand0: Any, reverse0: bool = False, op1: Any = None,
                   operand1: Any = None, reverse1: bool = False, *, dtype: Any = None, mask: Any = None,
-                  engine: Any = None, **_: Any) -> NKITensor:
+                  engine: Any = None) -> NKITensor:
     return _eng.tensor_scalar(data, op0, operand0, reverse0, op1, operand1, reverse1, dtype=dtype, mask=mask,
                               engine=engine_name(engine))
 
 
+def tensor_scalar_reduce(*, data: NKITensor, op0: Any, operand0: Any, reduce_op: Any, reduce_res: NKITensor,
+                         reverse0: bool = False, dtype: Any = None, mask: Any = None) -> NKITensor:
+    """``data op0 operand0`` as a new tile, and its reduction over the free axes into ``reduce_res``."""
+    return _eng.tensor_scalar_reduce(data, op0, operand0, reduce_op, reduce_res, reverse0=reverse0, dtype=dtype,
+                                     mask=mask)
+
+
 def tensor_reduce(op: Any, data: NKITensor, axis: Any, *, negate: bool = False, keepdims: bool = False,
-                  dtype: Any = None, mask: Any = None, **_: Any) -> NKITensor:
+                  dtype: Any = None, mask: Any = None) -> NKITensor:
     return _eng.reduce(_eng.op_name(op), data, axis, negate=negate, keepdims=keepdims, dtype=dtype, mask=mask,
                        api="tensor_reduce")
 
 
-def tensor_partition_reduce(op: Any, data: NKITensor, *, dtype: Any = None, mask: Any = None,
-                            **_: Any) -> NKITensor:
+def tensor_partition_reduce(op: Any, data: NKITensor, *, dtype: Any = None, mask: Any = None) -> NKITensor:
+    _no_mask("tensor_partition_reduce", mask)
     return _eng.partition_reduce(_eng.op_name(op), data, dtype=dtype)
 
 
-def tensor_copy(src: NKITensor, *, dtype: Any = None, mask: Any = None, engine: Any = None,
-                **_: Any) -> NKITensor:
+def tensor_copy(src: NKITensor, *, dtype: Any = None, mask: Any = None, engine: Any = None) -> NKITensor:
     return _eng.copy(src, dtype=dtype, mask=mask, api="tensor_copy", engine=engine_name(engine))
 
 
-def reciprocal(data: NKITensor, *, dtype: Any = None, mask: Any = None, **_: Any) -> NKITensor:
+def tensor_copy_dynamic_src(src: NKITensor, *, dtype: Any = None, mask: Any = None, engine: Any = None
+                            ) -> NKITensor:
+    """A copy of a tile read at a dynamic (tile-valued) offset: ``src[ix, offsets[0, i] + iy]``."""
+    return _eng.copy(src, dtype=dtype, mask=mask, api="tensor_copy_dynamic_src", engine=engine_name(engine))
+
+
+def tensor_copy_predicated(*, src: Any, dst: NKITensor, predicate: NKITensor, reverse_pred: bool = False,
+                           dtype: Any = None, mask: Any = None) -> NKITensor:
+    """``dst = src`` where ``predicate`` is nonzero; the rest of ``dst`` is unchanged. Returns ``dst``."""
+    if dtype is not None and _eng.dtypes.as_dtype(dtype) != dst.dtype:
+        raise NKIUnsupportedError("nki.isa.tensor_copy_predicated(dtype=...) other than dst's dtype is not modelled")
+    _eng.tensor_copy_predicated(src, dst, predicate, reverse_pred=reverse_pred, mask=mask)
+    return dst
+
+
+def reciprocal(data: NKITensor, *, dtype: Any = None, mask: Any = None) -> NKITensor:
     return _eng.elementwise("reciprocal", (data,), dtype=dtype, mask=mask, api="reciprocal")
 
 
-def memset(shape: Sequence[int], value: Any, dtype: Any, *, mask: Any = None, engine: Any = None,
-           **_: Any) -> NKITensor:
+def memset(shape: Sequence[int], value: Any, dtype: Any, *, mask: Any = None, engine: Any = None) -> NKITensor:
+    _no_mask("memset", mask)
     return _eng.memset(tuple(shape), value, dtype)
 
 
-def iota(expr: Any, dtype: Any, *, mask: Any = None, **_: Any) -> NKITensor:
+def iota(expr: Any, dtype: Any, *, mask: Any = None) -> NKITensor:
+    _no_mask("iota", mask)
     return _eng.iota_expr(expr, dtype)
 
 
-def bn_stats(data: NKITensor, *, dtype: Any = None, mask: Any = None, **_: Any) -> NKITensor:
+def dropout(data: NKITensor, prob: Any, *, dtype: Any = None, mask: Any = None) -> NKITensor:
+    """Zero each element with probability ``prob`` (scalar or (P, 1)); nl.random_seed makes it repeatable."""
+    return _eng.dropout(data, prob, dtype=dtype, mask=mask)
+
+
+def bn_stats(data: NKITensor, *, dtype: Any = None, mask: Any = None) -> NKITensor:
     return _eng.bn_stats(data, mask=mask, dtype=dtype)
 
 
-def bn_aggr(data: NKITensor, *, dtype: Any = None, mask: Any = None, **_: Any) -> NKITensor:
+def bn_aggr(data: NKITensor, *, dtype: Any = None, mask: Any = None) -> NKITensor:
+    _no_mask("bn_aggr", mask)
     return _eng.bn_aggr(data, dtype=dtype)
 
 
 def dma_copy(*, dst: NKITensor, src: NKITensor, mask: Any = None, dst_rmw_op: Any = None, oob_mode: Any = None,
-             dge_mode: Any = None, **_: Any) -> None:
-    _eng.dma_copy(dst, src, mask=mask, dst_rmw_op=dst_rmw_op)
+             dge_mode: Any = None) -> None:
+    """A DMA; either side may be indexed by tiles (indirect). ``oob_mode=nisa.oob_mode.skip`` leaves
+    out-of-bounds indirect positions alone; ``dst_rmw_op=np.add`` accumulates into ``dst``."""
+    _check_dge_mode(dge_mode)
+    _eng.dma_copy(dst, src, mask=mask, dst_rmw_op=dst_rmw_op, oob_mode=oob_mode)
 
 
-def affine_select(pred: Any, on_true_tile: NKITensor, on_false_value: Any, *, dtype: Any = None, mask: Any = None,
-                  **_: Any) -> NKITensor:
+def dma_transpose(src: NKITensor, *, axes: Any = None, mask: Any = None, dtype: Any = None,
+                  dge_mode: Any = None) -> NKITensor:
+    """A transposed copy by the DMA engine (HBM or SBUF source, SBUF result)."""
+    _check_dge_mode(dge_mode)
+    return _eng.dma_transpose(src, axes=axes, dtype=dtype, mask=mask)
+
+
+def affine_select(pred: Any, on_true_tile: NKITensor, on_false_value: Any, *, dtype: Any = None,
+                  mask: Any = None) -> NKITensor:
     """``pred`` is an affine comparison of arange indices, e.g. ``i_q >= i_k`` for a causal mask."""
     return _eng.affine_select(on_true_tile, on_false_value, pred, dtype=dtype, mask=mask)
 
 
 def scalar_tensor_tensor(*, data: NKITensor, op0: Any, operand0: Any, op1: Any, operand1: NKITensor,
-                         reverse0: bool = False, reverse1: bool = False, dtype: Any = None, mask: Any = None,
-                         **_: Any) -> NKITensor:
+                         reverse0: bool = False, reverse1: bool = False, dtype: Any = None,
+                         mask: Any = None) -> NKITensor:
     return _eng.scalar_tensor_tensor(data, op0, operand0, op1, operand1, reverse0=reverse0, reverse1=reverse1,
                                      dtype=dtype, mask=mask)
 
 
 def tensor_tensor_scan(data0: NKITensor, data1: NKITensor, initial: Any, op0: Any, op1: Any,
-                       reverse0: bool = False, reverse1: bool = False, *, dtype: Any = None, mask: Any = None,
-                       **_: Any) -> NKITensor:
+                       reverse0: bool = False, reverse1: bool = False, *, dtype: Any = None,
+                       mask: Any = None) -> NKITensor:
+    _no_mask("tensor_tensor_scan", mask)
     return _eng.tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=reverse0, reverse1=reverse1,
                                    dtype=dtype)
 
 
-def max8(*, src: NKITensor, dtype: Any = None, mask: Any = None, **_: Any) -> NKITensor:
+def max8(*, src: NKITensor, dtype: Any = None, mask: Any = None) -> NKITensor:
+    _no_mask("max8", mask)
     return _eng.max8(src, dtype=dtype)
 
 
-def nc_find_index8(*, data: NKITensor, vals: NKITensor, dtype: Any = None, mask: Any = None,
-                   **_: Any) -> NKITensor:
+def nc_find_index8(*, data: NKITensor, vals: NKITensor, dtype: Any = None, mask: Any = None) -> NKITensor:
+    _no_mask("nc_find_index8", mask)
     return _eng.find_index8(data, vals, dtype=dtype)
 
 
