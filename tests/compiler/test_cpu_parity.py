@@ -59,6 +59,39 @@ def test_every_site_is_found_in_this_torch():
     assert all(s.why for s in cpu_parity.CPU_LITERAL_SITES + cpu_parity.LEFT_AS_CPU)
 
 
+def test_cpu_literals_of_the_sites_are_only_device_type_tests():
+    """A rewritten "cpu" must only be compared with a device type (on the right of ==/!=, inside a
+    literal container on the right of in/not in) or name the CPU device (torch.device("cpu"),
+    device="cpu"): nothing else in these functions may change meaning. Guards torch upgrades."""
+    import ast
+    import inspect
+    import textwrap
+
+    import torch._inductor.compile_fx  # noqa: F401
+
+    def uses(tree):
+        parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and node.value == "cpu":
+                yield node, parents
+
+    for site in cpu_parity.CPU_LITERAL_SITES:
+        fn = cpu_parity._resolve(site.module, site.qualname)
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+        found = 0
+        for node, parents in uses(tree):
+            found += 1
+            parent = parents[node]
+            if isinstance(parent, (ast.Tuple, ast.List)):
+                node, parent = parent, parents[parent]
+            ok = (isinstance(parent, ast.Compare) and node in parent.comparators
+                  and all(isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)) for op in parent.ops)) \
+                or (isinstance(parent, ast.Call) and ast.unparse(parent.func) == "torch.device") \
+                or (isinstance(parent, ast.keyword) and parent.arg == "device")
+            assert ok, f"{site.module}.{site.qualname}: {ast.unparse(parent)}"
+        assert found, site
+
+
 def test_host_device_type_literal_and_cpu_graphs_unchanged():
     from torch._inductor import config
     from torch._inductor.utils import get_current_backend
