@@ -119,14 +119,20 @@ def test_psum_modulo_banks() -> None:
     np.testing.assert_allclose(k(a, b), np.broadcast_to(a.T @ b, (4, 128, 64)), rtol=1e-4, atol=1e-4)
 
 
-def test_allocation_beyond_sbuf_is_an_error() -> None:
+def test_allocation_beyond_sbuf_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
     @nki.jit
-    def k(x):
-        t = nl.ndarray((par_dim(128), 1024), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=208 * 1024))
+    def k(x, base):
+        t = nl.ndarray((par_dim(128), 1024), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=base))
         return x
 
-    err = raises("err_sbuf_capacity_exceeded", k, f32(4, 4))
-    assert "outside the 212992 bytes of trn2 SBUF" in str(err)
+    monkeypatch.setenv("NKI_TARGET", "trn2")
+    k(f32(4, 4), 220 * 1024)  # the last 4 KiB of trn2's 224 KiB partitions
+    err = raises("err_sbuf_capacity_exceeded", k, f32(4, 4), 221 * 1024)
+    assert "bytes [226304, 230400) of each partition are outside the 229376 bytes of trn2 SBUF" in str(err)
+    monkeypatch.setenv("NKI_TARGET", "trn1")  # NeuronCore-v2: 192 KiB, of which the toolchain keeps 16
+    k(f32(4, 4), 172 * 1024)  # ends exactly at 176 KiB
+    err = raises("err_sbuf_capacity_exceeded", k, f32(4, 4), 173 * 1024)
+    assert "outside the 180224 bytes of trn1 SBUF a kernel can allocate (the last 16 KiB" in str(err)
 
 
 def test_modulo_tiles_beyond_sbuf_are_an_error() -> None:

@@ -211,11 +211,13 @@ def test_store_needs_hbm_destination_and_compute_needs_tiles():
 
 
 def test_matmul_reads_sbuf_and_writes_psum():
-    @lnki.jit
+    @nki.jit
     def psum_operand(a):
-        s = lnl.zeros((32, 32), dtype=lnl.float32, buffer=lnl.psum)
-        m = lnl.zeros((32, 32), dtype=lnl.float32, buffer=lnl.sbuf)
-        return lisa.nc_matmul(s, m)
+        s = nl.zeros((32, 32), dtype=nl.float32, buffer=nl.psum)
+        m = nl.zeros((32, 32), dtype=nl.float32, buffer=nl.sbuf)
+        out = nl.ndarray((32, 32), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(out, s, m)
+        return a
 
     @nki.jit
     def sbuf_dst(a):

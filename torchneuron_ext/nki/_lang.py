@@ -214,8 +214,12 @@ def store(dst: NKITensor, value: Any, *, mask: Any = None, **_: Any) -> None:
 
 
 def load_transpose2d(src: NKITensor, *, mask: Any = None, dtype: Any = None, **_: Any) -> NKITensor:
-    t = _eng.load(src, mask=mask, dtype=dtype, api="load_transpose2d")
-    return _eng.transpose(t, api="transpose", engine="tensor")
+    """A (F, P) HBM tensor loaded transposed, by the DMA engine: its axis 1 lands on the partitions."""
+    if not isinstance(src, NKITensor) or not src.buffer.is_hbm:
+        fail("err_unsupported_memory", "Expected operand 'src' of 'load_transpose2d' to be in address space 'hbm'")
+    if src.ndim != 2:
+        fail("err_exceed_max_supported_dimension", f"'load_transpose2d' takes a 2-D tensor, got {src.shape}")
+    return _eng.dma_transpose(src, dtype=dtype, mask=mask)
 
 
 def atomic_rmw(dst: NKITensor, value: Any, op: Any, *, mask: Any = None) -> None:

@@ -127,9 +127,12 @@ def _emit(result: np.ndarray, dtype: np.dtype, dst: Optional[NKITensor], mask: O
                 fresh = True
         if fresh and vals.shape == result.shape and vals.dtype == dtype and vals.flags.c_contiguous \
                 and vals.flags.writeable and vals.base is None:
-            return new_tile(result.shape, dtype, adopt=vals)
-        out = new_tile(result.shape, dtype)
-        out.write(vals)
+            out = new_tile(result.shape, dtype, adopt=vals)
+        else:
+            out = new_tile(result.shape, dtype)
+            out.write(vals)
+        if mask is not None:
+            out._valid = _mask_for(mask, result.shape)
         return out
     check_tile(dst, api, "dst")
     store_into(dst, result, api, mask)
@@ -153,6 +156,14 @@ def store_into(dst: NKITensor, values: np.ndarray, api: str, mask: Optional[np.n
     if dst.buffer is psum:
         _psum_started(dst)[...] = False
     dst.write(vals, None if mask is None else _mask_for(mask, dst.shape), skip=skip)
+
+
+def _fit_mask(valid: np.ndarray, shape: tuple) -> np.ndarray:
+    """A result's computed positions as seen by the destination it is written to (same element count)."""
+    try:
+        return np.broadcast_to(valid, shape)
+    except ValueError:
+        return valid.reshape(shape)
 
 
 def _broadcast_shape(shapes: Sequence[tuple]) -> tuple:
@@ -320,6 +331,7 @@ def accumulate(ref: NKITensor, op: str, other: Any) -> None:
     """``t += x`` (and -=, *=, /=): an engine op whose destination is ``t``; PSUM accumulates in fp32."""
     if ref.buffer.is_hbm:
         fail("err_unsupported_memory", f"in-place '{op}' on an HBM tensor: compute on tiles, then nl.store")
+    valid = other._valid if isinstance(other, NKITensor) else None
     o = _fp32(value_of(other))
     if isinstance(o, np.ndarray) and o.shape != ref.shape and o.size == int(np.prod(ref.shape)):
         o = o.reshape(ref.shape)  # the same elements laid out as the target (e.g. (P, F) into (P, 1, F))
@@ -332,7 +344,9 @@ def accumulate(ref: NKITensor, op: str, other: Any) -> None:
         fail("err_store_dst_shape_smaller_than_other_shape",
              f"in-place '{op}' of a {np.shape(result)} value into a {ref.shape} tile")
     _charge("vector", op, ref.shape)
-    ref.write(dtypes.cast(np.asarray(result, dtype=np.float32), ref.dtype))
+    if valid is not None:
+        valid = _fit_mask(valid, ref.shape)
+    ref.write(dtypes.cast(np.asarray(result, dtype=np.float32), ref.dtype), valid)
 
 
 def assign(dst: NKITensor, value: Any) -> None:
@@ -353,7 +367,9 @@ def assign(dst: NKITensor, value: Any) -> None:
                                     dst.buffer.is_hbm, isinstance(value, NKITensor) and value.buffer.is_hbm)
     else:
         _charge("vector", "tensor_copy", dst.shape)
-    store_into(dst, vals if isinstance(vals, np.ndarray) else np.asarray(vals), "assign")
+    valid = value._valid if isinstance(value, NKITensor) else None
+    store_into(dst, vals if isinstance(vals, np.ndarray) else np.asarray(vals), "assign",
+               None if valid is None else _fit_mask(valid, dst.shape))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -658,7 +674,7 @@ def matmul_hints(stationary: NKITensor, moving: NKITensor, *, is_stationary_onez
 
 def matmul(stationary: NKITensor, moving: NKITensor, *, dst: Optional[NKITensor] = None,
            accumulate: Optional[bool] = None, api: str = "nc_matmul", allow_psum_operands: bool = False,
-           perf_mode: Any = None) -> Optional[NKITensor]:
+           perf_mode: Any = None, mask: Any = None) -> Optional[NKITensor]:
     """``stationary.T @ moving`` on the Tensor engine, in fp32, into PSUM. ``perf_mode="double_row_gen3"``
     (trn2+, fp8): operands (K, 2, M) and (K, 2, N) contract over both K and the pair of rows."""
     check_tile(stationary, api, "stationary", allow_psum=allow_psum_operands)
@@ -707,6 +723,11 @@ def matmul(stationary: NKITensor, moving: NKITensor, *, dst: Optional[NKITensor]
     runtime.current().costs.matmul(api, k * rows, m, n, stationary.dtype in f32)
     if dst is None:
         out = new_tile((m, n), dtypes.float32, psum)
+        mm = as_mask(mask)
+        if mm is not None:  # legacy mask=: only the masked-in outputs are computed
+            valid = _mask_for(mm, (m, n))
+            result = np.where(valid, result, np.float32(np.nan))
+            out._valid = valid
         out.write(result)
         return out
     if dst.buffer is not psum:
@@ -737,7 +758,9 @@ def matmul(stationary: NKITensor, moving: NKITensor, *, dst: Optional[NKITensor]
 
 
 def transpose(data: NKITensor, *, engine: str = "tensor", dst: Optional[NKITensor] = None,
-              api: str = "nc_transpose", dtype: Any = None) -> Optional[NKITensor]:
+              api: str = "nc_transpose", dtype: Any = None, mask: Any = None) -> Optional[NKITensor]:
+    """Swap the partition and free axes (extra free axes flattened first). A legacy ``mask=`` is over the
+    input's positions; the result holds the transposed positions it covers."""
     check_tile(data, api, "data")
     shape = data.shape
     if len(shape) > 2 and api == "transpose":
@@ -758,6 +781,11 @@ def transpose(data: NKITensor, *, engine: str = "tensor", dst: Optional[NKITenso
     if dst is None:
         out = new_tile((f, p), out_dtype if buffer is sbuf else dtypes.float32 if api == "nc_transpose" else out_dtype,
                        buffer if api == "nc_transpose" else sbuf)
+        mm = as_mask(mask)
+        if mm is not None:
+            valid = np.broadcast_to(_mask_for(mm, shape), shape).reshape(p, f).T
+            vals = np.where(valid, _fp32(vals), np.float32(np.nan))
+            out._valid = valid
         out.write(dtypes.cast(_fp32(vals), out.dtype))
         return out
     store_into(dst, _fp32(vals), api)

@@ -22,8 +22,10 @@ from .memory import Buffer, Target, psum, sbuf, shared_hbm
 
 _state = threading.local()
 
-# SBUF bytes per partition that direct allocation may not use: the toolchain keeps them for itself.
-SBUF_COMPILER_RESERVED = 16 * 1024
+# SBUF bytes per partition that direct allocation may not use on NeuronCore-v2 (trn1, inf2): the toolchain
+# keeps them for itself (its direct-allocation guide). For later cores no reserve is documented, and
+# AWS's allocated kernels place tiles up to the last few KiB of trn2's 224 KiB.
+SBUF_COMPILER_RESERVED = {"trn1": 16 * 1024, "inf2": 16 * 1024}
 
 
 class Storage:
@@ -161,12 +163,13 @@ class Launch:
                 raise TypeError(f"{where}: an SBUF allocation function returns (start_partition, byte_addr), "
                                 f"got {loc}")
             start_p, start = loc
-            usable = self.target.sbuf_partition_bytes - SBUF_COMPILER_RESERVED
+            reserved = SBUF_COMPILER_RESERVED.get(self.target.name, 0)
+            usable = self.target.sbuf_partition_bytes - reserved
             if start < 0 or start + fbytes > usable:
                 fail("err_sbuf_capacity_exceeded",
                      f"{where}: bytes [{start}, {start + fbytes}) of each partition are outside the "
-                     f"{usable} bytes of {self.target.name} SBUF a kernel can allocate (the last "
-                     f"{SBUF_COMPILER_RESERVED // 1024} KiB are the compiler's)")
+                     f"{usable} bytes of {self.target.name} SBUF a kernel can allocate"
+                     + (f" (the last {reserved // 1024} KiB are the compiler's)" if reserved else ""))
         allowed = (0,) if p > 64 else (0, 64) if p > 32 else (0, 32, 64, 96)
         if start_p not in allowed:
             fail("err_invalid_start_partition",

@@ -20,13 +20,16 @@ from .memory import Buffer, psum
 class NKITensor:
     """A tensor or tile inside a kernel. Partition dimension first for tiles in SBUF and PSUM."""
 
-    __slots__ = ("storage", "arr", "index", "par_axis", "_shape", "_slices", "_updated", "_reduce_into")
+    __slots__ = ("storage", "arr", "index", "par_axis", "_shape", "_slices", "_updated", "_reduce_into", "_valid")
 
     def __init__(self, storage: Any, arr: np.ndarray, index: Optional[tuple] = None, par_axis: int = 0) -> None:
         self.storage, self.arr, self.index, self.par_axis = storage, arr, index, par_axis
         self._slices = None
         self._updated = False
         self._reduce_into: Optional[str] = None  # set by nl.loop_reduce: the op that folds it into its target
+        # A legacy instruction's result under mask=: the positions it computed. Assigning or accumulating the
+        # result writes only those, as a masked statement does on the device.
+        self._valid: Optional[np.ndarray] = None
         if index is None:
             self._shape = arr.shape
         else:

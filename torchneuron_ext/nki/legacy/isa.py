@@ -30,17 +30,18 @@ def nc_matmul(stationary: NKITensor, moving: NKITensor, *, is_stationary_onezero
               is_moving_onezero: bool = False, is_transpose: bool = False, tile_position: Sequence[int] = (),
               tile_size: Sequence[int] = (), perf_mode: Any = None, mask: Any = None) -> NKITensor:
     """stationary.T @ moving as a new fp32 PSUM tile; accumulate with ``psum[...] += nisa.nc_matmul(...)``.
-    The hints are checked (an operand said to be 0/1 must be; is_transpose needs an identity moving)."""
-    _no_mask("nc_matmul", mask)
+    The hints are checked (an operand said to be 0/1 must be; is_transpose needs an identity moving).
+    ``mask=`` computes only the masked-in outputs (a false predicate skips the instruction's effect). An
+    operand in PSUM (e.g. a Tensor-engine nc_transpose result) is accepted: the legacy toolchain copies it
+    to SBUF first, as AWS's flash-attention backward relies on."""
     _eng.matmul_hints(stationary, moving, is_stationary_onezero=is_stationary_onezero,
                       is_moving_onezero=is_moving_onezero, is_transpose=is_transpose, tile_position=tile_position,
                       tile_size=tile_size)
-    return _eng.matmul(stationary, moving, perf_mode=perf_mode)
+    return _eng.matmul(stationary, moving, perf_mode=perf_mode, mask=mask, allow_psum_operands=True)
 
 
 def nc_transpose(data: NKITensor, *, engine: Any = None, mask: Any = None, dtype: Any = None) -> NKITensor:
-    _no_mask("nc_transpose", mask)
-    return _eng.transpose(data, engine=engine_name(engine, "tensor"), dtype=dtype)
+    return _eng.transpose(data, engine=engine_name(engine, "tensor"), dtype=dtype, mask=mask)
 
 
 def activation(op: Any, data: NKITensor, *, bias: Any = None, scale: Any = 1.0, reduce_op: Any = None,

@@ -1,0 +1,250 @@
+"""Legacy-dialect instructions public kernels use, checked against numpy, and their keywords: each one is
+honoured or refused by name; masked results write only what they computed."""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import torchneuron_ext.nki.legacy as nki
+import torchneuron_ext.nki.legacy.isa as nisa
+import torchneuron_ext.nki.legacy.language as nl
+from torchneuron_ext.nki import NKIError, NKIUnsupportedError
+
+
+def f32(*shape: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def raises(code: str, kernel, *args) -> NKIError:
+    with pytest.raises(NKIError) as info:
+        kernel(*args)
+    assert info.value.code == code, str(info.value)
+    return info.value
+
+
+def test_unknown_keyword_is_refused_by_name() -> None:
+    @nki.jit
+    def k(a):
+        t = nl.load(a)
+        nisa.tensor_copy(t, enigne=nisa.vector_engine)
+        return a
+
+    with pytest.raises(TypeError, match="enigne"):
+        k(f32(4, 4))
+
+
+def test_unmodelled_mask_is_refused_by_name() -> None:
+    @nki.jit
+    def k(a):
+        i_p = nl.arange(4)[:, None]
+        nisa.bn_aggr(nisa.bn_stats(nl.load(a)), mask=(i_p < 2))
+        return a
+
+    with pytest.raises(NKIUnsupportedError, match=r"nki.isa.bn_aggr\(mask=...\)"):
+        k(f32(4, 4))
+
+
+def test_matmul_hints_are_held_to_their_promise() -> None:
+    @nki.jit
+    def k(a, b, onezero, transpose):
+        out = nl.ndarray((a.shape[1], b.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, nisa.nc_matmul(nl.load(a), nl.load(b), is_moving_onezero=onezero, is_transpose=transpose))
+        return out
+
+    a, eye = f32(32, 16), np.eye(32, dtype=np.float32)
+    np.testing.assert_allclose(k(a, eye, True, True), a.T, rtol=1e-6)  # the transpose idiom
+    raises("err_onezero_hint_violated", k, a, f32(32, 8), True, False)
+    raises("err_is_transpose_needs_identity", k, a, 2 * eye, False, True)
+
+
+def test_pe_tiling_is_validated() -> None:
+    @nki.jit
+    def k(a, pos, size):
+        t = nl.load(a)
+        nisa.nc_matmul(t, t, tile_position=pos, tile_size=size)
+        return a
+
+    k(f32(32, 32), (32, 64), (32, 32))
+    raises("err_invalid_pe_tiling", k, f32(32, 32), (16, 0), (32, 32))
+    raises("err_invalid_pe_tiling", k, f32(64, 64), (0, 0), (32, 32))  # smaller than stationary
+
+
+def test_double_row_fp8_matmul() -> None:
+    @nki.jit
+    def k(a, b):
+        out = nl.ndarray((a.shape[2], b.shape[2]), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, nisa.nc_matmul(nl.load(a), nl.load(b), perf_mode="double_row_gen3"))
+        return out
+
+    a = f32(128, 2, 16).astype(ml_dtypes.float8_e5m2)
+    b = f32(128, 2, 64, seed=1).astype(ml_dtypes.float8_e5m2)
+    expected = np.einsum("kli,klj->ij", a.astype(np.float32), b.astype(np.float32))
+    np.testing.assert_allclose(k(a, b), expected, rtol=1e-5, atol=1e-4)
+    raises("err_unsupported_dtype", k, f32(128, 2, 16), f32(128, 2, 64))
+
+    @nki.jit
+    def other_mode(a):
+        t = nl.load(a)
+        nisa.nc_matmul(t, t, perf_mode="quad_row")
+        return a
+
+    with pytest.raises(NKIUnsupportedError, match="perf_mode='quad_row'"):
+        other_mode(f32(8, 8))
+
+
+def test_masked_matmul_writes_only_what_it_computed() -> None:
+    # The pattern of AWS's fused RMSNorm+QKV: `psum += nc_matmul(..., mask=tile_in_bounds)`.
+    @nki.jit
+    def k(a, b, limit):
+        out = nl.ndarray((2, a.shape[1], b.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm)
+        acc = nl.zeros((a.shape[1], b.shape[1]), dtype=nl.float32, buffer=nl.psum)
+        for i in nl.affine_range(2):
+            acc += nisa.nc_matmul(nl.load(a), nl.load(b), mask=(i < limit))
+        nl.store(out[0], acc)
+        i_m = nl.arange(a.shape[1])[:, None]
+        part = nl.zeros((a.shape[1], b.shape[1]), dtype=nl.float32, buffer=nl.psum)
+        part[...] = nisa.nc_matmul(nl.load(a), nl.load(b), mask=(i_m < 4))
+        nl.store(out[1], part)
+        return out
+
+    a, b = f32(32, 8), f32(32, 16, seed=1)
+    out = k(a, b, 1)
+    np.testing.assert_allclose(out[0], a.T @ b, rtol=1e-5, atol=1e-5)  # the second matmul was masked off
+    np.testing.assert_allclose(out[1][:4], (a.T @ b)[:4], rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(out[1][4:], 0)
+
+
+def test_psum_operand_of_legacy_matmul() -> None:
+    # AWS's flash-attention backward feeds a Tensor-engine nc_transpose (PSUM) to nc_matmul.
+    @nki.jit
+    def k(a, b):
+        out = nl.ndarray((a.shape[0], b.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, nisa.nc_matmul(nisa.nc_transpose(nl.load(a)), nl.load(b)))
+        return out
+
+    a, b = f32(16, 32), f32(32, 8, seed=1)
+    np.testing.assert_allclose(k(a, b), a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_tensor_scalar_reduce() -> None:
+    @nki.jit
+    def k(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        red = nl.ndarray((a.shape[0], 1), dtype=a.dtype, buffer=nl.shared_hbm)
+        r = nl.ndarray((a.shape[0], 1), dtype=nl.float32)
+        y = nisa.tensor_scalar_reduce(data=nl.load(a), op0=nl.multiply, operand0=0.5, reduce_op=nl.max,
+                                      reduce_res=r)
+        nl.store(out, y)
+        nl.store(red, r)
+        return out, red
+
+    a = f32(16, 24)
+    y, r = k(a)
+    np.testing.assert_allclose(y, a * 0.5)
+    np.testing.assert_allclose(r, (a * 0.5).max(axis=1, keepdims=True))
+
+
+def test_dma_transpose_and_load_transpose2d() -> None:
+    @nki.jit
+    def k(a, b):
+        out_a = nl.ndarray((a.shape[1], a.shape[0]), dtype=a.dtype, buffer=nl.shared_hbm)
+        out_b = nl.ndarray(b.shape[::-1], dtype=b.dtype, buffer=nl.shared_hbm)
+        nl.store(out_a, nisa.dma_transpose(a))
+        nl.store(out_b, nl.load_transpose2d(b))  # 2048 rows become 2048 free elements
+        return out_a, out_b
+
+    a, b = f32(64, 32), f32(2048, 128)
+    ta, tb = k(a, b)
+    np.testing.assert_array_equal(ta, a.T)
+    np.testing.assert_array_equal(tb, b.T)
+
+    @nki.jit
+    def bad_axes(a):
+        nisa.dma_transpose(a, axes=(0, 1))
+        return a
+
+    raises("err_unsupported_axis", bad_axes, f32(4, 4))
+
+
+def test_random_seed_makes_dropout_repeatable() -> None:
+    @nki.jit
+    def k(a, seed):
+        out = nl.ndarray((2,) + a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.random_seed(seed=nl.load(seed))
+        nl.store(out[0], nisa.dropout(nl.load(a), prob=0.5))
+        nl.random_seed(seed=nl.load(seed))
+        nl.store(out[1], nl.dropout(nl.load(a), rate=0.5))
+        return out
+
+    a = np.ones((128, 256), np.float32)
+    out = k(a, np.array([[7]], np.int32))
+    np.testing.assert_array_equal(out[0], out[1])          # same seed, same mask
+    assert 0.45 < (out[0] == 0).mean() < 0.55            # about half dropped
+    other = k(a, np.array([[8]], np.int32))
+    assert (other[0] != out[0]).any()
+
+
+def test_loop_reduce_accumulates_over_the_loop() -> None:
+    @nki.jit
+    def k(a):
+        n = a.shape[0]
+        out = nl.ndarray(a.shape[1:], dtype=a.dtype, buffer=nl.shared_hbm)
+        acc = nl.ndarray(a.shape[1:], dtype=a.dtype)
+        for i in nl.affine_range(n):
+            acc[...] = nl.loop_reduce(nl.load(a[i]), op=np.maximum, loop_indices=[i])
+        nl.store(out, acc)
+        return out
+
+    a = f32(5, 16, 8)
+    np.testing.assert_array_equal(k(a), a.max(axis=0))
+
+
+def test_copy_predicated() -> None:
+    @nki.jit
+    def k(a, b, pred):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        dst = nl.load(a)
+        nisa.tensor_copy_predicated(src=nl.load(b), dst=dst, predicate=nl.load(pred))
+        nl.store(out, dst)
+        return out
+
+    a, b = f32(8, 8), f32(8, 8, seed=1)
+    pred = (np.arange(64).reshape(8, 8) % 3 == 0).astype(np.uint8)
+    np.testing.assert_array_equal(k(a, b, pred), np.where(pred != 0, b, a))
+    raises("err_unsupported_dtype", k, a, b, pred.astype(np.float32))
+
+
+def test_shared_hbm_output_inside_a_trace_time_if() -> None:
+    @nki.jit
+    def k(a, training):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        if training:
+            lse = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+            nl.store(lse, nl.load(a))
+        nl.store(out, nl.load(a))
+        return (out, lse) if training else out
+
+    a = f32(4, 4)
+    out, lse = k(a, True)
+    np.testing.assert_array_equal(lse, a)
+
+
+def test_affine_select_on_psum() -> None:
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((a.shape[1], a.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm)
+        t = nl.load(a)
+        scores = nisa.nc_matmul(t, t)
+        i_q, i_k = nl.mgrid[0:a.shape[1], 0:a.shape[1]]
+        nl.store(out, nisa.affine_select(pred=(i_q >= i_k), on_true_tile=scores, on_false_value=-1e4))
+        return out
+
+    a = f32(16, 8)
+    s = a.T @ a
+    np.testing.assert_allclose(k(a), np.where(np.tri(8, dtype=bool), s, -1e4), rtol=1e-5, atol=1e-5)
+
+
+def test_nc_version_is_ordered() -> None:
+    assert nisa.nc_version.gen3 >= nisa.nc_version.gen2
+    assert nisa.get_nc_version() >= nisa.nc_version.gen2
