@@ -8,7 +8,14 @@ tensors: x * rsqrt(mean(x^2) + eps) * g, and lhsT.T @ rhs. Rounds alternate simu
 both see the same machine state; medians are printed. The goal is a ratio (simulator / torch) of at
 most 10.
 
-A third case, SMALL_OPS additions of (128, 8) tiles against as many in-place torch adds, measures the
+The flash-attention case (issue 15, point 8) is a causal attention forward at sequence length 4096,
+head dim 128, bf16, written in the style of AWS's flash-attention kernels (legacy dialect: q and k
+laid out (d, seq), 128-row query tiles against 512-column key blocks, an online softmax with a running
+max and sum, P transposed on the Tensor engine for the P @ V matmuls); torch eager runs
+scaled_dot_product_attention on the same bf16 tensors. Its goal is an absolute one: under 60 s on one
+core. ``--only flash`` runs just that case.
+
+A last case, SMALL_OPS additions of (128, 8) tiles against as many in-place torch adds, measures the
 fixed cost of one instruction (torch: of one eager op), where the math itself is negligible.
 
 Per-instruction overhead is the simulator's wall time divided by the number of NKI instructions the
@@ -34,9 +41,55 @@ import rmsnorm  # noqa: E402
 import torchneuron_ext.nki as nki  # noqa: E402
 import torchneuron_ext.nki.isa as nisa  # noqa: E402
 import torchneuron_ext.nki.language as nl  # noqa: E402
+import torchneuron_ext.nki.legacy as lnki  # noqa: E402
+import torchneuron_ext.nki.legacy.isa as lisa  # noqa: E402
+import torchneuron_ext.nki.legacy.language as lnl  # noqa: E402
 
 GOAL = 10.0
+FLASH_GOAL_S = 60.0
 SMALL_OPS = 1000
+
+
+@lnki.jit
+def flash_attention_fwd(q, k, v, softmax_scale):
+    """Causal attention of one head: q, k (d, seq), v (seq, d) -> (seq, d), online softmax per key block."""
+    d, seqlen = q.shape
+    q_tile, kv_block = 128, 512
+    out = lnl.ndarray((seqlen, d), dtype=q.dtype, buffer=lnl.shared_hbm)
+    i_p = lnl.arange(q_tile)[:, None]
+    i_f = lnl.arange(kv_block)[None, :]
+    for i in lnl.affine_range(seqlen // q_tile):
+        q_sb = lnl.load(q[:, i * q_tile:(i + 1) * q_tile])                        # (d, 128): stationary
+        m = lnl.full((q_tile, 1), fill_value=lnl.fp32.min, dtype=lnl.float32)      # running row max
+        l = lnl.zeros((q_tile, 1), dtype=lnl.float32)                              # running row sum
+        acc = lnl.zeros((q_tile, d), dtype=lnl.float32)                            # running P @ V
+        for j in lnl.sequential_range((i * q_tile) // kv_block + 1):              # causal: blocks up to the diagonal
+            k_sb = lnl.load(k[:, j * kv_block:(j + 1) * kv_block])               # (d, 512): moving
+            s = lisa.nc_matmul(q_sb, k_sb)                                        # (128, 512) scores in PSUM
+            if (j + 1) * kv_block > i * q_tile:                                   # the diagonal block
+                s = lisa.affine_select(pred=(i * q_tile + i_p >= j * kv_block + i_f), on_true_tile=s,
+                                       on_false_value=-9984.0, dtype=lnl.float32)
+            block_max = lisa.tensor_reduce(op=lnl.max, data=s, axis=(1,), dtype=lnl.float32)
+            m_new = lnl.maximum(m, lnl.multiply(block_max, softmax_scale))
+            correction = lnl.exp(lnl.subtract(m, m_new))
+            row_sum = lnl.ndarray((q_tile, 1), dtype=lnl.float32)
+            p = lisa.activation(op=lnl.exp, data=s, bias=lnl.negative(m_new), scale=softmax_scale,
+                                reduce_op=lnl.add, reduce_res=row_sum, dtype=lnl.bfloat16)
+            l = lnl.add(lnl.multiply(l, correction), row_sum)
+            pv = lnl.zeros((q_tile, d), dtype=lnl.float32, buffer=lnl.psum)
+            for c in lnl.affine_range(kv_block // 128):
+                p_t = lisa.nc_transpose(p[:, c * 128:(c + 1) * 128])              # (128 keys, 128 queries)
+                v_sb = lnl.load(v[j * kv_block + c * 128:j * kv_block + (c + 1) * 128, :])
+                pv += lisa.nc_matmul(lnl.copy(p_t, dtype=lnl.bfloat16), v_sb)
+            acc = lnl.add(lnl.multiply(acc, correction), pv)
+            m = m_new
+        lnl.store(out[i * q_tile:(i + 1) * q_tile, :], lnl.multiply(acc, lnl.reciprocal(l), dtype=q.dtype))
+    return out
+
+
+def torch_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """The same attention in torch eager: q, k (d, seq), v (seq, d)."""
+    return torch.nn.functional.scaled_dot_product_attention(q.T[None], k.T[None], v[None], is_causal=True)[0]
 
 
 @nki.jit

@@ -211,3 +211,22 @@ def test_directives_and_decorators_are_accepted() -> None:
     x = f32(8, 8)
     np.testing.assert_array_equal(k(x), x)
     assert ncc.sbuf.auto_alloc() is nl.sbuf and ncc.psum.auto_alloc() is nl.psum
+
+
+def test_allocation_in_a_loop_is_one_allocation() -> None:
+    # AWS's allocated kernels bump an address counter in the loop body: the toolchain traces the body
+    # once, so each allocation keeps its first address however far the counter runs on.
+    @nki.jit
+    def k(x):
+        n, p, f = x.shape
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        cur_addr = 0
+        for i in nl.affine_range(n):
+            t = nl.ndarray((par_dim(p), f), dtype=x.dtype, buffer=ncc.sbuf.mod_alloc(base_addr=cur_addr))
+            cur_addr += 200 * 1024  # after two iterations this is past the end of SBUF
+            t[...] = nl.load(x[i])
+            nl.store(out[i], nl.exp(t))
+        return out
+
+    x = f32(4, 128, 16)
+    np.testing.assert_allclose(k(x), np.exp(x), rtol=1e-6)

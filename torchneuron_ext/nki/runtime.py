@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import inspect
 import math
+import sys
 import threading
 import weakref
 from typing import Any, Callable, Optional
@@ -77,6 +78,7 @@ class Launch:
         self.instance_index = 0
         self._arenas = {}
         self._direct_tiles = {}
+        self._direct_sites = {}
         self._rng: Optional[np.random.Generator] = None
 
     # -- instances -----------------------------------------------------------
@@ -85,6 +87,7 @@ class Launch:
         # SBUF and PSUM are private to an instance: direct allocations start over in fresh memory.
         self._arenas: dict = {}
         self._direct_tiles: dict = {}
+        self._direct_sites: dict = {}
 
     # -- random numbers (nl.random_seed, nl.rand, dropout) --------------------
     def random(self) -> np.random.Generator:
@@ -112,6 +115,21 @@ class Launch:
         if self._pending is not None:
             self.settle()
         shape = tuple(int(s) for s in shape)
+        # The toolchain traces a loop body once, so a direct allocation inside a loop is one allocation at
+        # the address its first evaluation gave, however the Python around it (a `cur_addr += size` in the
+        # body) goes on counting. The same call stack in the kernel is the same allocation here too.
+        site = (_user_stack(), shape, np.dtype(dtype), par_axis)
+        known = self._direct_sites.get(site)
+        if known is not None:
+            for tile in ({id(t): t for t in known.blocks.values()}.values() if known.blocks else (known,)):
+                _fill(tile.array, fill if fill != "uninit" else None)
+            return known
+        storage = self._allocate_direct(shape, dtype, alloc, name, par_axis, fill)
+        self._direct_sites[site] = storage
+        return storage
+
+    def _allocate_direct(self, shape: tuple, dtype: np.dtype, alloc: Any, name: str, par_axis: int,
+                         fill: Any) -> Storage:
         buffer = alloc.memory
         if len(shape) - par_axis < 2:
             fail("err_insufficient_rank",
@@ -303,6 +321,18 @@ class Launch:
         if frame.f_lineno in self._nested_lines:
             fail("err_shared_hbm_must_in_kernel_level",
                  "shared_hbm tensors must be created at the kernel's top level, not inside a loop")
+
+
+def _user_stack() -> tuple:
+    """The kernel's call stack at this point: (code, line) of every frame outside the package."""
+    from .errors import _is_internal
+    out = []
+    f = sys._getframe(2)
+    while f is not None:
+        if not _is_internal(f.f_code.co_filename):
+            out.append((f.f_code, f.f_lineno))
+        f = f.f_back
+    return tuple(out)
 
 
 _NESTED_LINES: "weakref.WeakKeyDictionary[Any, frozenset]" = weakref.WeakKeyDictionary()
