@@ -87,8 +87,9 @@ def test_par_dim_over_128_in_block_tensor():
 def _sbuf_kernel(free: int, count: int):
     @lnki.jit
     def k(a):
-        keep = [lnl.ndarray((128, free), dtype=lnl.float32, buffer=lnl.sbuf) for _ in range(count)]
-        lnl.exp(keep[0][:, 0:1])
+        keep = [lnl.zeros((128, free), dtype=lnl.float32, buffer=lnl.sbuf) for _ in range(count)]
+        for t in keep:  # every tile is read after all were created: they are live together
+            lnl.exp(t[:, 0:1])
         return a
     return k
 
@@ -119,6 +120,28 @@ def test_sbuf_counts_live_tiles_and_frees_dead_ones(monkeypatch):
     reuse(f32(2, 2))
 
 
+def _held_tiles_kernel(read_again: bool):
+    @lnki.jit
+    def k(a):
+        names = []
+        for _ in range(4):
+            t = lnl.zeros((128, 20_000), dtype=lnl.float32, buffer=lnl.sbuf)  # 80 KB per partition
+            lnl.exp(t[:, 0:1])
+            names.append(t)  # 320 KB held by Python names...
+        if read_again:       # ...but live only if a later instruction reads them
+            for t in names:
+                lnl.exp(t[:, 0:1])
+        return a
+    return k
+
+
+def test_capacity_is_judged_by_live_range_not_by_python_names(monkeypatch):
+    monkeypatch.setenv("NKI_TARGET", "trn2")
+    _held_tiles_kernel(read_again=False)(f32(2, 2))
+    err = raises("err_sbuf_capacity_exceeded", _held_tiles_kernel(read_again=True), f32(2, 2))
+    assert err.source_line.strip().startswith("t = lnl.zeros((128, 20_000)")
+
+
 def test_psum_tile_fits_one_bank():
     @nki.jit
     def k(a):
@@ -133,7 +156,11 @@ def test_psum_has_eight_banks():
     @nki.jit
     def k(a, n):
         banks = [nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum) for _ in range(n)]
-        nisa.memset(banks[0], 0.0)
+        for b in banks:  # all of them in use together
+            nisa.memset(b, 0.0)
+        total = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+        for b in banks:
+            nisa.tensor_copy(total, b[:, 0:1])
         return a
 
     k(f32(2, 2), 8)

@@ -34,6 +34,21 @@ class NKIError(SyntaxError, AssertionError, ValueError):
         self.source_line = text
         self.function = func
 
+    @classmethod
+    def at(cls, code: str, message: str, location: Optional[tuple]) -> "NKIError":
+        """The error for a kernel line found earlier (``_kernel_location``'s result), e.g. when a rule is
+        judged after the instruction that broke it has run."""
+        err = cls.__new__(cls)
+        err.code, err.message = code, message
+        if location is None:
+            SyntaxError.__init__(err, f"{message} [{code}]")
+            err.filename, err.lineno, err.source_line = None, None, None
+            return err
+        filename, lineno, func, text = location
+        SyntaxError.__init__(err, f"{message} [{code}]", (filename, lineno, None, text))
+        err.msg, err.source_line, err.function = f"{message} [{code}]", text, func
+        return err
+
     def __str__(self) -> str:
         if self.filename is None:
             return self.msg

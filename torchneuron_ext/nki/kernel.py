@@ -283,6 +283,7 @@ def launch(kernel: Kernel, grid: tuple, args: tuple, kwargs: dict) -> Any:
             for index, pid in enumerate(iter_grid(grid)):
                 state.begin_instance(tuple(int(p) for p in pid), index)
                 value = kernel.func(*cargs, **ckwargs)
+                state.check_live_ranges()
                 if index == 0:
                     result = value
             out = conv.result(result, state)

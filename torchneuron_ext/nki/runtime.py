@@ -36,13 +36,14 @@ class Storage:
     logical block index; ``array`` is then only a read-only stand-in carrying the shape and dtype.
     """
     __slots__ = ("array", "buffer", "name", "par_axis", "owner", "psum_started", "flag_origin", "written",
-                 "blocks", "__weakref__")
+                 "blocks", "live", "__weakref__")
 
     def __init__(self, array: np.ndarray, buffer: Buffer, name: str = "", par_axis: int = 0,
                  owner: Any = None, flags: Optional[np.ndarray] = None, flag_origin: Optional[int] = None) -> None:
         self.array, self.buffer, self.name, self.par_axis, self.owner = array, buffer, name, par_axis, owner
         self.written = False
         self.blocks: Optional[dict] = None
+        self.live: Optional[list] = None  # the live-range record of an automatically allocated tile
         # New-dialect nc_matmul overwrites a PSUM location on its first write and accumulates after. The
         # flags are one byte per byte of memory, so any view of the array finds its flags at the same byte
         # offsets and strides (engine._psum_started); directly allocated tiles share their arena's flags.
@@ -74,7 +75,8 @@ class Launch:
         self._shared_seen = 0
         self._live = {sbuf: 0, psum: 0}
         self._nested_lines: Optional[set] = None
-        self._pending: Optional[tuple] = None
+        self._records: list = []   # live ranges of this instance's on-chip tiles (see _account)
+        self._suspect = False      # whether the reference bound went over capacity in this instance
         self.instance_index = 0
         self._arenas = {}
         self._direct_tiles = {}
@@ -88,6 +90,7 @@ class Launch:
         self._arenas: dict = {}
         self._direct_tiles: dict = {}
         self._direct_sites: dict = {}
+        self._records, self._suspect = [], False
 
     # -- random numbers (nl.random_seed, nl.rand, dropout) --------------------
     def random(self) -> np.random.Generator:
@@ -112,8 +115,6 @@ class Launch:
         """A tensor whose logical tiles live where ``alloc`` (an nki.compiler DirectAllocation) places them."""
         if getattr(self.func, "_nki_force_auto_alloc", False):
             return self.allocate(shape, dtype, alloc.memory, name, par_axis, fill=fill)
-        if self._pending is not None:
-            self.settle()
         shape = tuple(int(s) for s in shape)
         # The toolchain traces a loop body once, so a direct allocation inside a loop is one allocation at
         # the address its first evaluation gave, however the Python around it (a `cur_addr += size` in the
@@ -207,8 +208,6 @@ class Launch:
                  par_axis: int = 0, fill: Any = "uninit", adopt: Optional[np.ndarray] = None) -> Storage:
         """A new tensor. ``adopt``: an on-chip tile's values, freshly computed and referenced nowhere else,
         become its memory as they are (no copy)."""
-        if self._pending is not None:
-            self.settle()
         shape = tuple(int(s) for s in shape)
         if any(s < 0 for s in shape):
             fail("err_invalid_shape", f"negative dimension in shape {shape}")
@@ -223,7 +222,7 @@ class Launch:
         storage = Storage(array, buffer, name, par_axis, owner)
         _fill(array, fill)
         if buffer.on_chip:
-            self._account(storage)
+            self._account(storage, initialised=adopt is not None or (fill is not None and fill != "uninit"))
         return storage
 
     def _shared_allocation(self, shape: tuple, dtype: np.dtype, name: str, fill: Any) -> Storage:
@@ -270,7 +269,16 @@ class Launch:
                  f"SBUF tile {shape} {dtypes.name(dtype)} needs {per_partition} bytes per partition; "
                  f"{self.target.name} SBUF has {self.target.sbuf_partition_bytes} per partition")
 
-    def _account(self, storage: Storage) -> None:
+    def _account(self, storage: Storage, initialised: bool) -> None:
+        """Count an on-chip tile against its memory.
+
+        The capacity rule is judged on live ranges, as the compiler's allocator sees them: a tile occupies
+        memory from the instruction of its first access to that of its last one (Costs.clock counts
+        instructions; NKITensor.read/write stamp the range), so a tile nothing reads again is dead even if
+        a Python name still holds it. Python's references give a cheap upper bound (a tile nobody
+        references cannot be accessed again): while that bound fits, nothing more is done; when it does
+        not, the allocation's kernel line is remembered, and at the end of the instance the exact live
+        ranges decide (check_live_ranges)."""
         shape, pa = storage.array.shape, storage.par_axis
         nbytes = math.prod(shape[:pa]) * math.prod(shape[pa + 1:]) * storage.array.itemsize
         buffer = storage.buffer
@@ -278,29 +286,49 @@ class Launch:
             # PSUM is handed out in whole 2 KiB banks.
             nbytes = math.ceil(nbytes / self.target.psum_bank_bytes) * self.target.psum_bank_bytes
         capacity = self.target.psum_partition_bytes if buffer is psum else self.target.sbuf_partition_bytes
+        clock = self.costs.clock
+        # [first access, last access, bytes, memory, clock owner, kernel line if over the bound, allocation]
+        record = [clock if initialised else None, clock, nbytes, buffer, self.costs, None, clock]
+        storage.live = record
+        self._records.append(record)
         self._live[buffer] += nbytes
         weakref.finalize(storage, self._release, buffer, nbytes)
-        if self._live[buffer] > capacity and self._pending is None:
-            # In `t = nl.ndarray(...)` inside a loop, the previous iteration's tile stays referenced until
-            # the assignment completes, so the verdict waits for the next instruction or allocation.
-            try:
-                fail("err_psum_capacity_exceeded" if buffer is psum else "err_sbuf_capacity_exceeded",
-                     f"out of {buffer.name}: this {storage.array.shape} tile needs {nbytes} bytes per partition "
-                     f"but live {buffer.name} tiles already hold {self._live[buffer] - nbytes} of {capacity}; let "
-                     f"tiles go out of scope (reuse one buffer per loop iteration) or use smaller tiles")
-            except NKIError as err:
-                self._pending = (buffer, capacity, err)
-                self.costs.settle = self.settle
-
-    def settle(self) -> None:
-        """Raise a capacity error left pending by the last allocation if its tiles are all still live."""
-        if self._pending is None:
-            return
-        buffer, capacity, err = self._pending
-        self._pending = None
-        self.costs.settle = None
         if self._live[buffer] > capacity:
-            raise err
+            from .errors import _kernel_location
+            record[5] = (_kernel_location(sys._getframe(2)), tuple(shape))
+            self._suspect = True
+
+    def check_live_ranges(self) -> None:
+        """End of an instance: if the reference bound ever went over, replay the live ranges; raise the
+        capacity error at the allocation where the live tiles really exceed the memory."""
+        if not self._suspect:
+            return
+        self._suspect = False
+        records, self._records = self._records, []
+        for buffer in (sbuf, psum):
+            capacity = self.target.psum_partition_bytes if buffer is psum else self.target.sbuf_partition_bytes
+            events = []
+            for r in records:
+                if r[3] is buffer and r[0] is not None:
+                    events.append((r[0], 1, r))       # occupied from the instruction of its first access
+                    events.append((r[1] + 1, 0, r))   # through that of its last (frees sort first)
+            events.sort(key=lambda e: (e[0], e[1]))
+            live = 0
+            last_seen = None
+            for time, kind, r in events:
+                if kind == 0:
+                    live -= r[2]
+                    continue
+                live += r[2]
+                if r[5] is not None:
+                    last_seen = r[5]
+                if live > capacity:
+                    where, shape = r[5] or last_seen or (None, tuple())
+                    code = "err_psum_capacity_exceeded" if buffer is psum else "err_sbuf_capacity_exceeded"
+                    raise NKIError.at(code,
+                                      f"out of {buffer.name}: this {shape} tile needs {r[2]} bytes per partition but "
+                                      f"tiles still to be used hold {live - r[2]} of {capacity}; let tiles die (a "
+                                      f"tile no later instruction reads is free) or use smaller tiles", where)
 
     def _release(self, buffer: Buffer, nbytes: int) -> None:
         self._live[buffer] -= nbytes

@@ -271,8 +271,20 @@ class NKITensor:
             out.append(np.where(valid, b, 0))
         return tuple(out), valid
 
+    def _touch(self, reading: bool = True) -> None:
+        """Stamp the access on the tile's live range (runtime.Launch._account). An instruction reads its
+        operands before it is counted and writes its results after, so both are stamped with its number."""
+        rec = self.storage.live
+        if rec is not None:
+            clock = rec[4].clock + 1 if reading else rec[4].clock
+            if rec[0] is None:
+                rec[0] = clock
+            rec[1] = clock
+
     def read(self, mask: Optional[np.ndarray] = None) -> np.ndarray:
         """The values (a view when possible: do not write into it)."""
+        if self.storage.live is not None:
+            self._touch()
         if self.index is None:
             return self.arr
         slices = self._fast_slices()
@@ -285,6 +297,7 @@ class NKITensor:
         errors, with ``skip``."""
         if self.index is None or self._fast_slices() is not None:
             return self.read(mask), None
+        self._touch()
         idx, valid = self._checked_index(mask, skip)
         return self.arr[idx], valid
 
@@ -295,6 +308,8 @@ class NKITensor:
         becomes ``rmw(memory, values)`` (computed in fp32), each occurrence of a repeated index in turn, as
         the DMA engine's read-modify-write does."""
         self.storage.written = True
+        if self.storage.live is not None:
+            self._touch(reading=False)
         values = _fit(values, self._shape)
         if self.index is None or self._fast_slices() is not None:
             target = self.arr if self.index is None else self.arr[self._slices]
