@@ -246,6 +246,46 @@ def test_meta_kernels_give_the_cpu_kernels_layouts():
     assert describe("neuron") == describe("cpu")
 
 
+_DEVICE_DEPENDENT_META_OPS = ("native_layer_norm", "nn.functional.layer_norm", "native_batch_norm",
+                              "nn.functional.batch_norm", "nn.functional.group_norm", "nn.functional.pixel_shuffle",
+                              "nn.functional.pixel_unshuffle", "nn.functional.embedding_bag", "nn.functional.conv2d",
+                              "nn.functional.conv1d", "nn.functional.max_pool2d", "nonzero_static", "unique")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fake_kernels_match_eager_neuron_on_device_dependent_ops(dtype):
+    """What Dynamo/AOTAutograd trace (FakeTensor) is what eager neuron returns: shapes, strides,
+    dtypes, for the OpInfo samples of the ops whose meta/fake kernels branch on the device."""
+    from torch._subclasses.fake_tensor import (DataDependentOutputException, DynamicOutputShapeException,
+                                               FakeTensorMode)
+    from torch.testing._internal.common_methods_invocations import op_db
+    from torch.utils._pytree import tree_leaves, tree_map
+
+    import torch._inductor.compile_fx  # noqa: F401
+
+    checked = 0
+    for op in (o for o in op_db if o.name in _DEVICE_DEPENDENT_META_OPS):
+        if dtype not in op.supported_dtypes("cpu"):
+            continue
+        for sample in list(op.sample_inputs("cpu", dtype))[:6]:
+            args = tree_map(lambda t: t.to("neuron") if isinstance(t, torch.Tensor) else t,
+                            (sample.input, sample.args, sample.kwargs))
+            eager = op(args[0], *args[1], **args[2])
+            mode = FakeTensorMode()
+            try:
+                with mode:
+                    fake_args = tree_map(lambda t: mode.from_tensor(t) if isinstance(t, torch.Tensor) else t, args)
+                    fake = op(fake_args[0], *fake_args[1], **fake_args[2])
+            except (DynamicOutputShapeException, DataDependentOutputException):
+                continue
+            for e, f in zip(tree_leaves(eager), tree_leaves(fake)):
+                if isinstance(e, torch.Tensor):
+                    assert (f.shape, f.dtype) == (e.shape, e.dtype), op.name
+                    assert e.numel() <= 1 or f.stride() == e.stride(), op.name
+                    checked += 1
+    assert checked > 50
+
+
 def test_histc_of_integers_as_neuron_eager():
     # neuron's histc takes integer tensors (as CUDA's does, for MoE routing); the CPU's does not,
     # so this one compiles against eager neuron only
