@@ -376,6 +376,19 @@ def test_only_neuron_graphs_get_eager_random():
     assert seen["patches"] == {"max_autotune": False, "fallback_random": True}
     wrapped(gm, [torch.ones(2)])
     assert not seen["patches"]  # CPU graphs keep Inductor's own RNG, as upstream
+    graph = torch.fx.Graph()
+    graph.output(graph.call_function(torch.ops.aten.rand.default, ([3],), {"device": torch.device("neuron")}))
+    wrapped(torch.fx.GraphModule({}, graph), [])  # no neuron inputs: the graph creates its neuron tensors
+    assert seen["patches"] == {"fallback_random": True}
+
+
+def test_random_ops_in_a_graph_without_inputs():
+    fn = lambda: torch.randn(4, 4, device="neuron").relu() + torch.rand(4, device="neuron")  # noqa: E731
+    torch.manual_seed(5)
+    eager = fn()
+    torch.manual_seed(5)
+    compiled = torch.compile(fn, backend="neuron")()
+    assert compiled.device.type == "neuron" and torch.equal(compiled.cpu(), eager.cpu())
 
 
 # -- the default torch.compile on neuron, in a fresh process (no earlier backend="neuron" compile) ----
