@@ -490,3 +490,30 @@ def test_a_smaller_value_that_does_not_broadcast_is_a_shape_mismatch():
         return a
 
     raises("err_shape_mismatch", k, f32(2, 2))
+
+
+def test_limits_come_from_the_selected_target(monkeypatch):
+    # A made-up generation with half the partitions, a narrower PE array and smaller banks: every limit
+    # the engine checks, and nl.tile_size inside the kernel, follow it.
+    from torchneuron_ext.nki import memory
+    tiny = memory.Target("tiny", 8192, psum_partition_bytes=4096, psum_bank_bytes=1024, num_partitions=64,
+                         gemm_moving_fmax=256, gemm_stationary_fmax=64, bn_stats_fmax=128, pe_array=64)
+    monkeypatch.setitem(memory.TARGETS, "tiny", tiny)
+
+    def kernel(shape, op):
+        @lnki.jit(platform_target="tiny")
+        def k(a):
+            assert (lnl.tile_size.pmax, lnl.tile_size.psum_fmax, lnl.tile_size.gemm_moving_fmax) == (64, 256, 256)
+            t = lnl.zeros(shape, dtype=lnl.float32, buffer=lnl.sbuf)
+            op(t)
+            return a
+        return k
+
+    kernel((64, 8), lambda t: lnl.exp(t))(f32(2, 2))
+    err = raises("err_num_partition_exceed_arch_limit", kernel((96, 8), lambda t: lnl.exp(t)), f32(2, 2))
+    assert "limitation of 64" in str(err)
+    raises("err_size_of_dimension_exceed_arch_limit", kernel((64, 65), lambda t: lisa.nc_matmul(t, t)), f32(2, 2))
+    raises("err_size_of_dimension_exceed_arch_limit", kernel((64, 200), lambda t: lisa.bn_stats(t)), f32(2, 2))
+    raises("err_size_of_dimension_exceed_arch_limit", kernel((64, 300), lambda t: lnl.zeros((64, 300), dtype=lnl.float32,
+                                                                                             buffer=lnl.psum)), f32(2, 2))
+    raises("err_sbuf_capacity_exceeded", kernel((64, 4096), lambda t: None), f32(2, 2))

@@ -337,9 +337,10 @@ def matmul(x: NKITensor, y: NKITensor, *, transpose_x: bool = False, mask: Any =
     """x @ y (or x.T @ y with transpose_x) into a new fp32 PSUM tile."""
     if not transpose_x:
         _eng.check_tile(x, "matmul", "x")
-        if x.ndim == 2 and (x.shape[0] > 128 or x.shape[1] > 128):
+        pe = _rt.current().target.pe_array
+        if x.ndim == 2 and (x.shape[0] > pe or x.shape[1] > pe):
             fail("err_size_of_dimension_exceed_arch_limit",
-                 f"'matmul' without transpose_x transposes x on the Tensor engine: x must be at most 128x128, "
+                 f"'matmul' without transpose_x transposes x on the Tensor engine: x must be at most {pe}x{pe}, "
                  f"got {x.shape}")
         x = _eng.transpose(x, api="transpose")
     return _eng.matmul(x, y, api="matmul", allow_psum_operands=True)

@@ -31,7 +31,7 @@ def is_tensor(x: Any) -> bool:
 
 
 def check_tile(x: Any, api: str, arg: str, *, allow_psum: bool = True, allow_hbm: bool = False) -> NKITensor:
-    """An on-chip tile operand: partition dimension first, rank >= 2, at most 128 partitions."""
+    """An on-chip tile operand: partition dimension first, rank >= 2, at most the target's partitions."""
     if not isinstance(x, NKITensor):
         raise TypeError(f"operand '{arg}' of '{api}' must be an NKI tile, got {type(x).__name__}")
     buf = x.buffer
@@ -52,9 +52,10 @@ def check_tile(x: Any, api: str, arg: str, *, allow_psum: bool = True, allow_hbm
             fail("err_insufficient_rank",
                  f"Insufficient rank: operand '{arg}' of '{api}' has shape {x.shape}; tiles need a partition "
                  f"and at least one free dimension, e.g. ({x.shape[0] if x.shape else 1}, 1)")
-        if x.shape[0] > 128:
+        pmax = runtime.current().target.num_partitions
+        if x.shape[0] > pmax:
             fail("err_num_partition_exceed_arch_limit",
-                 f"Size of partition dimension {x.shape[0]} exceeds architecture limitation of 128. "
+                 f"Size of partition dimension {x.shape[0]} exceeds architecture limitation of {pmax}. "
                  f"(operand '{arg}' of '{api}')")
     return x
 
@@ -395,9 +396,10 @@ def load(src: NKITensor, *, mask: Any = None, dtype: Any = None, dst: Optional[N
             # A 1-D (or scalar) HBM access loads onto partitions: x[0:128] of a vector is a (128, 1) tile.
             shape = (shape[0] if shape else 1, 1)
             vals = np.reshape(vals, shape)
-        if shape[0] > 128:
+        pmax = runtime.current().target.num_partitions
+        if shape[0] > pmax:
             fail("err_num_partition_exceed_arch_limit",
-                 f"Size of partition dimension {shape[0]} exceeds architecture limitation of 128.")
+                 f"Size of partition dimension {shape[0]} exceeds architecture limitation of {pmax}.")
         out = new_tile(shape, out_dtype)
         v = dtypes.cast(vals, out_dtype)
         if m is not None:
@@ -662,11 +664,12 @@ def matmul_hints(stationary: NKITensor, moving: NKITensor, *, is_stationary_onez
     if bool(tile_position) != bool(tile_size):
         fail("err_invalid_pe_tiling", f"'{api}': tile_position and tile_size must be given together")
     if tile_position:
+        pe = runtime.current().target.pe_array
         pos, size = tuple(int(v) for v in tile_position), tuple(int(v) for v in tile_size)
         if len(pos) != 2 or len(size) != 2 or any(v % 32 for v in pos + size) or any(v <= 0 for v in size) \
-                or any(p + z > 128 for p, z in zip(pos, size)):
+                or any(p + z > pe for p, z in zip(pos, size)):
             fail("err_invalid_pe_tiling", f"'{api}': tile_position {pos} and tile_size {size} must be (row, column) "
-                                          f"multiples of 32 inside the 128x128 PE array")
+                                          f"multiples of 32 inside the {pe}x{pe} PE array")
         if size[0] < stationary.shape[0] or size[1] < _free(stationary.shape):
             fail("err_invalid_pe_tiling", f"'{api}': tile_size {size} is smaller than the stationary tile "
                                           f"{stationary.shape}")
@@ -706,9 +709,9 @@ def matmul(stationary: NKITensor, moving: NKITensor, *, dst: Optional[NKITensor]
              f"number of partitions (dimension 0 size of a tile) mismatch in parameters "
              f"(stationary{list(stationary.shape)}, moving{list(moving.shape)}) of '{api}': the contraction runs "
              f"over the partition dimension of both")
-    if m > 128:
+    if m > target.gemm_stationary_fmax:
         fail("err_size_of_dimension_exceed_arch_limit",
-             f"stationary free size {m} of '{api}' exceeds architecture limitation of 128")
+             f"stationary free size {m} of '{api}' exceeds architecture limitation of {target.gemm_stationary_fmax}")
     if n > target.gemm_moving_fmax:
         fail("err_size_of_dimension_exceed_arch_limit",
              f"moving free size {n} of '{api}' exceeds architecture limitation of {target.gemm_moving_fmax}")
@@ -766,7 +769,8 @@ def transpose(data: NKITensor, *, engine: str = "tensor", dst: Optional[NKITenso
     if len(shape) > 2 and api == "transpose":
         fail("err_exceed_max_supported_dimension", f"'{api}' takes a 2-D tile, got {shape}")
     p, f = shape[0], _free(shape)
-    limit = 32 if engine == "vector" else 128
+    target = runtime.current().target
+    limit = target.vector_transpose_max if engine == "vector" else target.pe_array
     if p > limit or f > limit:
         fail("err_size_of_dimension_exceed_arch_limit",
              f"'{api}' on the {engine} engine takes at most {limit}x{limit}, got ({p}, {f})")
@@ -923,9 +927,10 @@ def bn_stats(data: NKITensor, *, mask: Any = None, dtype: Any = None, dst: Optio
              ) -> Optional[NKITensor]:
     api = "bn_stats"
     check_tile(data, api, "data")
-    if _free(data.shape) > 512:
+    fmax = runtime.current().target.bn_stats_fmax
+    if _free(data.shape) > fmax:
         fail("err_size_of_dimension_exceed_arch_limit",
-             f"free size {_free(data.shape)} of 'bn_stats' exceeds architecture limitation of 512 "
+             f"free size {_free(data.shape)} of 'bn_stats' exceeds architecture limitation of {fmax} "
              f"(nl.tile_size.bn_stats_fmax): split the free axis and aggregate with bn_aggr")
     m = as_mask(mask)
     p = data.shape[0]
@@ -1148,9 +1153,10 @@ def dma_transpose(src: NKITensor, *, axes: Any = None, dtype: Any = None, mask: 
     runtime.current().costs.dma(api, vals.size * src.itemsize, False, src.buffer.is_hbm)
     out_dtype = dtypes.as_dtype(dtype) if dtype is not None else src.dtype
     if dst is None:
-        if vals.shape[0] > 128:
+        pmax = runtime.current().target.num_partitions
+        if vals.shape[0] > pmax:
             fail("err_num_partition_exceed_arch_limit",
-                 f"Size of partition dimension {vals.shape[0]} exceeds architecture limitation of 128. "
+                 f"Size of partition dimension {vals.shape[0]} exceeds architecture limitation of {pmax}. "
                  f"('{api}' puts axis {axes[0]} of {src.shape} on the partitions)")
         out = new_tile(vals.shape, out_dtype)
         out.write(dtypes.cast(vals, out_dtype))

@@ -37,7 +37,19 @@ class Target:
     psum_bank_bytes: int = 2 * 1024
     num_partitions: int = 128
     gemm_moving_fmax: int = 512
+    gemm_stationary_fmax: int = 128
+    bn_stats_fmax: int = 512
+    pe_array: int = 128             # rows and columns of the Tensor engine's PE array
+    vector_transpose_max: int = 32  # the Vector engine transposes 32x32 blocks
     psum_bf16: bool = False
+
+    @property
+    def psum_bank_fmax(self) -> int:
+        return self.psum_bank_bytes // 4
+
+    @property
+    def psum_num_banks(self) -> int:
+        return self.psum_partition_bytes // self.psum_bank_bytes
 
 
 TARGETS = {
@@ -56,28 +68,29 @@ def default_target() -> Target:
     return TARGETS[name]
 
 
+def current_target() -> Target:
+    """The running launch's target (nki.jit(platform_target=...) or NKI_TARGET), else NKI_TARGET's."""
+    from . import runtime
+    launch = runtime.current_or_none()
+    return launch.target if launch is not None else default_target()
+
+
 class _TileSize:
-    """``nl.tile_size``: the hardware's tile limits, for the current target."""
-    pmax = 128
-    psum_fmax = 512
-    psum_bank_fmax = 512
-    psum_num_banks = 8
-    gemm_stationary_fmax = 128
-    gemm_moving_fmax = 512
-    bn_stats_fmax = 512
+    """``nl.tile_size``: the hardware's tile limits, read from the current target."""
     psum_min_align = 4
     sbuf_min_align = 1
 
-    @property
-    def total_available_sbuf_size(self) -> int:
-        return default_target().sbuf_partition_bytes
-
+    pmax = property(lambda self: current_target().num_partitions)
+    psum_fmax = property(lambda self: current_target().psum_bank_fmax)
+    psum_bank_fmax = psum_fmax
+    psum_num_banks = property(lambda self: current_target().psum_num_banks)
+    gemm_stationary_fmax = property(lambda self: current_target().gemm_stationary_fmax)
+    gemm_moving_fmax = property(lambda self: current_target().gemm_moving_fmax)
+    bn_stats_fmax = property(lambda self: current_target().bn_stats_fmax)
+    total_available_sbuf_size = property(lambda self: current_target().sbuf_partition_bytes)
     sbuf_size_bytes = total_available_sbuf_size
     sbuf_fmax_bytes = total_available_sbuf_size
-
-    @property
-    def sbuf_fmax(self) -> int:
-        return default_target().sbuf_partition_bytes // 4
+    sbuf_fmax = property(lambda self: current_target().sbuf_partition_bytes // 4)
 
     def __repr__(self) -> str:
         return "nl.tile_size"
