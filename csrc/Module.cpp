@@ -137,6 +137,11 @@ PYBIND11_MODULE(_C, m) {
     return out;
   });
   m.def("_clear_op_tracking", &clear_op_tracking);
+  m.def("_tier_names", [] {
+    py::list out;
+    for (const char* n : kTierNames) out.append(n);
+    return out;
+  });
   m.def("_set_timing", [](bool on) { neuron_rt::set_timing_bit(neuron_rt::kTimingAggregate, on); });
   m.def("_timing_enabled", [] { return (neuron_rt::timing_mode() & neuron_rt::kTimingAggregate) != 0; });
   m.def("_tracing_enabled", [] { return (neuron_rt::timing_mode() & neuron_rt::kTimingTrace) != 0; });
@@ -164,15 +169,9 @@ PYBIND11_MODULE(_C, m) {
   // generated kernel, an NKI kernel): counted and traced like one.
   m.def("_record_kernel", [](const std::string& name, const std::string& tier, int device, int64_t start,
                              int64_t end, int64_t bytes_read, int64_t bytes_written, int64_t flops) {
-    static const std::map<std::string, ExecutionTier> tiers{{"native", ExecutionTier::kNative},
-                                                            {"generic", ExecutionTier::kGeneric},
-                                                            {"compiled", ExecutionTier::kCompiled},
-                                                            {"nki", ExecutionTier::kNki},
-                                                            {"custom", ExecutionTier::kCustom},
-                                                            {"collective", ExecutionTier::kCollective}};
-    auto it = tiers.find(tier);
-    if (it == tiers.end()) throw py::value_error("unknown tier '" + tier + "'");
-    OpCounter* c = op_counter(name, it->second);
+    ExecutionTier execution_tier;
+    if (!tier_from_name(tier, &execution_tier)) throw py::value_error("unknown tier '" + tier + "'");
+    OpCounter* c = op_counter(name, execution_tier);
     c->increment();
     const uint32_t mode = neuron_rt::timing_mode();
     if (mode == 0) return;
@@ -180,7 +179,7 @@ PYBIND11_MODULE(_C, m) {
     if (mode & neuron_rt::kTimingTrace) {
       neuron_rt::TraceRecord r;
       r.kind = neuron_rt::TraceKind::kKernel;
-      r.tier = static_cast<uint8_t>(it->second);
+      r.tier = static_cast<uint8_t>(execution_tier);
       r.device = static_cast<int16_t>(device);
       r.stream = neuron_rt::current_stream(device);
       r.correlation = neuron_rt::current_correlation();

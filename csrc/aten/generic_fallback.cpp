@@ -17,9 +17,9 @@ bool is_generator_type(const c10::TypePtr& type) {
          type->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::GeneratorType;
 }
 
-void note(KernelCall& c, const c10::IValue& v) {
+void note(KernelCall& c, const c10::IValue& v, const c10::Argument& arg) {
   if (v.isTensor()) {
-    c.note(v.toTensor());
+    c.note_tensor(v.toTensor(), /*written=*/arg.alias_info() != nullptr && arg.alias_info()->isWrite());
   } else if (v.isTensorList()) {
     for (const at::Tensor& t : v.toTensorList()) c.note(t);
   } else if (v.isList()) {
@@ -84,7 +84,7 @@ void run_boxed_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack, 
   KernelCall c(schema.name().c_str(), schema.overload_name().c_str());
   const size_t num_args = schema.arguments().size();
   const size_t base = stack->size() - num_args;
-  for (size_t i = 0; i < num_args; ++i) note(c, (*stack)[base + i]);
+  for (size_t i = 0; i < num_args; ++i) note(c, (*stack)[base + i], schema.arguments()[i]);
   CurrentDeviceScope scope(c.resolve());
   for (size_t i = 0; i < num_args; ++i) to_host(c, (*stack)[base + i], schema.arguments()[i]);
   {

@@ -36,16 +36,29 @@ void copy_geometry(c10::TensorImpl* to, const at::Tensor& from) {
 
 }  // namespace
 
+std::string quantized_unsupported_message(const char* where) {
+  return std::string(where) +
+         ": quantized tensors are not supported on neuron (it has no quantized tensor type). Quantize on the "
+         "CPU, or use fake quantization (torch.fake_quantize_per_tensor_affine, float tensors) on neuron.";
+}
+
 bool is_neuron_dataptr(const c10::DataPtr& ptr) { return is_neuron_deleter(ptr.get_deleter()); }
 
-at::Tensor host_view(const at::Tensor& t) {
+c10::Storage host_storage_view(const at::Tensor& t) {
   const c10::Storage& storage = t.storage();
   c10::DataPtr alias(storage.mutable_data(), c10::Device(c10::DeviceType::CPU));
-  auto view_storage = c10::make_intrusive<c10::StorageImpl>(
-      c10::StorageImpl::use_byte_size_t(), storage.nbytes(), std::move(alias), &g_host_view_allocator,
-      /*resizable=*/true);
-  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(std::move(view_storage)),
-                                                   c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
+  return c10::Storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), storage.nbytes(),
+                                                            std::move(alias), &g_host_view_allocator,
+                                                            /*resizable=*/true));
+}
+
+at::Tensor host_view(const at::Tensor& t) { return host_view(t, host_storage_view(t)); }
+
+at::Tensor host_view(const at::Tensor& t, const c10::Storage& host_storage) {
+  // A ZeroTensor stays one: CPU kernels answer it without reading memory (it has none).
+  auto keys = c10::DispatchKeySet(c10::DispatchKey::CPU);
+  if (C10_UNLIKELY(t._is_zerotensor())) keys = keys | c10::DispatchKeySet(c10::DispatchKey::ZeroTensor);
+  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(host_storage), keys, t.dtype());
   copy_geometry(impl.get(), t);
   if (t.is_conj()) impl->_set_conj(true);
   if (t.is_neg()) impl->_set_neg(true);

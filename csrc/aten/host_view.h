@@ -7,12 +7,19 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Allocator.h>
 
+#include <string>
+
 namespace torchneuron {
 
 // A CPU tensor aliasing `t`'s bytes with the same sizes, strides, offset,
 // dtype and conj/neg bits. Its storage is resizable: growing it allocates
 // neuron memory on the current device (see `adopt_into`).
 at::Tensor host_view(const at::Tensor& t);
+// The same over a given host storage (one made by host_storage_view for `t`'s
+// storage): views of one device storage share one host storage, so the CPU
+// kernel's aliasing and overlap checks see what the device tensors share.
+at::Tensor host_view(const at::Tensor& t, const c10::Storage& host_storage);
+c10::Storage host_storage_view(const at::Tensor& t);
 
 // After a host kernel has written through `view`, make `device_tensor` agree
 // with it: the same sizes/strides/offset, and, if the kernel reallocated the
@@ -31,6 +38,10 @@ at::Tensor device_view_like(const at::Tensor& view, const c10::Storage& device_s
 
 // A neuron ZeroTensor (no memory, reads as zeros) shaped like the CPU one.
 at::Tensor zero_tensor_on(const at::Tensor& cpu_zero, c10::DeviceIndex device);
+
+// neuron has no quantized tensor type (no QuantizedPrivateUse1 kernels): the
+// error raised where one would be created.
+std::string quantized_unsupported_message(const char* where);
 
 // True when the DataPtr was produced by the neuron device allocator.
 bool is_neuron_dataptr(const c10::DataPtr& ptr);

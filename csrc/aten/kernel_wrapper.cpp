@@ -11,13 +11,15 @@
 namespace torchneuron {
 namespace {
 constexpr auto kNeuron = c10::DeviceType::PrivateUse1;
+constexpr size_t kAliasScanLimit = 16;
 }  // namespace
 
 bool allows_cpu_tensor_args(const char* name, const char* overload) {
   const std::string_view n(name);
   const std::string_view o(overload == nullptr ? "" : overload);
   return n == "aten::index" || n == "aten::index_put_" || n == "aten::_index_put_impl_" || n == "aten::index_put" ||
-         n == "aten::_unsafe_index" || n == "aten::_unsafe_index_put" ||
+         n == "aten::_index_put_impl" || n == "aten::_unsafe_index" || n == "aten::_unsafe_index_put" ||
+         n == "aten::_unsafe_masked_index" || n == "aten::_unsafe_masked_index_put_accumulate" ||
          (n == "aten::tensor_split" && o == "tensor_indices_or_sections");
 }
 
@@ -35,7 +37,7 @@ bool needs_device_rng(const char* name, const char* overload) {
   return true;
 }
 
-void KernelCall::note(const at::Tensor& t) {
+void KernelCall::note_tensor(const at::Tensor& t, bool written) {
   if (!t.defined()) return;
   ++tensors_noted_;
   if (C10_UNLIKELY(timing_ != 0)) noted_.push_back(&t);
@@ -47,8 +49,13 @@ void KernelCall::note(const at::Tensor& t) {
       mismatch(c10::Device(kNeuron, device_), d);
     }
   } else if (d.type() == c10::DeviceType::CPU) {
-    // 0-dim CPU tensors mix in as scalars, as on CUDA.
-    if (t.dim() > 0) cpu_tensor_seen_ = true;
+    // 0-dim CPU tensors mix in as scalars, as on CUDA; a written one is an
+    // out= (or in-place self) on the wrong device.
+    if (written) {
+      cpu_output_seen_ = true;
+    } else if (t.dim() > 0) {
+      cpu_tensor_seen_ = true;
+    }
   } else {
     TORCH_CHECK(false, name_, ": got a tensor on ", d,
                 "; the neuron device accepts neuron tensors, and CPU tensors only as 0-dim scalars.");
@@ -61,6 +68,7 @@ c10::DeviceIndex KernelCall::resolve() {
     device_ = device_arg_->has_index() ? device_arg_->index() : static_cast<c10::DeviceIndex>(neuron_rt::current_device());
   }
   if (device_ < 0) device_ = static_cast<c10::DeviceIndex>(neuron_rt::current_device());
+  if (C10_UNLIKELY(cpu_output_seen_)) wrong_out_device();
   if (cpu_tensor_seen_ && !allows_cpu_tensor_args(name_, overload_)) {
     mismatch(c10::Device(kNeuron, device_), c10::Device(c10::DeviceType::CPU));
   }
@@ -73,6 +81,12 @@ void KernelCall::mismatch(c10::Device a, c10::Device b) const {
               (overload_ != nullptr ? overload_ : ""), "). Move them to one device first, e.g. with .to(\"", a, "\").");
 }
 
+// CUDA's wording (structured kernels' output check), which PyTorch's tests match.
+void KernelCall::wrong_out_device() const {
+  TORCH_CHECK(false, "Expected out tensor to have device ", c10::Device(kNeuron, device_),
+              ", but got out.device() = ", c10::Device(c10::DeviceType::CPU));
+}
+
 void KernelCall::wrong_generator() const {
   TORCH_CHECK(false, "Expected a 'neuron' device type for generator but found 'cpu' (in ", name_,
               "). Use torch.Generator(device=\"neuron\") for neuron tensors.");
@@ -80,7 +94,26 @@ void KernelCall::wrong_generator() const {
 
 at::Tensor KernelCall::remember(const at::Tensor& t, at::Tensor* mut) {
   TORCH_INTERNAL_ASSERT(slots_.size() < slots_.capacity(), name_, ": more tensor arguments than were noted");
-  slots_.push_back(Slot{t, mut, host_view(t)});
+  // Aliasing must be visible to the CPU kernel as it is on the device: one
+  // tensor passed twice is one host view (TensorIterator's in-place and
+  // overlap checks compare TensorImpls and storages), and views of one device
+  // storage share one host storage. Long tensor lists (foreach) skip the scan.
+  at::Tensor host;
+  if (slots_.size() <= kAliasScanLimit) {
+    const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+    const c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
+    for (const auto& s : slots_) {
+      if (s.device.unsafeGetTensorImpl() == impl) {
+        host = s.host;
+        break;
+      }
+      if (!host.defined() && s.device.storage().unsafeGetStorageImpl() == storage) {
+        host = host_view(t, s.host.storage());
+      }
+    }
+  }
+  if (!host.defined()) host = host_view(t);
+  slots_.push_back(Slot{t, mut, std::move(host)});
   return slots_.back().host;
 }
 
@@ -104,6 +137,7 @@ at::Tensor KernelCall::to_device(const at::Tensor& r) {
   }
   if (!r.defined() || r.device().type() == kNeuron) return r;
   if (r._is_zerotensor()) return zero_tensor_on(r, device_);
+  TORCH_CHECK_NOT_IMPLEMENTED(!r.is_quantized(), quantized_unsupported_message(name_));
   const c10::TensorImpl* impl = r.unsafeGetTensorImpl();
   const c10::StorageImpl* storage = r.storage().unsafeGetStorageImpl();
   for (const auto& s : slots_)
@@ -118,12 +152,17 @@ at::Tensor& KernelCall::to_device_ref(at::Tensor& r) {
     bytes_written_ += static_cast<int64_t>(r.numel() * r.element_size());
     output_numel_ += r.numel();
   }
+  for (auto& s : slots_)
+    if (&s.host == &r && s.mutable_device != nullptr) return *s.mutable_device;
+  // One host view may serve several arguments (aliasing): the written one.
+  bool input = false;
   for (auto& s : slots_) {
-    if (&s.host == &r || s.host.unsafeGetTensorImpl() == r.unsafeGetTensorImpl()) {
-      TORCH_INTERNAL_ASSERT(s.mutable_device != nullptr, name_, " returned a reference to an input it may not write");
-      return *s.mutable_device;
+    if (s.host.unsafeGetTensorImpl() == r.unsafeGetTensorImpl()) {
+      if (s.mutable_device != nullptr) return *s.mutable_device;
+      input = true;
     }
   }
+  TORCH_INTERNAL_ASSERT(!input, name_, " returned a reference to an input it may not write");
   // A kernel returning a reference to something that is not one of our
   // arguments (a CPU argument it wrote): hand it back unchanged.
   return r;

@@ -51,7 +51,11 @@ class KernelCall {
   KernelCall& operator=(const KernelCall&) = delete;
 
   // ---- pass 1: which device runs the kernel --------------------------------
-  void note(const at::Tensor& t);
+  void note(const at::Tensor& t) { note_tensor(t, /*written=*/false); }
+  // A Tensor& argument is written (in-place self, out=): it may not be a CPU
+  // tensor, not even a 0-dim one (those mix in as scalars only when read).
+  void note(at::Tensor& t) { note_tensor(t, /*written=*/true); }
+  void note_tensor(const at::Tensor& t, bool written);
   void note(const std::optional<at::Tensor>& t) {
     if (t.has_value()) note(*t);
   }
@@ -154,6 +158,7 @@ class KernelCall {
     return out;
   }
   [[noreturn]] void mismatch(c10::Device a, c10::Device b) const;
+  [[noreturn]] void wrong_out_device() const;
   void finish_timed(OpCounter* counter);
   int64_t estimate_flops() const;
   [[noreturn]] void wrong_generator() const;
@@ -167,6 +172,7 @@ class KernelCall {
   c10::DeviceIndex device_ = -1;
   std::optional<c10::Device> device_arg_;
   bool cpu_tensor_seen_ = false;
+  bool cpu_output_seen_ = false;
   bool has_generator_ = false;
   // Reserved in resolve() for every tensor noted, so the addresses of host
   // views (returned by reference for in-place ops) never move.

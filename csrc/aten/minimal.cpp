@@ -34,6 +34,8 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarT
   TORCH_CHECK(!pin_memory.value_or(false), "Only dense CPU tensors can be pinned; neuron tensors live in HBM.");
   TORCH_CHECK(layout.value_or(c10::kStrided) == c10::kStrided, "neuron supports only the strided layout, not ",
               layout.value());
+  TORCH_CHECK_NOT_IMPLEMENTED(!c10::isQIntType(c10::dtype_or_default(dtype)),
+                              quantized_unsupported_message("aten::empty"));
   CurrentDeviceScope scope(target_device(device));
   return at::detail::empty_generic(size, device_allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                    c10::dtype_or_default(dtype), memory_format);
@@ -45,6 +47,8 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
   TORCH_CHECK(!pin_memory.value_or(false), "Only dense CPU tensors can be pinned; neuron tensors live in HBM.");
   TORCH_CHECK(layout.value_or(c10::kStrided) == c10::kStrided, "neuron supports only the strided layout, not ",
               layout.value());
+  TORCH_CHECK_NOT_IMPLEMENTED(!c10::isQIntType(c10::dtype_or_default(dtype)),
+                              quantized_unsupported_message("aten::empty_strided"));
   CurrentDeviceScope scope(target_device(device));
   return at::detail::empty_strided_generic(size, stride, device_allocator(),
                                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
@@ -132,8 +136,10 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
   counter->increment();
   const uint32_t mode = neuron_rt::timing_mode();
   const int64_t start = mode != 0 ? neuron_rt::now_ns() : 0;
-  TORCH_CHECK(self.device().type() == kNeuron || self.device().type() == c10::DeviceType::CPU ||
-                  dst.device().type() == kNeuron || dst.device().type() == c10::DeviceType::CPU,
+  auto host_or_neuron = [](const at::Tensor& t) {
+    return t.device().type() == kNeuron || t.device().type() == c10::DeviceType::CPU;
+  };
+  TORCH_CHECK(host_or_neuron(self) && host_or_neuron(dst),
               "neuron can copy only to and from CPU and neuron tensors, not from ", self.device(), " to ",
               dst.device());
   at::Tensor src_host = self.device().type() == kNeuron ? host_view(self) : self;
@@ -192,6 +198,17 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from_and_resize", copy_from_and_resize);
   m.impl("record_stream", record_stream);
   m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
+}
+
+// neuron has no quantized tensor type: whatever reaches the quantized neuron
+// backend (a quantized dtype on neuron, a quantized tensor moved there) stops
+// with the error quantized results of host kernels raise (kernel_wrapper.cpp).
+void quantized_fallback(const c10::OperatorHandle& op, torch::jit::Stack* /*stack*/) {
+  TORCH_CHECK_NOT_IMPLEMENTED(false, quantized_unsupported_message(op.schema().name().c_str()));
+}
+
+TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&quantized_fallback>());
 }
 
 // A conj/neg-bit source must reach copy_from as it is: the CPU copy kernel

@@ -13,7 +13,7 @@ namespace {
 struct Registry {
   std::mutex mu;
   std::deque<OpCounter> counters;  // stable addresses
-  std::unordered_map<std::string, OpCounter*> by_name[5];
+  std::unordered_map<std::string, OpCounter*> by_name[kNumTiers];
   // The generic path is keyed by the registered operator's name object,
   // whose address is stable for the life of the registration.
   std::unordered_map<const c10::OperatorName*, OpCounter*> by_op;
@@ -30,7 +30,9 @@ std::atomic<bool> g_warn{[] {
 }()};
 
 OpCounter* counter_locked(Registry& r, const std::string& name, ExecutionTier tier) {
-  auto& map = r.by_name[static_cast<int>(tier)];
+  TORCH_INTERNAL_ASSERT(static_cast<size_t>(tier) < kNumTiers, "op_counter: tier ", static_cast<int>(tier),
+                        " is not one of the ", kNumTiers, " tiers");
+  auto& map = r.by_name[static_cast<size_t>(tier)];
   auto it = map.find(name);
   if (it != map.end()) return it->second;
   OpCounter& c = r.counters.emplace_back();
@@ -47,15 +49,18 @@ void reset_timing_fields(OpCounter& c) {
 }  // namespace
 
 const char* tier_name(ExecutionTier tier) {
-  switch (tier) {
-    case ExecutionTier::kNative: return "native";
-    case ExecutionTier::kGeneric: return "generic";
-    case ExecutionTier::kCompiled: return "compiled";
-    case ExecutionTier::kNki: return "nki";
-    case ExecutionTier::kCustom: return "custom";
-    case ExecutionTier::kCollective: return "collective";
+  const auto i = static_cast<size_t>(tier);
+  return i < kNumTiers ? kTierNames[i] : "unknown";
+}
+
+bool tier_from_name(const std::string& name, ExecutionTier* tier) {
+  for (size_t i = 0; i < kNumTiers; ++i) {
+    if (name == kTierNames[i]) {
+      *tier = static_cast<ExecutionTier>(i);
+      return true;
+    }
   }
-  return "unknown";
+  return false;
 }
 
 OpCounter* op_counter(const std::string& name, ExecutionTier tier) {

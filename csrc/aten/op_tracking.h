@@ -12,9 +12,15 @@
 
 namespace torchneuron {
 
+// The tiers: the enum and kTierNames are the one definition (same order);
+// everything sized or looked up by tier derives from kNumTiers.
 enum class ExecutionTier : uint8_t { kNative = 0, kGeneric = 1, kCompiled = 2, kNki = 3, kCustom = 4,
-                                     kCollective = 5 };
+                                     kCollective = 5, kCount };
+constexpr size_t kNumTiers = static_cast<size_t>(ExecutionTier::kCount);
+inline constexpr const char* kTierNames[kNumTiers] = {"native", "generic", "compiled", "nki", "custom", "collective"};
 const char* tier_name(ExecutionTier tier);
+// The tier called `name`, or false.
+bool tier_from_name(const std::string& name, ExecutionTier* tier);
 
 struct OpCount {
   std::string name;
