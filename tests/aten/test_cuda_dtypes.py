@@ -77,3 +77,48 @@ def test_floating_histc_is_the_cpu_kernel(dtype):
     for kwargs in ({"bins": 10}, {"bins": 7, "min": -1, "max": 1}):
         torch.testing.assert_close(torch.histc(x.to("neuron"), **kwargs).cpu(), torch.histc(x, **kwargs),
                                    rtol=0, atol=0)
+
+
+# ---- Half / BFloat16 kernels CUDA has and the CPU lacks (OpInfo dtypesIfCUDA minus dtypes) ----------
+import torch.nn.functional as F  # noqa: E402
+
+REDUCED = [torch.bfloat16, torch.float16]
+
+
+def _reduced_cases():
+    g = torch.Generator().manual_seed(0)
+    video = torch.randn(2, 3, 4, 6, 6, generator=g)
+    image = torch.randn(2, 3, 9, 9, generator=g)
+    scores = torch.randn(4, 5, generator=g)
+    target = torch.tensor([0, 3, 1, 4])
+    multilabel = torch.tensor([[0, 3, -1, 0, 0], [1, -1, 0, 0, 0], [4, 2, 1, -1, 0], [2, -1, 0, 0, 0]])
+    return {
+        "avg_pool3d": (lambda x: F.avg_pool3d(x, 2, stride=1, padding=1, count_include_pad=False), video),
+        "interpolate_bilinear_antialias": (
+            lambda x: F.interpolate(x, size=(4, 5), mode="bilinear", antialias=True), image),
+        "multi_margin_loss": (lambda x: F.multi_margin_loss(x, target.to(x.device)), scores),
+        "multilabel_margin_loss": (lambda x: F.multilabel_margin_loss(x, multilabel.to(x.device)), scores),
+    }
+
+
+@pytest.mark.parametrize("dtype", REDUCED, ids=str)
+@pytest.mark.parametrize("name", list(_reduced_cases()))
+def test_reduced_precision_kernels_cuda_has(name, dtype):
+    """As CUDA: computed in float32, rounded once to the input's dtype; the CPU raises "not
+    implemented for 'BFloat16'"; forward and backward on neuron match float32 on CPU, rounded."""
+    fn, x = _reduced_cases()[name]
+    with pytest.raises(RuntimeError, match="not implemented for"):
+        fn(x.to(dtype))
+    xr = x.to(dtype)
+    ref_in = xr.float().requires_grad_()
+    ref = fn(ref_in)
+    ref.sum().backward()
+    dev_in = xr.to("neuron").requires_grad_()
+    out = fn(dev_in)
+    assert out.dtype == dtype and out.device.type == "neuron"
+    torch.testing.assert_close(out.cpu(), ref.detach().to(dtype), rtol=0, atol=0)
+    out.sum().backward()
+    assert dev_in.grad.dtype == dtype
+    torch.testing.assert_close(dev_in.grad.cpu().float(), ref_in.grad, rtol=1e-2, atol=1e-2)
+    # float32 is the CPU kernel itself
+    torch.testing.assert_close(fn(x.to("neuron")).cpu(), fn(x))
