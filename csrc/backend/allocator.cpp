@@ -21,7 +21,9 @@ void rethrow_runtime_error() {
   } catch (const neuron_rt::OutOfMemory& e) {
     TORCH_CHECK_WITH(OutOfMemoryError, false, e.what());
   } catch (const std::out_of_range& e) {
-    TORCH_CHECK_INDEX(false, e.what());
+    // A bad device index: torch.AcceleratorError (a RuntimeError), as CUDA
+    // raises for an invalid device ordinal.
+    throw c10::AcceleratorError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, /*code=*/101, e.what());
   } catch (const std::invalid_argument& e) {
     TORCH_CHECK_VALUE(false, e.what());
   } catch (const c10::Error&) {

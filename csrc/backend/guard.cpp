@@ -17,6 +17,11 @@ using c10::DeviceIndex;
 using c10::Stream;
 constexpr auto kNeuron = c10::DeviceType::PrivateUse1;
 
+// A device without an index (torch.Stream(device="neuron")) is the current one, as for CUDA.
+DeviceIndex index_of(Device d) {
+  return d.has_index() ? d.index() : static_cast<DeviceIndex>(neuron_rt::current_device());
+}
+
 Stream make_stream(DeviceIndex device, int64_t id) {
   return Stream(Stream::UNSAFE, Device(kNeuron, device), id);
 }
@@ -36,7 +41,7 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   Device exchangeDevice(Device d) const override {
     TORCH_CHECK(d.type() == kNeuron, "Expected a neuron device, but got ", d);
     try {
-      return Device(kNeuron, static_cast<DeviceIndex>(neuron_rt::exchange_device(d.index())));
+      return Device(kNeuron, static_cast<DeviceIndex>(neuron_rt::exchange_device(index_of(d))));
     } catch (...) {
       rethrow_runtime_error();
     }
@@ -47,6 +52,7 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   void setDevice(Device d) const override {
     TORCH_CHECK(d.type() == kNeuron, "Expected a neuron device, but got ", d);
+    if (!d.has_index()) return;
     try {
       neuron_rt::set_device(d.index());
     } catch (...) {
@@ -64,18 +70,20 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
 
   Stream getStream(Device d) const override {
-    return make_stream(d.index(), neuron_rt::current_stream(d.index()));
+    const DeviceIndex i = index_of(d);
+    return make_stream(i, neuron_rt::current_stream(i));
   }
 
-  Stream getDefaultStream(Device d) const override { return make_stream(d.index(), 0); }
+  Stream getDefaultStream(Device d) const override { return make_stream(index_of(d), 0); }
 
   Stream getNewStream(Device d, int priority) const override {
+    const DeviceIndex i = index_of(d);
     try {
-      return make_stream(d.index(), neuron_rt::stream_from_pool(d.index(), priority));
+      return make_stream(i, neuron_rt::stream_from_pool(i, priority));
     } catch (...) {
       rethrow_runtime_error();
     }
-    return make_stream(d.index(), 0);
+    return make_stream(i, 0);
   }
 
   Stream getStreamFromGlobalPool(Device d, bool high_priority) const override {
@@ -131,7 +139,7 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void synchronizeEvent(void* /*event*/) const override {}
   void synchronizeDevice(const DeviceIndex device_index) const override {
     try {
-      neuron_rt::check_device_index(device_index);
+      neuron_rt::check_device_index(device_index == -1 ? neuron_rt::current_device() : device_index);
     } catch (...) {
       rethrow_runtime_error();
     }

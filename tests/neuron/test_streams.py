@@ -98,3 +98,29 @@ class TestEventErrors(TestCase):
     def test_interprocess_is_refused(self):
         with self.assertRaises(NotImplementedError):
             torch.neuron.Event(interprocess=True)
+
+
+class TestDeviceWithoutIndex(TestCase):
+    """A device without an index means the current device (issue 17 item 3)."""
+
+    def test_stream_without_index_uses_current_device(self):
+        s = torch.Stream(device="neuron")
+        assert s.device == torch.device("neuron:0") and s.stream_id != 0
+        torch.neuron.set_device(1)
+        try:
+            s1 = torch.Stream(device="neuron")
+            assert s1.device_index == 1
+            e = torch.Event(device="neuron", enable_timing=True)
+            e.record(s1)
+            e.synchronize()
+            with torch.neuron.device("neuron"):
+                assert torch.neuron.current_device() == 1
+        finally:
+            torch.neuron.set_device(0)
+        assert torch.Stream(device=torch.device("neuron")).device_index == 0
+
+    def test_bad_index_raises_a_runtime_error(self):
+        with self.assertRaises(RuntimeError) as cm:
+            torch.Stream(device="neuron:7")
+        assert isinstance(cm.exception, torch.AcceleratorError)
+        self.assertExpectedInline(str(cm.exception).splitlines()[0], """The device index is out of range: neuron:7 was requested, but 2 NeuronCores are visible (valid indices 0..1). Set NEURON_RT_NUM_CORES or NEURON_RT_VISIBLE_CORES to see more.""")
