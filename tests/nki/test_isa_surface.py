@@ -248,3 +248,64 @@ def test_affine_select_on_psum() -> None:
 def test_nc_version_is_ordered() -> None:
     assert nisa.nc_version.gen3 >= nisa.nc_version.gen2
     assert nisa.get_nc_version() >= nisa.nc_version.gen2
+
+
+def test_range_select_with_a_running_max(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NKI_TARGET", "trn2")
+
+    @nki.jit
+    def k(x, lo, hi):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        red = nl.ndarray((x.shape[0], 1), dtype=nl.float32, buffer=nl.shared_hbm)
+        t, b0, b1 = nl.load(x), nl.load(lo), nl.load(hi)
+        r = nl.ndarray((x.shape[0], 1), dtype=nl.float32)
+        nisa.range_select(on_true_tile=t, comp_op0=np.greater_equal, comp_op1=np.less, bound0=b0, bound1=b1,
+                          reduce_cmd=nisa.reduce_cmd.reset_reduce, reduce_op=np.max, range_start=0)
+        sel = nisa.range_select(on_true_tile=t, comp_op0=np.greater_equal, comp_op1=np.less, bound0=b0,
+                                bound1=b1, reduce_cmd=nisa.reduce_cmd.reduce, reduce_res=r, reduce_op=np.max,
+                                range_start=4, on_false_value=-1.0)
+        nl.store(out, sel)
+        nl.store(red, r)
+        return out, red
+
+    x = f32(8, 16)
+    lo = np.full((8, 1), 6, np.float32)
+    hi = np.arange(8, 16, dtype=np.float32).reshape(8, 1)
+    idx = np.arange(16)[None, :]
+    sel0 = np.where((idx >= lo) & (idx < hi), x, np.finfo(np.float32).min)
+    sel1 = np.where((idx + 4 >= lo) & (idx + 4 < hi), x, -1.0)
+    out, red = k(x, lo, hi)
+    np.testing.assert_array_equal(out, sel1)
+    np.testing.assert_array_equal(red, np.maximum(sel0.max(1, keepdims=True), sel1.max(1, keepdims=True)))
+
+
+def test_select_reduce_stream_shuffle_match_replace_sequence_bounds() -> None:
+    @nki.jit
+    def k(x, pred, seg):
+        outs = nl.ndarray((3,) + x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        bounds = nl.ndarray((1, 2, seg.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        sel = nl.ndarray(x.shape, dtype=x.dtype)
+        nisa.select_reduce(dst=sel, predicate=nl.load(pred), on_true=t, on_false=0.0)
+        nl.store(outs[0], sel)
+        shuf = nl.zeros(x.shape, dtype=x.dtype)
+        nisa.nc_stream_shuffle(src=t, dst=shuf, shuffle_mask=[(i + 1) % 32 for i in range(31)] + [255])
+        nl.store(outs[1], shuf)
+        top = nisa.max8(src=t)
+        nl.store(outs[2], nisa.nc_match_replace8(data=t, vals=top, imm=-100.0))
+        nl.store(bounds, nisa.sequence_bounds(segment_ids=nl.load(seg), dtype=nl.float32))
+        return outs, bounds
+
+    x = f32(32, 16)
+    pred = (np.arange(32 * 16).reshape(32, 16) % 2).astype(np.uint8)
+    seg = np.array([[0, 1, 1, 2, 2, 2, 0, 3, 3]], np.float32)
+    outs, bounds = k(x, pred, seg)
+    np.testing.assert_array_equal(outs[0], np.where(pred != 0, x, 0))
+    expected = np.zeros_like(x)
+    expected[:31] = x[1:]
+    np.testing.assert_array_equal(outs[1], expected)
+    top8 = np.argsort(-x, axis=1)[:, :8]
+    replaced = x.copy()
+    np.put_along_axis(replaced, top8, -100.0, axis=1)
+    np.testing.assert_array_equal(outs[2], replaced)
+    np.testing.assert_array_equal(bounds[0], [[9, 1, 1, 3, 3, 3, 9, 7, 7], [-1, 3, 3, 6, 6, 6, -1, 9, 9]])

@@ -1227,3 +1227,167 @@ def loop_reduce(x: NKITensor, op: Any, loop_indices: Any, *, dtype: Any = None, 
     out = copy(x, dtype=dtype, mask=mask, api="loop_reduce")
     out._reduce_into = None if first else name
     return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# selections with a running max, partition shuffles, top-8 replacement, segment bounds
+# ---------------------------------------------------------------------------------------------------------
+
+def _vector_accumulate(result: np.ndarray, reduce_cmd: Any, reduce_op: Any, reduce_res: Optional[NKITensor],
+                       api: str) -> None:
+    """The Vector engine's per-partition max accumulators: reset_reduce starts them over from this result,
+    reduce folds this result in, idle leaves them; ``reduce_res`` receives their value."""
+    if reduce_op is not None and op_name(reduce_op) != "maximum":
+        fail("err_unsupported_op", f"'{api}' reduces with max only, got {op_name(reduce_op)}")
+    cmd = getattr(reduce_cmd, "name", reduce_cmd) or "idle"
+    launch = runtime.current()
+    acc = getattr(launch, "vector_accumulators", None)
+    block_max = result.reshape(result.shape[0], -1).max(axis=1, keepdims=True).astype(np.float32)
+    if cmd in ("reset_reduce", "reset"):
+        acc = block_max if cmd == "reset_reduce" else np.full_like(block_max, -np.inf)
+    elif cmd == "reduce":
+        acc = block_max if acc is None or acc.shape != block_max.shape else np.maximum(acc, block_max)
+    elif cmd != "idle":
+        raise ValueError(f"'{api}': reduce_cmd must be a nisa.reduce_cmd, got {reduce_cmd!r}")
+    launch.vector_accumulators = acc
+    if reduce_res is not None:
+        check_tile(reduce_res, api, "reduce_res")
+        if acc is None:
+            acc = block_max
+        store_into(reduce_res, acc.reshape(reduce_res.shape), api)
+
+
+def select_reduce(predicate: NKITensor, on_true: NKITensor, on_false: Any, *, dst: Optional[NKITensor] = None,
+                  reduce_res: Optional[NKITensor] = None, reduce_cmd: Any = None, reduce_op: Any = None,
+                  reverse_pred: bool = False, dtype: Any = None, mask: Any = None) -> Optional[NKITensor]:
+    """``where(predicate, on_true, on_false)`` (on_false a scalar or (P, 1)), with an optional running max."""
+    api = "select_reduce"
+    check_tile(on_true, api, "on_true")
+    check_tile(predicate, api, "predicate")
+    _same_partitions(api, ("on_true", on_true), ("predicate", predicate))
+    if on_true.buffer is psum and predicate.buffer is psum:
+        fail("err_unsupported_memory", f"'{api}': on_true and predicate cannot both be in PSUM")
+    if dtypes.is_float(predicate.dtype):
+        fail("err_unsupported_dtype", f"'{api}': predicate must hold integers, got {dtypes.name(predicate.dtype)}")
+    pred = np.asarray(predicate.read()).reshape(on_true.shape) != 0
+    if reverse_pred:
+        pred = ~pred
+    f = _per_partition(on_false, on_true, api, "on_false")
+    result = np.where(pred, _fp32(np.asarray(on_true.read())), f).astype(np.float32)
+    _vector_accumulate(result, reduce_cmd, reduce_op, reduce_res, api)
+    _charge("vector", api, on_true.shape)
+    out_dtype = dtypes.as_dtype(dtype) if dtype is not None else (dst.dtype if dst is not None else on_true.dtype)
+    return _emit(result, out_dtype, dst, as_mask(mask), api)
+
+
+def range_select(on_true: NKITensor, comp_op0: Any, comp_op1: Any, bound0: Any, bound1: Any, *,
+                 reduce_cmd: Any = None, reduce_res: Optional[NKITensor] = None, reduce_op: Any = None,
+                 range_start: Any = 0, on_false_value: Any = None, dtype: Any = None, mask: Any = None,
+                 dst: Optional[NKITensor] = None) -> Optional[NKITensor]:
+    """Keep the elements whose free index + range_start satisfies both comparisons with the per-partition
+    bounds, ``on_false_value`` elsewhere; with an optional running max (NeuronCore-v3+)."""
+    api = "range_select"
+    check_tile(on_true, api, "on_true_tile")
+    if runtime.current().target.name in ("trn1", "inf2"):
+        fail("err_unsupported_instruction", f"'{api}' needs NeuronCore-v3 (trn2) or later")
+    names = {"equal", "less", "less_equal", "greater", "greater_equal"}
+    ops = [op_name(comp_op0), op_name(comp_op1)]
+    if any(o not in names for o in ops):
+        fail("err_unsupported_op", f"'{api}' compares with equal, less, less_equal, greater or greater_equal, "
+                                   f"got {ops}")
+    p = on_true.shape[0]
+    idx = (np.arange(_free(on_true.shape), dtype=np.float32) + np.float32(range_start)).reshape(1, -1)
+    b0 = _per_partition(bound0, on_true, api, "bound0")
+    b1 = _per_partition(bound1, on_true, api, "bound1")
+    b0 = np.asarray(b0, np.float32).reshape(p, 1) if np.ndim(b0) else b0
+    b1 = np.asarray(b1, np.float32).reshape(p, 1) if np.ndim(b1) else b1
+    keep = BINARY[ops[0]](idx, b0) & BINARY[ops[1]](idx, b1)
+    fill = np.float32(np.finfo(np.float32).min if on_false_value is None else on_false_value)
+    x = _fp32(np.asarray(on_true.read())).reshape(p, -1)
+    result = np.where(keep, x, fill).astype(np.float32).reshape(on_true.shape)
+    _vector_accumulate(result, reduce_cmd, reduce_op, reduce_res, api)
+    _charge("vector", api, on_true.shape)
+    out_dtype = dtypes.as_dtype(dtype) if dtype is not None else (dst.dtype if dst is not None else on_true.dtype)
+    return _emit(result, out_dtype, dst, as_mask(mask), api)
+
+
+def stream_shuffle(src: NKITensor, dst: NKITensor, shuffle_mask: Sequence[Any], *, mask: Any = None) -> None:
+    """Within each quadrant of 32 partitions, dst partition i takes src partition shuffle_mask[i]
+    (255: left unchanged)."""
+    api = "nc_stream_shuffle"
+    check_tile(src, api, "src")
+    check_tile(dst, api, "dst")
+    if src.dtype != dst.dtype:
+        fail("err_unsupported_dtype", f"'{api}': dst must have src's dtype ({dtypes.name(src.dtype)}), got "
+                                      f"{dtypes.name(dst.dtype)}")
+    if _free(src.shape) != _free(dst.shape):
+        fail("err_shape_mismatch", f"'{api}': src {src.shape} and dst {dst.shape} differ in elements per partition")
+    sm = [int(v) for v in shuffle_mask]
+    if len(sm) != 32 or any(not (0 <= v < 32 or v == 255) for v in sm):
+        fail("err_invalid_shuffle_mask", f"'{api}': shuffle_mask is 32 source partitions in 0..31 (or 255), got {sm}")
+    x = np.asarray(src.read()).reshape(src.shape[0], -1)
+    out = np.array(np.asarray(dst.read()).reshape(dst.shape[0], -1))
+    written = np.zeros(out.shape[0], dtype=bool)
+    for q in range(0, dst.shape[0], 32):
+        for i, s in enumerate(sm):
+            if s != 255 and q + i < out.shape[0] and q + s < x.shape[0]:
+                out[q + i] = x[q + s]
+                written[q + i] = True
+    m = as_mask(mask)
+    valid = np.broadcast_to(written[:, None], out.shape).reshape(dst.shape)
+    if m is not None:
+        valid = valid & _mask_for(m, dst.shape)
+    _charge("vector", api, dst.shape)
+    dst.write(out.reshape(dst.shape), valid)
+
+
+def match_replace8(data: NKITensor, vals: NKITensor, imm: Any, *, dst_idx: Optional[NKITensor] = None,
+                   mask: Any = None, dtype: Any = None, dst: Optional[NKITensor] = None) -> Optional[NKITensor]:
+    """Replace, per partition, the first occurrence of each of the 8 values in ``vals`` by ``imm``; their
+    indices go to ``dst_idx`` when given."""
+    api = "nc_match_replace8"
+    check_tile(data, api, "data")
+    check_tile(vals, api, "vals")
+    p = data.shape[0]
+    x = _fp32(np.asarray(data.read())).reshape(p, -1).copy()
+    v = _fp32(np.asarray(vals.read())).reshape(p, -1)
+    if v.shape[1] != 8:
+        fail("err_shape_mismatch", f"'{api}': vals must hold 8 values per partition, got {v.shape[1]}")
+    if x.shape[1] > 16384:
+        fail("err_size_of_dimension_exceed_arch_limit", f"'{api}' takes at most 16384 elements per partition")
+    m = as_mask(mask)
+    allowed = np.ones_like(x, dtype=bool) if m is None else np.broadcast_to(
+        _mask_for(m, data.shape), data.shape).reshape(p, -1)
+    idx = np.zeros((p, 8), dtype=np.int64)
+    for r in range(p):
+        for j in range(8):
+            hits = np.flatnonzero((x[r] == v[r, j]) & allowed[r])
+            if hits.size:
+                idx[r, j] = hits[0]
+                x[r, hits[0]] = np.float32(imm)
+    if dst_idx is not None:
+        check_tile(dst_idx, api, "dst_idx")
+        store_into(dst_idx, idx.reshape(dst_idx.shape), api)
+    _charge("vector", api, data.shape)
+    out_dtype = dtypes.as_dtype(dtype) if dtype is not None else data.dtype
+    return _emit(x.reshape(data.shape), out_dtype, dst, None, api)
+
+
+def sequence_bounds(segment_ids: NKITensor, *, dtype: Any = None, dst: Optional[NKITensor] = None
+                    ) -> Optional[NKITensor]:
+    """For each element of a (1, n) tile of segment ids, its segment's [start, end); padding (id 0) gets
+    [n, -1]. The result is (1, 2, n)."""
+    api = "sequence_bounds"
+    check_tile(segment_ids, api, "segment_ids")
+    if segment_ids.shape[0] != 1:
+        fail("err_num_partition_mismatch", f"'{api}' takes one partition, got {segment_ids.shape}")
+    s = np.asarray(segment_ids.read()).reshape(-1)
+    n = s.size
+    start, end = np.empty(n, np.int64), np.empty(n, np.int64)
+    for i in range(n):
+        start[i] = n if s[i] == 0 else (start[i - 1] if i and s[i] == s[i - 1] else i)
+    for i in range(n - 1, -1, -1):
+        end[i] = -1 if s[i] == 0 else (end[i + 1] if i < n - 1 and s[i] == s[i + 1] else i + 1)
+    _charge("gpsimd", api, segment_ids.shape)
+    out_dtype = dtypes.as_dtype(dtype) if dtype is not None else segment_ids.dtype
+    return _emit(np.stack([start, end])[None].astype(np.float32), out_dtype, dst, None, api)

@@ -180,4 +180,41 @@ def nc_find_index8(*, data: NKITensor, vals: NKITensor, dtype: Any = None, mask:
     return _eng.find_index8(data, vals, dtype=dtype)
 
 
+def select_reduce(*, dst: NKITensor, predicate: NKITensor, on_true: NKITensor, on_false: Any,
+                  reduce_res: Optional[NKITensor] = None, reduce_cmd: Any = None, reduce_op: Any = None,
+                  reverse_pred: bool = False, mask: Any = None, dtype: Any = None) -> None:
+    """``dst = where(predicate, on_true, on_false)``, with the Vector engine's running max (reduce_cmd)."""
+    _eng.select_reduce(predicate, on_true, on_false, dst=dst, reduce_res=reduce_res, reduce_cmd=reduce_cmd,
+                       reduce_op=reduce_op, reverse_pred=reverse_pred, dtype=dtype, mask=mask)
+
+
+def range_select(*, on_true_tile: NKITensor, comp_op0: Any, comp_op1: Any, bound0: Any, bound1: Any,
+                 reduce_cmd: Any = None, reduce_res: Optional[NKITensor] = None, reduce_op: Any = None,
+                 range_start: Any = 0, on_false_value: Any = None, mask: Any = None, dtype: Any = None
+                 ) -> NKITensor:
+    """The elements whose free index + range_start lies within the bounds; ``on_false_value`` elsewhere."""
+    return _eng.range_select(on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd=reduce_cmd,
+                             reduce_res=reduce_res, reduce_op=reduce_op, range_start=range_start,
+                             on_false_value=on_false_value, dtype=dtype, mask=mask)
+
+
+def nc_stream_shuffle(src: NKITensor, dst: NKITensor, shuffle_mask: Sequence[Any], *, dtype: Any = None,
+                      mask: Any = None) -> None:
+    """Cross-partition moves within each 32-partition quadrant: dst[i] = src[shuffle_mask[i]]."""
+    if dtype is not None and _eng.dtypes.as_dtype(dtype) != dst.dtype:
+        raise NKIUnsupportedError("nki.isa.nc_stream_shuffle(dtype=...) other than dst's dtype is not modelled")
+    _eng.stream_shuffle(src, dst, shuffle_mask, mask=mask)
+
+
+def nc_match_replace8(*, data: NKITensor, vals: NKITensor, imm: Any, dst_idx: Optional[NKITensor] = None,
+                      mask: Any = None, dtype: Any = None) -> NKITensor:
+    """``data`` with the first occurrence of each of the 8 ``vals`` replaced by ``imm`` (indices to dst_idx)."""
+    return _eng.match_replace8(data, vals, imm, dst_idx=dst_idx, mask=mask, dtype=dtype)
+
+
+def sequence_bounds(*, segment_ids: NKITensor, dtype: Any = None) -> NKITensor:
+    """Each element's segment [start, end) of a (1, n) tile of segment ids (0 is padding)."""
+    return _eng.sequence_bounds(segment_ids, dtype=dtype)
+
+
 __getattr__ = _unsupported_instruction  # the instructions the simulator does not model
