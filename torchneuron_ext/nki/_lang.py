@@ -357,8 +357,26 @@ def _unsupported(name: str, hint: str) -> Callable:
     return op
 
 
-gather_flattened = _unsupported("gather_flattened", "gather with affine indices or load then select")
 all_reduce = _unsupported("all_reduce", "collectives across cores are not simulated; use torch.distributed")
 fori_loop = _unsupported("fori_loop", "runtime loops with registers are not simulated; use a Python range")
 while_loop = _unsupported("while_loop", "runtime loops with registers are not simulated; use a Python range")
 dynamic_range = _unsupported("dynamic_range", "runtime loops are not simulated; use nl.affine_range")
+
+
+# Names of the language the simulator knows but does not model: reading them raises NKIUnsupportedError
+# naming them (through the language modules' __getattr__), not an AttributeError that looks like a typo.
+UNMODELLED = {
+    "float4_e2m1fn_x4": "the packed MX (microscaling) dtypes and their matmuls are not simulated",
+    "float8_e4m3fn_x4": "the packed MX (microscaling) dtypes and their matmuls are not simulated",
+    "float8_e5m2_x4": "the packed MX (microscaling) dtypes and their matmuls are not simulated",
+    "float8_e8m0fnu_x4": "the packed MX (microscaling) dtypes and their matmuls are not simulated",
+    "gather_flattened": "gather with index tiles instead: nl.load(t[idx_tile, i_f])",
+}
+
+
+def unmodelled(module: str, name: str) -> Any:
+    """Module ``__getattr__`` of the language modules."""
+    hint = UNMODELLED.get(name)
+    if hint is not None:
+        raise NKIUnsupportedError(f"nl.{name} is not modelled by the torchneuron_ext NKI simulator: {hint}")
+    raise AttributeError(f"module {module!r} has no attribute {name!r}")

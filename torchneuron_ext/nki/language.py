@@ -15,4 +15,5 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(
             f"nl.{name} belongs to the legacy NKI dialect (neuronxcc.nki); in NKI 0.2+ index with slices and nl.ds, "
             f"or import torchneuron_ext.nki.legacy.language")
-    raise AttributeError(f"module 'nki.language' has no attribute {name!r}")
+    from ._lang import unmodelled
+    return unmodelled("nki.language", name)
