@@ -213,6 +213,16 @@ def test_channels_last_model():
     torch.testing.assert_close(compiled.cpu(), eager.cpu(), rtol=1e-4, atol=1e-5)
 
 
+def test_channels_last_conv_with_dynamic_shapes():
+    w = torch.randn(8, 3, 3, 3, device="neuron")
+    f = torch.compile(lambda x, w: F.relu(F.conv2d(x, w, padding=1)), backend="neuron", dynamic=True)
+    for n in (5, 7):
+        x = torch.randn(2, 3, n, n, device="neuron").to(memory_format=torch.channels_last)
+        out, eager = f(x, w), F.relu(F.conv2d(x, w, padding=1))
+        assert out.stride() == eager.stride()
+        torch.testing.assert_close(out.cpu(), eager.cpu(), rtol=1e-4, atol=1e-5)
+
+
 def test_fake_convolution_layout_is_the_cpu_kernels():
     from torch._subclasses.fake_tensor import FakeTensorMode
 
