@@ -73,3 +73,25 @@ def test_placeholder_without_dtype_is_an_error() -> None:
 
     with pytest.raises(TypeError, match="needs a shape and a dtype"):
         k(nt.tensor[128, 64])
+
+
+def test_profile_writes_its_artifacts(tmp_path) -> None:
+    import json
+    import os
+
+    @nki.profile(working_directory=str(tmp_path), save_neff_name="k.neff", save_trace_name="prof.ntff",
+                 num_execs=20, profile_nth=10)
+    def k(a, b):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.load(a) + nl.load(b))
+        return out
+
+    a = f32(128, 64)
+    np.testing.assert_allclose(k(a, a), 2 * a)
+    assert sorted(os.listdir(tmp_path)) == ["json_reports", "k.neff", "prof_exec_10.ntff", "prof_exec_20.ntff"]
+    assert len(os.listdir(tmp_path / "json_reports")) == 2
+    trace = json.loads((tmp_path / "prof_exec_10.ntff").read_text())
+    assert trace["format"] == "torchneuron_ext-nki-simulator/1" and trace["instructions"]["load"] == 2
+    assert "no NEFF" in json.loads((tmp_path / "k.neff").read_text())["note"]
+    with pytest.raises(FileExistsError, match="overwrite=False"):
+        k(a, a)

@@ -138,34 +138,80 @@ def make_benchmark(dialect: str) -> Callable:
     return benchmark
 
 
+ARTIFACT_FORMAT = "torchneuron_ext-nki-simulator/1"
+
+
 class ProfileKernel(BenchmarkKernel):
-    def __init__(self, func: Callable, dialect: str, working_directory: Optional[str], trace_name: Optional[str],
+    """``nki.profile``: runs the kernel and writes the artifacts AWS's profile API writes, under the names it
+    uses, in the simulator's own JSON (there is no compiled NEFF and no device trace to record; each file
+    says so in its "format" and "note" fields): ``save_neff_name`` (what was launched), one trace per
+    profiled execution (``<trace>.ntff`` for execution 1, ``<trace>_exec_<n>.ntff`` for the others: every
+    ``profile_nth`` of ``num_execs``), and ``json_reports/`` with one report per profiled execution. The
+    simulator is deterministic, so every profiled execution has the same cost-model breakdown."""
+
+    def __init__(self, func: Callable, dialect: str, working_directory: Optional[str], neff_name: Optional[str],
+                 trace_name: Optional[str], overwrite: bool, num_execs: int, profile_nth: int,
                  **options: Any) -> None:
         super().__init__(func, dialect, 0, 1, **options)
-        self.working_directory, self.trace_name = working_directory, trace_name
+        if num_execs < 1 or profile_nth < 1:
+            raise ValueError(f"nki.profile: num_execs and profile_nth must be positive, got {num_execs} and "
+                             f"{profile_nth}")
+        self.working_directory, self.trace_name, self.neff_name = working_directory, trace_name, neff_name
+        self.overwrite, self.num_execs, self.profile_nth = overwrite, num_execs, profile_nth
+
+    def profiled_executions(self) -> list:
+        if self.num_execs < self.profile_nth:
+            return [self.profile_nth]
+        return list(range(self.profile_nth, self.num_execs + 1, self.profile_nth))
+
+    def artifact_paths(self) -> dict:
+        d = self.working_directory
+        base = os.path.splitext(os.path.basename(self.trace_name or f"{self.__name__}.ntff"))[0]
+        traces = {n: os.path.join(d, f"{base}.ntff" if n == 1 else f"{base}_exec_{n}.ntff")
+                  for n in self.profiled_executions()}
+        reports = {n: os.path.join(d, "json_reports", f"{base}_exec_{n}.json") for n in traces}
+        return {"neff": os.path.join(d, os.path.basename(self.neff_name or "file.neff")), "traces": traces,
+                "reports": reports}
 
     def _run(self, bound: GridKernel, args: tuple, kwargs: dict) -> Any:
         out = super()._run(bound, args, kwargs)
         if self.working_directory:
-            os.makedirs(self.working_directory, exist_ok=True)
-            name = os.path.splitext(self.trace_name or self.__name__)[0] + ".json"
-            c = self.last_result.costs
-            with open(os.path.join(self.working_directory, name), "w") as f:
-                json.dump({"kernel": self.__name__, "target": c.target.name,
-                           "estimated_latency_us": self.last_result.estimated_latency_us,
-                           "engine_busy_us": {k: v * 1e6 for k, v in c.busy_s.items()},
-                           "instructions": dict(c.instructions), "bytes_read": c.bytes_read,
-                           "bytes_written": c.bytes_written, "flops": c.flops}, f, indent=2)
+            self._write_artifacts()
         return out
+
+    def _write_artifacts(self) -> None:
+        paths = self.artifact_paths()
+        if not self.overwrite and os.path.exists(paths["neff"]):
+            raise FileExistsError(f"nki.profile: {paths['neff']} exists and overwrite=False; remove it or pass "
+                                  f"overwrite=True")
+        os.makedirs(os.path.join(self.working_directory, "json_reports"), exist_ok=True)
+        c, r = self.last_result.costs, self.last_result
+        summary = {"format": ARTIFACT_FORMAT, "kernel": self.__name__, "target": c.target.name, "grid": list(r.grid),
+                   "estimated_latency_us": r.estimated_latency_us,
+                   "engine_busy_us": {k: v * 1e6 for k, v in c.busy_s.items()},
+                   "instructions": dict(c.instructions), "bytes_read": c.bytes_read,
+                   "bytes_written": c.bytes_written, "flops": c.flops, "simulator_wall_time_s": r.wall_time_s}
+        _write_json(paths["neff"], {"format": ARTIFACT_FORMAT, "kernel": self.__name__, "target": c.target.name,
+                                    "note": "the simulator interprets the kernel: no NEFF was compiled"})
+        for n, path in paths["traces"].items():
+            _write_json(path, dict(summary, execution=n, note="cost-model estimate; no device trace was recorded"))
+            _write_json(paths["reports"][n], dict(summary, execution=n))
+
+
+def _write_json(path: str, value: dict) -> None:
+    with open(path, "w") as f:
+        json.dump(value, f, indent=2)
 
 
 def make_profile(dialect: str) -> Callable:
     def profile(kernel: Optional[Callable] = None, working_directory: Optional[str] = None,
-                save_neff_name: Optional[str] = None, save_trace_name: Optional[str] = None, **options: Any) -> Any:
-        """Runs the kernel and writes the cost model's per-engine summary as JSON into working_directory."""
+                save_neff_name: Optional[str] = None, save_trace_name: Optional[str] = None,
+                overwrite: bool = False, num_execs: int = 1, profile_nth: int = 1, **options: Any) -> Any:
+        """Runs the kernel and writes its profile artifacts into working_directory (see ProfileKernel)."""
         def wrap(f: Callable) -> ProfileKernel:
             f = f.func if isinstance(f, Kernel) else f
-            return ProfileKernel(f, dialect, working_directory, save_trace_name, **options)
+            return ProfileKernel(f, dialect, working_directory, save_neff_name, save_trace_name, overwrite,
+                                 num_execs, profile_nth, **options)
         return wrap if kernel is None else wrap(kernel)
     return profile
 
