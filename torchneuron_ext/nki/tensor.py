@@ -363,8 +363,14 @@ class NKITensor:
             fail("err_invalid_view", "permute a tensor before indexing it with arange/mgrid")
         return NKITensor(self.storage, self.arr.transpose(dims), None, 0)
 
-    def ap(self, pattern: Sequence[Sequence[int]], offset: int = 0, **_unused: Any) -> "NKITensor":
-        """An access pattern ``[[step, num], ...]`` over this tensor's memory, starting at ``offset``."""
+    def ap(self, pattern: Sequence[Sequence[int]], offset: int = 0, scalar_offset: Any = None,
+           vector_offset: Any = None, indirect_dim: Any = None) -> "NKITensor":
+        """An access pattern ``[[step, num], ...]`` over this tensor's memory, starting at ``offset``.
+        Dynamic offsets (``scalar_offset``, ``vector_offset``/``indirect_dim``) are not modelled."""
+        if scalar_offset is not None or vector_offset is not None:
+            from .errors import NKIUnsupportedError
+            raise NKIUnsupportedError(".ap(scalar_offset=..., vector_offset=...) (dynamic access patterns) is not "
+                                      "modelled by the simulator; index with a tile instead (t[idx_tile, ...])")
         if self.index is not None or not self.arr.flags.c_contiguous:
             fail("err_invalid_access_pattern", ".ap() needs a contiguous tensor")
         flat = self.arr.reshape(-1)
