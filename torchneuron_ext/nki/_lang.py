@@ -75,7 +75,8 @@ def _allocate(shp: tuple, dtype: Any, buffer: Any, name: str, par_axis: int, fil
     return _rt.current().allocate(shp, _dt.as_dtype(dtype), b, name, par_axis, fill=fill)
 
 
-def ndarray(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "", **_ignored: Any) -> NKITensor:
+def ndarray(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "",
+        lazy_initialization: bool = False) -> NKITensor:
     """A new, uninitialised tensor (NaN-filled, as AWS's simulator does, so reads of it show)."""
     shp, par_axis = _parse_shape(shape)
     storage = _allocate(shp, dtype, buffer, name, par_axis)
@@ -91,31 +92,37 @@ def _filled(shape: Any, value: Any, dtype: Any, buffer: Any, name: str) -> NKITe
     return NKITensor(storage, storage.array, None, par_axis)
 
 
-def zeros(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "", **_: Any) -> NKITensor:
+def zeros(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "",
+        lazy_initialization: bool = False) -> NKITensor:
     return _filled(shape, 0, dtype, buffer, name)
 
 
-def ones(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "", **_: Any) -> NKITensor:
+def ones(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "",
+        lazy_initialization: bool = False) -> NKITensor:
     return _filled(shape, 1, dtype, buffer, name)
 
 
-def full(shape: Any, fill_value: Any, dtype: Any, *, buffer: Any = None, name: str = "", **_: Any) -> NKITensor:
+def full(shape: Any, fill_value: Any, dtype: Any, *, buffer: Any = None, name: str = "",
+        lazy_initialization: bool = False) -> NKITensor:
     return _filled(shape, fill_value, dtype, buffer, name)
 
 
-def zeros_like(a: NKITensor, dtype: Any = None, *, buffer: Any = None, name: str = "", **_: Any) -> NKITensor:
+def zeros_like(a: NKITensor, dtype: Any = None, *, buffer: Any = None, name: str = "",
+        lazy_initialization: bool = False) -> NKITensor:
     return zeros(a.shape, dtype if dtype is not None else a.dtype, buffer=buffer or a.buffer, name=name)
 
 
-def ones_like(a: NKITensor, dtype: Any = None, *, buffer: Any = None, name: str = "", **_: Any) -> NKITensor:
+def ones_like(a: NKITensor, dtype: Any = None, *, buffer: Any = None, name: str = "",
+        lazy_initialization: bool = False) -> NKITensor:
     return ones(a.shape, dtype if dtype is not None else a.dtype, buffer=buffer or a.buffer, name=name)
 
 
-def empty_like(a: NKITensor, dtype: Any = None, *, buffer: Any = None, name: str = "", **_: Any) -> NKITensor:
+def empty_like(a: NKITensor, dtype: Any = None, *, buffer: Any = None, name: str = "",
+        lazy_initialization: bool = False) -> NKITensor:
     return ndarray(a.shape, dtype if dtype is not None else a.dtype, buffer=buffer or a.buffer, name=name)
 
 
-def rand(shape: Any, dtype: Any = float32, *, buffer: Any = None, name: str = "", **_: Any) -> NKITensor:
+def rand(shape: Any, dtype: Any = float32, *, buffer: Any = None, name: str = "") -> NKITensor:
     t = ndarray(shape, dtype, buffer=buffer, name=name)
     t.write(_dt.cast(_rng().random(t.shape, dtype=np.float32), t.dtype))
     return t
@@ -134,19 +141,20 @@ def random_seed(seed: Any, *, mask: Any = None) -> None:
     _eng.random_seed(seed)
 
 
-def loop_reduce(x: NKITensor, op: Any, loop_indices: Any, *, dtype: Any = None, mask: Any = None) -> NKITensor:
+def loop_reduce(x: NKITensor, op: Any, loop_indices: Any, *, dtype: Any = None, mask: Any = None,
+                name: str = "") -> NKITensor:
     """``dst[...] = nl.loop_reduce(x, np.add, loop_indices=[i])``: dst accumulates x over the loop."""
     return _eng.loop_reduce(x, op, loop_indices, dtype=dtype, mask=mask)
 
 
-def shared_constant(constant: Any, dtype: Any = None, **_: Any) -> NKITensor:
+def shared_constant(constant: Any, dtype: Any = None) -> NKITensor:
     arr = np.asarray(constant)
     t = ndarray(arr.shape, dtype if dtype is not None else arr.dtype, buffer=shared_hbm)
     t.write(_dt.cast(arr, t.dtype))
     return t
 
 
-def shared_identity_matrix(n: int, dtype: Any = uint8, **_: Any) -> NKITensor:
+def shared_identity_matrix(n: int, dtype: Any = uint8) -> NKITensor:
     return shared_constant(np.eye(n), dtype)
 
 
@@ -157,15 +165,19 @@ def static_cast(arr: np.ndarray, dtype: Any) -> np.ndarray:
 
 # -- loops and SPMD ------------------------------------------------------------------------------------
 
-def affine_range(*args: int, **_: Any) -> range:
+# Loops are Python ranges. `directives=` (nki.compiler.multi_buffer, no_reorder) and `precise_schedule`
+# steer the compiler's scheduling, which the simulator does not have; `lazy_initialization` on the creation
+# functions likewise only moves where the toolchain initialises a tensor, never its values.
+
+def affine_range(*args: int, directives: Any = None, precise_schedule: bool = False) -> range:
     return range(*args)
 
 
-def sequential_range(*args: int, **_: Any) -> range:
+def sequential_range(*args: int, directives: Any = None, precise_schedule: bool = False) -> range:
     return range(*args)
 
 
-def static_range(*args: int, **_: Any) -> range:
+def static_range(*args: int, directives: Any = None, precise_schedule: bool = False) -> range:
     return range(*args)
 
 
@@ -195,25 +207,25 @@ def nc(n: int) -> int:
     return int(n)
 
 
-def spmd_dim(*args: Any, **_: Any) -> int:
+def spmd_dim(*args: Any) -> int:
     return int(math.prod(int(a) for a in args))
 
 
-def device_print(prefix: str, x: Any, **_: Any) -> None:
+def device_print(prefix: str, x: Any) -> None:
     print(prefix, np.asarray(x.read()) if isinstance(x, NKITensor) else x)
 
 
 # -- data movement ---------------------------------------------------------------------------------------
 
-def load(src: NKITensor, *, mask: Any = None, dtype: Any = None, **_: Any) -> NKITensor:
+def load(src: NKITensor, *, mask: Any = None, dtype: Any = None) -> NKITensor:
     return _eng.load(src, mask=mask, dtype=dtype)
 
 
-def store(dst: NKITensor, value: Any, *, mask: Any = None, **_: Any) -> None:
+def store(dst: NKITensor, value: Any, *, mask: Any = None) -> None:
     _eng.store(dst, value, mask=mask)
 
 
-def load_transpose2d(src: NKITensor, *, mask: Any = None, dtype: Any = None, **_: Any) -> NKITensor:
+def load_transpose2d(src: NKITensor, *, mask: Any = None, dtype: Any = None) -> NKITensor:
     """A (F, P) HBM tensor loaded transposed, by the DMA engine: its axis 1 lands on the partitions."""
     if not isinstance(src, NKITensor) or not src.buffer.is_hbm:
         fail("err_unsupported_memory", "Expected operand 'src' of 'load_transpose2d' to be in address space 'hbm'")
@@ -228,29 +240,29 @@ def atomic_rmw(dst: NKITensor, value: Any, op: Any, *, mask: Any = None) -> None
     _eng.atomic_rmw(dst, value, op, mask=mask)
 
 
-def copy(src: NKITensor, *, dtype: Any = None, mask: Any = None, **_: Any) -> NKITensor:
+def copy(src: NKITensor, *, dtype: Any = None, mask: Any = None) -> NKITensor:
     return _eng.copy(src, dtype=dtype, mask=mask)
 
 
 copy._nki_op = "copy"  # also the Scalar engine's identity: nisa.activation(op=nl.copy, ...) is a common idiom
 
 
-def broadcast_to(src: NKITensor, *, shape: Sequence[int], **_: Any) -> NKITensor:
+def broadcast_to(src: NKITensor, *, shape: Sequence[int]) -> NKITensor:
     return _eng.broadcast_to(src, tuple(shape))
 
 
-def expand_dims(data: NKITensor, axis: int, **_: Any) -> NKITensor:
+def expand_dims(data: NKITensor, axis: int) -> NKITensor:
     return _eng.expand_dims(data, axis)
 
 
-def where(condition: Any, x: Any, y: Any, *, dtype: Any = None, mask: Any = None, **_: Any) -> NKITensor:
+def where(condition: Any, x: Any, y: Any, *, dtype: Any = None, mask: Any = None) -> NKITensor:
     return _eng.where(condition, x, y, dtype=dtype, mask=mask)
 
 
 # -- elementwise -----------------------------------------------------------------------------------------
 
 def _unary(name: str) -> Callable:
-    def op(x: Any, *, dtype: Any = None, mask: Any = None, **_: Any) -> NKITensor:
+    def op(x: Any, *, dtype: Any = None, mask: Any = None) -> NKITensor:
         return _eng.elementwise(name, (x,), dtype=dtype, mask=mask, api=name)
     op.__name__ = op.__qualname__ = name
     op._nki_op = name
@@ -259,7 +271,7 @@ def _unary(name: str) -> Callable:
 
 
 def _binary(name: str) -> Callable:
-    def op(x: Any, y: Any, *, dtype: Any = None, mask: Any = None, **_: Any) -> NKITensor:
+    def op(x: Any, y: Any, *, dtype: Any = None, mask: Any = None) -> NKITensor:
         return _eng.elementwise(name, (x, y), dtype=dtype, mask=mask, api=name)
     op.__name__ = op.__qualname__ = name
     op._nki_op = name
@@ -290,8 +302,7 @@ left_shift, right_shift = _binary("left_shift"), _binary("right_shift")
 # -- reductions ------------------------------------------------------------------------------------------
 
 def _reduction(name: str, engine_op: str) -> Callable:
-    def op(x: NKITensor, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False,
-           **_: Any) -> NKITensor:
+    def op(x: NKITensor, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False) -> NKITensor:
         return _eng.reduce(engine_op, x, axis, dtype=dtype, mask=mask, keepdims=keepdims, api=name)
     op.__name__ = op.__qualname__ = name
     op._nki_op = engine_op
@@ -311,7 +322,7 @@ var = _reduction("var", "var")
 
 # -- fused helpers ---------------------------------------------------------------------------------------
 
-def softmax(x: NKITensor, axis: Any, *, dtype: Any = None, mask: Any = None, **_: Any) -> NKITensor:
+def softmax(x: NKITensor, axis: Any, *, dtype: Any = None, mask: Any = None) -> NKITensor:
     m = max(x, axis=axis, keepdims=True, mask=mask)
     e = exp(subtract(x, m, mask=mask), mask=mask)
     s = sum(e, axis=axis, keepdims=True, mask=mask)
@@ -319,7 +330,7 @@ def softmax(x: NKITensor, axis: Any, *, dtype: Any = None, mask: Any = None, **_
 
 
 def rms_norm(x: NKITensor, w: Any, axis: Any, n: int, epsilon: float = 1e-6, *, dtype: Any = None,
-             mask: Any = None, **_: Any) -> NKITensor:
+             mask: Any = None) -> NKITensor:
     ss = sum(square(x, mask=mask), axis=axis, keepdims=True, mask=mask)
     inv = rsqrt(add(divide(ss, float(n)), float(epsilon)))
     return multiply(multiply(x, inv, mask=mask), w, dtype=dtype, mask=mask)
@@ -333,7 +344,7 @@ def dropout(x: NKITensor, rate: Any, *, dtype: Any = None, mask: Any = None) -> 
 
 # -- matmul and transpose --------------------------------------------------------------------------------
 
-def matmul(x: NKITensor, y: NKITensor, *, transpose_x: bool = False, mask: Any = None, **_: Any) -> NKITensor:
+def matmul(x: NKITensor, y: NKITensor, *, transpose_x: bool = False, mask: Any = None) -> NKITensor:
     """x @ y (or x.T @ y with transpose_x) into a new fp32 PSUM tile."""
     if not transpose_x:
         _eng.check_tile(x, "matmul", "x")
@@ -343,11 +354,11 @@ def matmul(x: NKITensor, y: NKITensor, *, transpose_x: bool = False, mask: Any =
                  f"'matmul' without transpose_x transposes x on the Tensor engine: x must be at most {pe}x{pe}, "
                  f"got {x.shape}")
         x = _eng.transpose(x, api="transpose")
-    return _eng.matmul(x, y, api="matmul", allow_psum_operands=True)
+    return _eng.matmul(x, y, api="matmul", allow_psum_operands=True, mask=mask)
 
 
-def transpose(x: NKITensor, *, dtype: Any = None, mask: Any = None, **_: Any) -> NKITensor:
-    return _eng.transpose(x, api="transpose", dtype=dtype)
+def transpose(x: NKITensor, *, dtype: Any = None, mask: Any = None) -> NKITensor:
+    return _eng.transpose(x, api="transpose", dtype=dtype, mask=mask)
 
 
 def _unsupported(name: str, hint: str) -> Callable:
