@@ -11,6 +11,18 @@ For every OpInfo in ``op_db`` that runs on CPU, and each dtype of float32, bfloa
 - ``test_inplace[<op>-<dtype>]`` (``op.inplace_variant``) and ``test_out[<op>-<dtype>]``
   (``op.supports_out``, with an empty ``out=`` that the kernel must resize and a preallocated one):
   extra coverage of the device's write-back paths (mutated arguments, resized ``out=`` tensors).
+- ``test_noncontiguous[<op>-<dtype>]``: each sample made non-contiguous (``SampleInput.noncontiguous``)
+  gives on neuron what the contiguous sample gives on CPU (as TestCommon's noncontiguous check, across
+  devices); a sample whose CPU results already differ between the two layouts is not counted.
+- ``test_variants[<op>-<dtype>]`` (a method, operator or in-place variant exists): on neuron each
+  variant gives the function's result (TestCommon's variant consistency).
+- ``test_out_errors[<op>-<dtype>]`` (``op.supports_out``): ``out=`` on the wrong device (CPU tensors of
+  the right shape and dtype, 0-dim ones included) raises; a dtype the result cannot be cast to raises
+  on neuron iff it raises on CPU; a non-empty ``out=`` of the wrong shape is resized as on CPU (values
+  and shape compared).
+- ``test_gradcheck[<op>-float64]``: ``torch.autograd.gradcheck`` (fast mode, no batched grads) of the
+  first sample on neuron in float64, for a fixed subset of the ops (one in ``GRADCHECK_EVERY``; all of
+  them in full mode); a sample CPU's gradcheck rejects too is not counted.
 - ``test_crash_reproducer[...]``: the minimal reproducers of the known crashes, each in a subprocess.
 
 Samples come from ``op.sample_inputs("cpu", dtype)`` (seeded); their tensors are copied to neuron with
@@ -21,10 +33,16 @@ tensor (a factory call without ``device=``) too. Every op call, CPU and neuron, 
 ``torch.manual_seed(0)``, so random ops (``bernoulli``, ``normal``, dropout, ``randint_like``, ...)
 are compared exactly: the neuron generator draws the CPU's numbers.
 
+Full mode (``NEURON_OPINFO_FULL=1``): every sample of ``op.reference_inputs`` (the sample inputs plus
+the reference cases: extremal values, broadcasting, large sizes), the first three for gradcheck, and
+gradcheck for every op; run it before a release or after a change to the kernel wrapper (about an hour
+on 2 cores). The default (fast) mode is what CI runs:
+
 Runtime: only the first ``MAX_SAMPLES`` (8) samples of each op are used (env
 ``NEURON_OPINFO_MAX_SAMPLES``, ``0`` = all; ``SAMPLE_LIMITS`` raises it for single ops). On 2 cores
-the file takes about 2 minutes (about 10 s of it importing op_db and collecting); with all samples
-about 5 minutes, and that found nothing the first 8 samples (plus ``SAMPLE_LIMITS``) miss.
+the forward/backward/in-place/out= checks take about 2 minutes (about 10 s of it importing op_db and
+collecting), the non-contiguous, variant, out= error and gradcheck checks about as long again.
+``NEURON_OPINFO_SHARD=i/n`` keeps the ops of shard i of n (by a hash of the name), for CI jobs.
 
 ``EXCLUDED`` lists the ops (or op+dtype) that cannot match, with reasons; ``UNINITIALIZED`` ops are
 compared on shape, dtype, strides and device only. Backend bugs are ``xfail`` with a reason starting
@@ -45,6 +63,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import zlib
 
 import pytest
 import torch
@@ -53,7 +72,11 @@ from torch.testing._internal.common_methods_invocations import op_db
 
 DEVICE = "neuron"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "int64": torch.int64, "bool": torch.bool}
-MAX_SAMPLES = int(os.environ.get("NEURON_OPINFO_MAX_SAMPLES", "8"))
+ALL_DTYPES = {**DTYPES, "float64": torch.float64}
+FULL = os.environ.get("NEURON_OPINFO_FULL", "") == "1"
+MAX_SAMPLES = int(os.environ.get("NEURON_OPINFO_MAX_SAMPLES", "0" if FULL else "8"))
+GRADCHECK_EVERY = 1 if FULL else 8  # gradcheck one op in GRADCHECK_EVERY (a fixed subset by name)
+GRADCHECK_SAMPLES = 3 if FULL else 1
 # ops whose interesting samples come later than MAX_SAMPLES
 SAMPLE_LIMITS = {
     "nn.functional.scaled_dot_product_attention": 32,  # sample 24: an attn_mask that requires grad
@@ -82,6 +105,13 @@ UNINITIALIZED = {
 # Ops whose non-input tensor arguments must stay on CPU, as on CUDA.
 ARGS_STAY_ON_CPU = {
     "tensor_split": "tensor_indices_or_sections must be a CPU tensor (checked by the op, as on CUDA)",
+}
+
+# Ops whose out= is filled by copy_ (a Python-level copy or a list of outputs copied into), which copies
+# across devices on CUDA as on neuron: out= on the CPU is accepted by design (test_out_errors, case 1).
+OUT_COPIED_ACROSS_DEVICES = {
+    "lu": "torch.lu's out= is filled in Python by resize_as_/copy_",
+    "unbind_copy": "unbind_copy's out= is a list each result is copied into (copy_)",
 }
 
 # ---- known backend bugs -------------------------------------------------------------------------
@@ -238,7 +268,8 @@ def assert_same(neuron, cpu, path="out", values=True):
 def _collect_samples(op, dtype, requires_grad, limit):
     torch.manual_seed(1234)
     out = []
-    for s in op.sample_inputs("cpu", dtype, requires_grad=requires_grad):
+    source = op.reference_inputs if FULL else op.sample_inputs
+    for s in source("cpu", dtype, requires_grad=requires_grad):
         out.append(s)
         if limit and len(out) >= limit:
             break
@@ -250,8 +281,9 @@ def _collect_samples(op, dtype, requires_grad, limit):
 _SAMPLER = concurrent.futures.ThreadPoolExecutor(max_workers=1)
 
 
-def get_samples(op, dtype, requires_grad):
-    limit = SAMPLE_LIMITS.get(op_id(op), MAX_SAMPLES) if MAX_SAMPLES else 0
+def get_samples(op, dtype, requires_grad, limit=None):
+    if limit is None:
+        limit = SAMPLE_LIMITS.get(op_id(op), MAX_SAMPLES) if MAX_SAMPLES else 0
     return _SAMPLER.submit(_collect_samples, op, dtype, requires_grad, limit).result()
 
 
@@ -385,7 +417,199 @@ def check_out(op, dtype):
     return compared
 
 
-CHECKS = {"forward": check_forward, "backward": check_backward, "inplace": check_inplace, "out": check_out}
+def _results_match(a, b):
+    try:
+        assert_same_cpu(a, b)
+        return True
+    except AssertionError:
+        return False
+
+
+def assert_same_cpu(a, b):
+    """Two CPU results alike (as assert_same, without the device rule)."""
+    for x, y in zip(pytree.tree_leaves(a), pytree.tree_leaves(b)):
+        if isinstance(x, torch.Tensor):
+            assert isinstance(y, torch.Tensor) and x.shape == y.shape and x.dtype == y.dtype
+            torch.testing.assert_close(x, y, equal_nan=True)
+
+
+def check_noncontiguous(op, dtype):
+    compared, name = 0, op_id(op)
+    if name in UNINITIALIZED:
+        return 0
+    for i, s in enumerate(get_samples(op, dtype, False)):
+        nc = s.noncontiguous()
+        try:
+            cpu_out = _call(op, (s.input, s.args, s.kwargs))
+            cpu_nc = _call(op, (nc.input, nc.args, nc.kwargs))
+        except Exception:
+            continue
+        if not _results_match(cpu_nc, cpu_out):
+            continue  # the layout changes the CPU's answer too (e.g. random ops)
+        dev_args = to_device_sample(name, (nc.input, nc.args, nc.kwargs))
+        if dev_args is None:
+            continue
+        where = f"{_describe(i, s)} made non-contiguous"
+        dev_out = _call_on_device(op, dev_args, where)
+        assert_same(dev_out, cpu_out, f"{where}: output")
+        compared += 1
+    return compared
+
+
+def _variants(op):
+    out = {}
+    if op.method_variant is not None:
+        out["method"] = lambda inp, *a, **k: op.method_variant(inp, *a, **k)
+    if op.operator_variant is not None:
+        out["operator"] = lambda inp, *a, **k: op.operator_variant(inp, *a, **k)
+    if op.inplace_variant is not None:
+        out["inplace"] = lambda inp, *a, **k: op.inplace_variant(inp.clone(), *a, **k)
+    return out
+
+
+def check_variants(op, dtype):
+    compared, name = 0, op_id(op)
+    if name in UNINITIALIZED:
+        return 0
+    variants = _variants(op)
+    for i, s in enumerate(get_samples(op, dtype, False)):
+        dev_args = to_device_sample(name, (s.input, s.args, s.kwargs))
+        if dev_args is None or not isinstance(dev_args[0], torch.Tensor):
+            continue
+        try:
+            _call(op, (s.input, s.args, s.kwargs))
+        except Exception:
+            continue
+        where = _describe(i, s)
+        expected = _call_on_device(op, dev_args, where)
+        for vname, fn in variants.items():
+            if vname == "operator" and dev_args[2]:
+                continue  # operators take no keyword arguments
+            if vname == "inplace" and s.broadcasts_input:
+                continue
+            try:  # a variant the CPU refuses or answers differently for this sample (in-place ops keep
+                # self's dtype, random ops draw in another order) is not compared
+                if not _results_match(_call(fn, (s.input, s.args, s.kwargs)), _call(op, (s.input, s.args, s.kwargs))):
+                    continue
+            except Exception:
+                continue
+            got = _call_on_device(fn, dev_args, f"{where} ({vname} variant)")
+            for a, b in zip(pytree.tree_leaves(got), pytree.tree_leaves(expected)):
+                if isinstance(b, torch.Tensor):
+                    assert isinstance(a, torch.Tensor) and a.device.type == "neuron", f"{where}: {vname} variant"
+                    torch.testing.assert_close(a.cpu(), b.cpu(), equal_nan=True,
+                                               msg=lambda m: f"{where}: {vname} variant: {m}")
+        compared += 1
+    return compared
+
+
+def _raises(fn, args):
+    try:
+        _call(fn, args)
+        return None
+    except Exception as e:
+        return e
+
+
+def _map_out(like, make):
+    if isinstance(like, torch.Tensor):
+        return make(like)
+    return tuple(_map_out(t, make) for t in like)
+
+
+def check_out_errors(op, dtype):
+    compared, name = 0, op_id(op)
+    for i, s in enumerate(get_samples(op, dtype, False, limit=2)):
+        base = (s.input, s.args, s.kwargs)
+        clone = lambda: pytree.tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, base)  # noqa: E731
+        try:
+            expected = _call(op, clone())
+            _map_out(expected, lambda t: t)
+        except Exception:
+            continue
+        dev_args = to_device_sample(name, clone())
+        if dev_args is None or not any(isinstance(t, torch.Tensor) and t.device.type == "neuron"
+                                       for t in pytree.tree_leaves(dev_args)):
+            continue
+        where = _describe(i, s)
+        with_out = lambda o: lambda inp, *a, **k: op(inp, *a, **k, out=o)  # noqa: E731
+        if _raises(with_out(_map_out(expected, torch.empty_like)), clone()) is not None:
+            continue  # out= does not take this structure (e.g. nonzero(as_tuple=True))
+        # 1. out= on the CPU for neuron inputs (0-dim out tensors included)
+        if name not in OUT_COPIED_ACROSS_DEVICES:
+            cpu_out = _map_out(expected, lambda t: torch.empty_like(t, device="cpu"))
+            err = _raises(with_out(cpu_out), dev_args)
+            assert isinstance(err, RuntimeError), f"{where}: out= on the CPU was accepted (or raised {err!r})"
+        # 2. an out= dtype the result cannot be cast to: neuron raises iff the CPU raises
+        bad = torch.int64 if any(t.is_floating_point() or t.is_complex() for t in pytree.tree_leaves(expected)
+                                 if isinstance(t, torch.Tensor)) else torch.bool
+        cpu_err = _raises(with_out(_map_out(expected, lambda t: torch.empty_like(t, dtype=bad))), clone())
+        dev_err = _raises(with_out(_map_out(expected, lambda t: torch.empty_like(t, dtype=bad, device=DEVICE))),
+                          to_device_sample(name, clone()))
+        assert (dev_err is None) == (cpu_err is None), \
+            f"{where}: out= of dtype {bad}: CPU {'raised ' + repr(cpu_err) if cpu_err else 'accepted it'}, " \
+            f"neuron {'raised ' + repr(dev_err) if dev_err else 'accepted it'}"
+        # 3. a non-empty out= of the wrong shape is resized (with a warning) as on CPU
+        wrong = lambda t, dev: torch.zeros((2,) if t.dim() != 1 or t.numel() != 2 else (3,),  # noqa: E731
+                                           dtype=t.dtype, device=dev)
+        cpu_o = _map_out(expected, lambda t: wrong(t, "cpu"))
+        dev_o = _map_out(expected, lambda t: wrong(t, DEVICE))
+        cpu_err = _raises(with_out(cpu_o), clone())
+        dev_args = to_device_sample(name, clone())
+        dev_err = _raises(with_out(dev_o), dev_args)
+        assert (dev_err is None) == (cpu_err is None), \
+            f"{where}: out= of the wrong shape: CPU {cpu_err!r}, neuron {dev_err!r}"
+        if cpu_err is None and name not in UNINITIALIZED:
+            assert_same(dev_o, cpu_o, f"{where}: resized out tensors")
+        compared += 1
+    return compared
+
+
+def check_gradcheck(op, dtype):
+    compared, name = 0, op_id(op)
+    for i, s in enumerate(get_samples(op, dtype, True, limit=GRADCHECK_SAMPLES)):
+        cpu_args = pytree.tree_map(_detach_leaf, (s.input, s.args, s.kwargs))
+        dev_args = to_device_sample(name, cpu_args, requires_grad=True)
+        if dev_args is None:
+            continue
+
+        def run(args):
+            leaves, spec = pytree.tree_flatten(args)
+            diff = [j for j, t in enumerate(leaves) if isinstance(t, torch.Tensor) and t.requires_grad]
+            if not diff:
+                return None
+
+            def fn(*xs):
+                flat = list(leaves)
+                for j, x in zip(diff, xs):
+                    flat[j] = x
+                inp, a, kw = pytree.tree_unflatten(flat, spec)
+                torch.manual_seed(0)
+                out = s.output_process_fn_grad(op.gradcheck_wrapper(op.get_op(), inp, *a, **kw))
+                return tuple(t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)
+                             and (t.is_floating_point() or t.is_complex()))
+
+            return torch.autograd.gradcheck(fn, tuple(leaves[j] for j in diff), fast_mode=True,
+                                            check_batched_grad=False, check_undefined_grad=False,
+                                            raise_exception=True, nondet_tol=op.gradcheck_nondet_tol)
+        where = _describe(i, s)
+        try:
+            ok = run(dev_args)
+        except Exception as e:
+            try:
+                run(cpu_args)
+            except Exception:
+                continue  # the CPU's gradcheck rejects this sample too
+            raise AssertionError(f"{where}: gradcheck on neuron failed where CPU passes: {e}") from e
+        if ok is None:
+            continue
+        compared += 1
+    return compared
+
+
+CHECKS = {"forward": check_forward, "backward": check_backward, "inplace": check_inplace, "out": check_out,
+          "noncontiguous": check_noncontiguous, "variants": check_variants, "out_errors": check_out_errors,
+          "gradcheck": check_gradcheck}
 
 
 # ---- parametrization ----------------------------------------------------------------------------
@@ -398,13 +622,27 @@ def _bug(table, kind, name, dtype_name):
     return None
 
 
+def _in_gradcheck_subset(name):
+    return zlib.crc32(name.encode()) % GRADCHECK_EVERY == 0
+
+
+SHARD = tuple(int(x) for x in os.environ["NEURON_OPINFO_SHARD"].split("/")) \
+    if os.environ.get("NEURON_OPINFO_SHARD") else (0, 1)
+
+
 def _params(kind):
     params = []
     for name, op in OPS.items():
+        if zlib.crc32(name.encode()) % SHARD[1] != SHARD[0]:
+            continue
         supported = op.supported_dtypes("cpu")
         if kind == "backward":
             dtypes = ["float32"] if op.supports_autograd and torch.float32 in supported else []
-        elif (kind == "inplace" and op.inplace_variant is None) or (kind == "out" and not op.supports_out):
+        elif kind == "gradcheck":
+            dtypes = ["float64"] if op.supports_autograd and torch.float64 in supported \
+                and _in_gradcheck_subset(name) else []
+        elif (kind == "inplace" and op.inplace_variant is None) or \
+                (kind in ("out", "out_errors") and not op.supports_out) or (kind == "variants" and not _variants(op)):
             dtypes = []
         else:
             dtypes = [d for d, t in DTYPES.items() if t in supported]
@@ -432,7 +670,7 @@ def _run(kind, name, dtype_name):
     if crash and _crashes(PROBES[crash]):
         pytest.xfail(f"{crash} [not run: it would crash the process]")
     try:
-        compared = CHECKS[kind](OPS[name], DTYPES[dtype_name])
+        compared = CHECKS[kind](OPS[name], ALL_DTYPES[dtype_name])
     except UnreadableResult as e:
         # re-raised without the frames that hold the tensor: printing it would crash pytest
         raise AssertionError(str(e)) from None
@@ -461,6 +699,26 @@ def test_inplace(name, dtype):
 @pytest.mark.parametrize("name,dtype", _params("out"))
 def test_out(name, dtype):
     _run("out", name, dtype)
+
+
+@pytest.mark.parametrize("name,dtype", _params("noncontiguous"))
+def test_noncontiguous(name, dtype):
+    _run("noncontiguous", name, dtype)
+
+
+@pytest.mark.parametrize("name,dtype", _params("variants"))
+def test_variants(name, dtype):
+    _run("variants", name, dtype)
+
+
+@pytest.mark.parametrize("name,dtype", _params("out_errors"))
+def test_out_errors(name, dtype):
+    _run("out_errors", name, dtype)
+
+
+@pytest.mark.parametrize("name,dtype", _params("gradcheck"))
+def test_gradcheck(name, dtype):
+    _run("gradcheck", name, dtype)
 
 
 @pytest.mark.parametrize("name", CRASH_REPRODUCERS)
@@ -534,6 +792,6 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["--run-one"]:  # --run-one KIND OP DTYPE (used for the crashing ops)
         import torchneuron_ext  # noqa: F401
         kind, name, dtype_name = sys.argv[2:5]
-        print(f"{kind} {name} {dtype_name}: compared {CHECKS[kind](OPS[name], DTYPES[dtype_name])} samples")
+        print(f"{kind} {name} {dtype_name}: compared {CHECKS[kind](OPS[name], ALL_DTYPES[dtype_name])} samples")
         sys.exit(0)
     print(__doc__)
