@@ -17,6 +17,11 @@ _CORE_TYPE = "NeuronCore-v3"
 _CAPABILITY = (3, 0)
 
 
+class InvalidDeviceError(torch.AcceleratorError, ValueError):
+    """A neuron device index that does not exist: torch.AcceleratorError as on CUDA, and ValueError as
+    TorchNeuron raises it (torch.neuron.device(i), set_device(i), ...)."""
+
+
 def is_available() -> bool:
     """True when at least one (emulated) NeuronCore is visible."""
     return _C._device_count() > 0
@@ -45,7 +50,10 @@ def _get_device_index(device: DeviceLike, optional: bool = False) -> int:
         if not optional:
             raise ValueError(f"Expected a neuron device with a specified index or an integer, but got: {device}")
         return current_device()
-    _C._check_device(index)
+    try:
+        _C._check_device(index)
+    except torch.AcceleratorError as e:
+        raise InvalidDeviceError(str(e)) from None
     return index
 
 

@@ -7,9 +7,9 @@ for top-level packages that are not installed (the real toolchain always wins):
 - ``neuronxcc.nki``, ``neuronxcc.nki.language``, ``.isa``, ``.typing``: the legacy dialect
   (``torchneuron_ext.nki.legacy``);
 - ``nki``, ``nki.language``, ``nki.isa``, ``nki.typing``: the new dialect (``torchneuron_ext.nki``);
-- ``torch_neuronx``: ``nki_op``, ``wrap_nki`` and ``nki`` (as in TorchNeuron), ``nki_jit`` (the
-  legacy decorator of the XLA-based torch-neuronx), the op-tracking functions, and the submodules
-  ``torch_neuronx.nki_hop`` and ``torch_neuronx.profiling``.
+- ``torch_neuronx`` and its submodules: ``torchneuron_ext.torch_neuronx`` (TorchNeuron's public surface:
+  device and stream helpers, ``utils``, ``distributed``, ``nki_op``, ``wrap_nki``, ``nki``, ``nki_jit``,
+  op tracking, ``nki_hop``, ``profiling``; see docs/torch_neuronx.md).
 
 ``python -m torchneuron_ext.nki.compat script.py [args]`` (or ``-m module [args]``, e.g. ``-m pytest``)
 runs a script or module with the aliases installed. ``--install-hook`` writes a ``.pth`` start-up hook
@@ -114,6 +114,9 @@ class _AliasFinder(importlib.abc.MetaPathFinder):
         top = name.partition(".")[0]
         if top not in _TOP_LEVEL or self._really_installed(top):
             return None
+        if top == "torch_neuronx":  # TorchNeuron's surface is torchneuron_ext.torch_neuronx (docs/torch_neuronx.md)
+            from ..torch_neuronx import _importer
+            return _importer.find_spec(name)
         if name not in _ALIASES:
             provided = ", ".join(a for a in _ALIASES if a.partition(".")[0] == top and ".backends" not in a)
             raise ModuleNotFoundError(

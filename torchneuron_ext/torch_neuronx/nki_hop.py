@@ -1,0 +1,8 @@
+"""``torch_neuronx.nki_hop``: NKI kernels as PyTorch operators (``nki_op``, ``wrap_nki``).
+
+TorchNeuron lowers the kernel call to a ``nki_kernel_wrapper`` higher-order operator compiled into the
+NEFF; here the kernel runs in torchneuron_ext.nki's simulator (see docs/nki.md).
+"""
+from torchneuron_ext.nki.torch_ops import nki_op, wrap_nki
+
+__all__ = ["nki_op", "wrap_nki"]
