@@ -1,0 +1,145 @@
+"""torch_neuronx's top-level device, stream, memory and op-tracking helpers against torch.neuron."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import torchneuron_ext.torch_neuronx as tnx
+from torchneuron_ext.neuron.device import InvalidDeviceError
+
+
+def test_device_helpers_match_torch_neuron():
+    assert tnx.device_count() == torch.neuron.device_count() == 2
+    assert tnx.current_device() == torch.neuron.current_device() == 0
+    tnx.set_device(1)
+    assert torch.neuron.current_device() == 1
+    tnx.set_device("neuron:0")
+    assert tnx.current_device() == 0
+    tnx.set_device(torch.device("neuron", 1))
+    assert tnx.current_device() == 1
+
+
+@pytest.mark.parametrize("bad", [2, -1, 4294967296, "neuron:7"])
+def test_invalid_device_raises_value_error(bad):
+    with pytest.raises(ValueError, match="Invalid device id"):
+        tnx.set_device(bad)
+    with pytest.raises(ValueError, match="Invalid device id"):
+        tnx.get_device_properties(bad)
+    if bad != -1:  # torch_neuronx.device(-1) leaves the device alone
+        with pytest.raises(ValueError, match="Invalid device id"):
+            tnx.device(bad)
+
+
+def test_non_neuron_device_is_refused():
+    with pytest.raises(ValueError, match="Expected neuron device, got cpu"):
+        tnx.set_device("cpu")
+    with pytest.raises(ValueError, match="Invalid device specification"):
+        tnx.synchronize(1.5)
+
+
+def test_torch_neuron_device_index_error_is_also_value_error():
+    # TorchNeuron raises ValueError, torch.cuda an AcceleratorError: the emulator's error is both.
+    with pytest.raises(ValueError) as info:
+        torch.neuron.device(5).__enter__()
+    assert isinstance(info.value, torch.AcceleratorError) and isinstance(info.value, InvalidDeviceError)
+
+
+def test_get_device_properties():
+    props = tnx.get_device_properties(0)
+    assert props == torch.neuron.get_device_properties(0)
+    assert isinstance(props.name, str) and props.total_memory > 0
+    assert tnx.get_device_properties("neuron:1").physical_core_id == 1
+    assert tnx.get_device_properties() == torch.neuron.get_device_properties()
+
+
+def test_device_context_manager():
+    with tnx.device(1):
+        assert tnx.current_device() == 1
+    assert tnx.current_device() == 0
+    with tnx.device(-1):  # TorchNeuron: a negative index leaves the device alone
+        assert tnx.current_device() == 0
+
+
+def test_streams_match_torch_neuron():
+    assert tnx.current_stream() == torch.neuron.current_stream()
+    assert tnx.default_stream(1) == torch.neuron.default_stream(1)
+    assert tnx.default_stream().stream_id == 0
+    s = tnx.Stream()
+    assert isinstance(s, tnx.Stream) and isinstance(s, torch.Stream)
+    with tnx.stream(s):
+        assert tnx.current_stream() == s
+        x = torch.ones(4, device="neuron") * 2
+    assert tnx.current_stream() == tnx.default_stream()
+    tnx.set_stream(s)
+    assert torch.neuron.current_stream() == s
+    tnx.set_stream(tnx.default_stream())
+    e = tnx.Event(enable_timing=True)
+    e.record(s)
+    e.synchronize()
+    tnx.synchronize()
+    tnx.synchronize("neuron:1")
+    assert x.sum().item() == 8
+    recreated = tnx.Stream(stream_id=s.stream_id, device_index=s.device_index, device_type=s.device_type)
+    assert recreated == s
+
+
+def test_memory_stats_layout():
+    tnx.empty_cache()
+    tnx.reset_peak_memory_stats()
+    before = tnx.memory_stats()
+    x = torch.empty(1024, device="neuron")
+    stats = tnx.memory_stats()
+    assert set(stats) == {"allocated_bytes", "reserved_bytes", "active_bytes", "num_alloc_retries", "num_ooms",
+                          "num_tensor_frees", "allocation_requests"}
+    for key in ("allocated_bytes", "reserved_bytes", "active_bytes"):
+        assert set(stats[key]) == {"current", "peak", "allocated", "freed"}
+    assert stats["allocated_bytes"]["current"] == torch.neuron.memory_allocated() == tnx.memory_allocated()
+    assert stats["allocated_bytes"]["current"] >= before["allocated_bytes"]["current"] + 4096
+    assert stats["allocation_requests"] == before["allocation_requests"] + 1
+    assert tnx.max_memory_allocated() >= tnx.memory_allocated()
+    assert tnx.memory_reserved() == torch.neuron.memory_reserved()
+    assert tnx.max_memory_reserved() >= tnx.memory_reserved()
+    assert isinstance(tnx.memory_summary(), str)
+    del x
+    tnx.reset_accumulated_memory_stats()
+    assert tnx.memory_stats()["allocated_bytes"]["allocated"] == 0
+
+
+def test_op_tracking():
+    tnx.clear_op_tracking()
+    x = torch.ones(3, device="neuron")
+    (x + x).sum()
+    executed = tnx.get_executed_ops()
+    assert "aten::add.Tensor" in executed and executed == sorted(executed)
+    tnx.utils.log_executed_op("nki_my_kernel")
+    tnx.utils.log_offloaded_op("aten::my_op")
+    assert "nki_my_kernel" in tnx.get_executed_ops()
+    assert "aten::my_op" in tnx.get_fallback_ops()
+    tnx.clear_op_tracking()
+    assert tnx.get_executed_ops() == [] and tnx.get_fallback_ops() == []
+
+
+def test_runtime_state_and_misc():
+    tnx._lazy_init()
+    assert tnx.is_neuron_runtime_initialized() is True
+    assert tnx._is_in_bad_fork is False
+    assert tnx._get_device_index(None, optional=True) is None
+    assert tnx._get_device_index(None) == 0
+    assert tnx._get_device_index("neuron:1") == 1
+    assert tnx.__version__
+    assert tnx.get_dynamo_metrics() == [] or isinstance(tnx.get_dynamo_metrics(), list)
+    tnx.reset_dynamo_metrics()
+    assert tnx.get_dynamo_metrics() == []
+
+
+def test_nki_and_profiling_names():
+    from torchneuron_ext.nki import torch_ops
+    from torchneuron_ext.profiling import NeuronProfiler
+
+    assert tnx.nki_op is torch_ops.nki_op and tnx.wrap_nki is torch_ops.wrap_nki
+    assert tnx.nki_hop.nki_op is torch_ops.nki_op
+    assert tnx.NeuronProfiler is NeuronProfiler
+    assert tnx.profiling.NeuronConfig is not None
+    import torchneuron_ext.nki
+
+    assert tnx.nki is torchneuron_ext.nki
