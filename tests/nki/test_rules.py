@@ -517,3 +517,27 @@ def test_limits_come_from_the_selected_target(monkeypatch):
     raises("err_size_of_dimension_exceed_arch_limit", kernel((64, 300), lambda t: lnl.zeros((64, 300), dtype=lnl.float32,
                                                                                              buffer=lnl.psum)), f32(2, 2))
     raises("err_sbuf_capacity_exceeded", kernel((64, 4096), lambda t: None), f32(2, 2))
+
+
+def _psum_blocks_kernel(all_at_once: bool):
+    @lnki.jit
+    def k(a):
+        t = lnl.load(a)
+        acc = lnl.ndarray((16, lnl.par_dim(128), 512), dtype=lnl.float32, buffer=lnl.psum)  # 16 banks of blocks
+        out = lnl.ndarray((128, 1), dtype=lnl.float32, buffer=lnl.sbuf)
+        for b in lnl.affine_range(16):
+            acc[b] = lisa.nc_matmul(t[:, 0:128], t)
+            if not all_at_once:
+                out[...] = lnl.copy(acc[b][:, 0:1])  # each block read right away: one bank at a time
+        if all_at_once:
+            for b in lnl.affine_range(16):             # all sixteen blocks wanted together: > 8 banks
+                out[...] = lnl.copy(acc[b][:, 0:1])
+        return a
+    return k
+
+
+def test_blocks_are_allocated_by_their_own_live_ranges():
+    # The allocator places each block of a block-dimension tensor as its own tile (AWS's attention
+    # tutorial declares a (32, 8, 128, 512) PSUM tensor and uses a few blocks at a time).
+    _psum_blocks_kernel(all_at_once=False)(np.ones((128, 512), np.float32))
+    raises("err_psum_capacity_exceeded", _psum_blocks_kernel(all_at_once=True), np.ones((128, 512), np.float32))

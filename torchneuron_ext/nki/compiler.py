@@ -42,10 +42,10 @@ def _linearize(shape: Sequence[int], idx: Sequence[int]) -> int:
 
 
 def _modulo(base: int, tiles: Sequence[int], scale: int, idx: tuple, what: str) -> int:
-    """The toolchain's modulo allocation: block ``idx`` takes physical tile ``idx % tiles`` (row-major)."""
+    """The toolchain's modulo allocation: block ``idx`` takes physical tile ``idx % tiles`` (row-major), with
+    the formula of its direct-allocation guide, which pairs indices and counts up to the shorter of the two
+    (so ``num_free_tiles=(1,)`` on a tensor without block dimensions is its one tile)."""
     tiles = tuple(int(t) for t in tiles) or (1,) * len(idx)
-    if len(tiles) != len(idx):
-        raise ValueError(f"{what}={tiles} must be empty or give one count per block dimension ({len(idx)})")
     if any(t < 1 for t in tiles):
         raise ValueError(f"{what}={tiles}: tile counts must be positive")
     return int(base) + _linearize(tiles, tuple(i % t for i, t in zip(idx, tiles))) * scale

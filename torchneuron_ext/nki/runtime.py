@@ -53,6 +53,27 @@ class Storage:
         self.psum_started, self.flag_origin = flags, flag_origin
 
 
+class BlockLive:
+    """The live ranges of a tensor with block dimensions: one record per block, since the allocator places
+    each block as its own tile. An access stamps the blocks its view of the array covers."""
+    __slots__ = ("records", "base", "block_bytes", "clock_owner")
+
+    def __init__(self, records: list, array: np.ndarray) -> None:
+        self.records, self.base = records, array.__array_interface__["data"][0]
+        self.block_bytes = array.nbytes // max(len(records), 1)
+        self.clock_owner = records[0][4]
+
+    def stamp(self, arr: np.ndarray, clock: int) -> None:
+        start = arr.__array_interface__["data"][0] - self.base
+        span = sum((n - 1) * abs(s) for n, s in zip(arr.shape, arr.strides)) if arr.size else 0
+        first = max(start, 0) // self.block_bytes
+        last = min((start + span) // self.block_bytes, len(self.records) - 1)
+        for rec in self.records[first:last + 1]:
+            if rec[0] is None:
+                rec[0] = clock
+            rec[1] = clock
+
+
 HbmAllocator = Callable[[tuple, np.dtype], "tuple[np.ndarray, Any]"]
 
 
@@ -254,7 +275,9 @@ class Launch:
                  f"Size of partition dimension {p} exceeds architecture limitation of "
                  f"{self.target.num_partitions}.")
         free = math.prod(shape[par_axis + 1:]) * np.dtype(dtype).itemsize
-        per_partition = math.prod(shape[:par_axis]) * free
+        # A tensor with block dimensions is that many separate tiles to the allocator (its blocks are
+        # allocated by their own live ranges, see _account): only one block has to fit here.
+        per_partition = free
         if buffer is psum:
             if free > self.target.psum_bank_bytes:
                 fail("err_size_of_dimension_exceed_arch_limit",
@@ -280,7 +303,8 @@ class Launch:
         not, the allocation's kernel line is remembered, and at the end of the instance the exact live
         ranges decide (check_live_ranges)."""
         shape, pa = storage.array.shape, storage.par_axis
-        nbytes = math.prod(shape[:pa]) * math.prod(shape[pa + 1:]) * storage.array.itemsize
+        blocks = math.prod(shape[:pa])
+        nbytes = math.prod(shape[pa + 1:]) * storage.array.itemsize  # per partition, per block
         buffer = storage.buffer
         if buffer is psum:
             # PSUM is handed out in whole 2 KiB banks.
@@ -288,14 +312,17 @@ class Launch:
         capacity = self.target.psum_partition_bytes if buffer is psum else self.target.sbuf_partition_bytes
         clock = self.costs.clock
         # [first access, last access, bytes, memory, clock owner, kernel line if over the bound, allocation]
-        record = [clock if initialised else None, clock, nbytes, buffer, self.costs, None, clock]
-        storage.live = record
-        self._records.append(record)
-        self._live[buffer] += nbytes
-        weakref.finalize(storage, self._release, buffer, nbytes)
+        records = [[clock if initialised else None, clock, nbytes, buffer, self.costs, None, clock]
+                   for _ in range(blocks)]
+        storage.live = records[0] if pa == 0 else BlockLive(records, storage.array)
+        self._records.extend(records)
+        self._live[buffer] += nbytes * blocks
+        weakref.finalize(storage, self._release, buffer, nbytes * blocks)
         if self._live[buffer] > capacity:
             from .errors import _kernel_location
-            record[5] = (_kernel_location(sys._getframe(2)), tuple(shape))
+            where = (_kernel_location(sys._getframe(2)), tuple(shape))
+            for r in records:
+                r[5] = where
             self._suspect = True
 
     def check_live_ranges(self) -> None:

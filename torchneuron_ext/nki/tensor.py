@@ -276,6 +276,10 @@ class NKITensor:
         operands before it is counted and writes its results after, so both are stamped with its number."""
         rec = self.storage.live
         if rec is not None:
+            if not isinstance(rec, list):  # runtime.BlockLive: a tensor with block dimensions
+                owner = rec.clock_owner
+                rec.stamp(self.arr, owner.clock + 1 if reading else owner.clock)
+                return
             clock = rec[4].clock + 1 if reading else rec[4].clock
             if rec[0] is None:
                 rec[0] = clock
