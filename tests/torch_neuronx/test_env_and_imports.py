@@ -112,10 +112,10 @@ def test_torch_neuronx_name_resolves_to_one_module_per_submodule(child):
 def test_out_of_scope_names_say_so(child):
     lines = child[0]["errors"]
     assert len(lines) == 7
-    assert lines[0].startswith("ModuleNotFoundError | No module named 'torch_neuronx.python_ops': TorchNeuron's "
-                               "per-op lowerings (torch-mlir, JAX and XLA-builder kernels to StableHLO/NEFF) are "
-                               "not part of the emulated neuron device")
-    assert lines[1].startswith("ModuleNotFoundError | No module named 'torch_neuronx._C': TorchNeuron's C++")
+    assert lines[0].startswith("ModuleNotFoundError | No module named 'torch_neuronx.python_ops' (TorchNeuron's "
+                               "per-op lowerings (torch-mlir, JAX and XLA-builder kernels to StableHLO/NEFF)): "
+                               "not part of the emulated neuron device (torchneuron_ext runs ATen's host kernels")
+    assert lines[1].startswith("ModuleNotFoundError | No module named 'torch_neuronx._C' (TorchNeuron's C++")
     assert "TorchNeuron's torch.compile lowering" in lines[2]
     assert lines[3].startswith("ModuleNotFoundError | No module named 'torch_neuronx.no_such_module': "
                                "torchneuron_ext's torch_neuronx has no such module")

@@ -16,6 +16,7 @@ what a Trainium host provides and the emulator does differently:
 - ``torch_neuronx``, ``neuronxcc.nki`` and ``nki`` resolve to torchneuron_ext (torch_neuronx even when a
   TorchNeuron source tree is on sys.path), and ``TORCHNEURON_EXT_NKI_COMPAT=1`` for spawned ranks;
 - ``torch._dynamo.reset()`` before each test (the suite's conftest does it only on hardware);
+- pytest-xdist's ``worker_id`` fixture (``"master"``) when xdist is not installed;
 - a per-test timeout (``--tnx-timeout``, seconds, default 300; 0 turns it off).
 
 Tests that need what the emulator deliberately lacks are reported as skipped, with the reason: those
@@ -26,6 +27,7 @@ NEFF caches, XLA/JAX or StableHLO). ``--tnx-report FILE`` writes per-file counts
 from __future__ import annotations
 
 import collections
+import importlib.util
 import json
 import os
 import re
@@ -198,6 +200,13 @@ def _tnx_per_test(request: Any) -> Any:
                 torch.neuron.set_device(0)
             except Exception:  # noqa: BLE001  (a test may leave no device visible)
                 pass
+
+
+if importlib.util.find_spec("xdist") is None:
+    @pytest.fixture(scope="session")
+    def worker_id() -> str:
+        """pytest-xdist's fixture, as it reads without ``-n`` (the suite's distributed tests ask for it)."""
+        return "master"
 
 
 # --------------------------------------------------------------------------- counts

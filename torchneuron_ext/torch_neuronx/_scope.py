@@ -45,9 +45,8 @@ def module_error(name: str) -> Optional[ModuleNotFoundError]:
     if len(parts) < 2 or parts[0] != "torch_neuronx" or parts[1] not in OUT_OF_SCOPE_MODULES:
         return None
     return ModuleNotFoundError(
-        f"No module named '{name}': {OUT_OF_SCOPE_MODULES[parts[1]]} are not part of the emulated neuron "
-        f"device (torchneuron_ext runs ATen's host kernels; there is no neuronx-cc, StableHLO or NEFF); {_SEE}",
-        name=name)
+        f"No module named '{name}' ({OUT_OF_SCOPE_MODULES[parts[1]]}): {MARKER} (torchneuron_ext runs ATen's "
+        f"host kernels; there is no neuronx-cc, StableHLO or NEFF); {_SEE}", name=name)
 
 
 def missing_module_error(name: str) -> ModuleNotFoundError:
@@ -59,6 +58,5 @@ def missing_module_error(name: str) -> ModuleNotFoundError:
 def attribute_error(module: str, name: str) -> AttributeError:
     why = OUT_OF_SCOPE_ATTRIBUTES.get(name) if module == "torch_neuronx" else None
     if why is not None:
-        return AttributeError(f"module '{module}' has no attribute '{name}' ({why}): not part of the emulated "
-                              f"neuron device; {_SEE}")
+        return AttributeError(f"module '{module}' has no attribute '{name}' ({why}): {MARKER}; {_SEE}")
     return AttributeError(f"module '{module}' has no attribute '{name}' (torchneuron_ext's stand-in); {_SEE}")
