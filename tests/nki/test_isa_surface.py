@@ -309,3 +309,22 @@ def test_select_reduce_stream_shuffle_match_replace_sequence_bounds() -> None:
     np.put_along_axis(replaced, top8, -100.0, axis=1)
     np.testing.assert_array_equal(outs[2], replaced)
     np.testing.assert_array_equal(bounds[0], [[9, 1, 1, 3, 3, 3, 9, 7, 7], [-1, 3, 3, 6, 6, 6, -1, 9, 9]])
+
+
+def test_local_gather_inside_each_gpsimd_core() -> None:
+    @nki.jit
+    def k(src, index, n, valid):
+        out = nl.ndarray((src.shape[0], valid, n), dtype=src.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nisa.local_gather(nl.load(src), nl.load(index), n, valid))
+        return out
+
+    rng = np.random.default_rng(0)
+    src = f32(32, 64, 2)
+    per_core = rng.integers(0, 64, size=(16, 3)).astype(np.uint16)
+    index = np.tile(per_core, (2, 1)) * 2         # element offsets: 2 elements per index
+    expected = np.empty((32, 40, 2), np.float32)
+    for c in range(2):
+        rows = per_core.flatten(order="F")[:40]
+        expected[c * 16:(c + 1) * 16] = np.take(src[c * 16:(c + 1) * 16], rows, axis=1)
+    np.testing.assert_array_equal(k(src, index, 2, 40), expected)
+    raises("err_tensor_access_out_of_bound", k, src, index + 200, 2, 40)

@@ -1391,3 +1391,43 @@ def sequence_bounds(segment_ids: NKITensor, *, dtype: Any = None, dst: Optional[
     _charge("gpsimd", api, segment_ids.shape)
     out_dtype = dtypes.as_dtype(dtype) if dtype is not None else segment_ids.dtype
     return _emit(np.stack([start, end])[None].astype(np.float32), out_dtype, dst, None, api)
+
+
+GPSIMD_PARTITIONS_PER_CORE = 16  # each of the 8 GpSimd cores sees 16 contiguous partitions
+
+
+def local_gather(src: NKITensor, index: NKITensor, num_elem_per_idx: int = 1,
+                 num_valid_indices: Optional[int] = None, *, mask: Any = None) -> NKITensor:
+    """GpSimd gather within each core's 16 partitions: the core's index slice, flattened partition-first,
+    gives element offsets into each partition's free data; ``num_elem_per_idx`` contiguous elements are
+    read from each. Result (P, num_valid_indices, num_elem_per_idx) in src's dtype."""
+    api = "local_gather"
+    check_tile(src, api, "src_buffer", allow_psum=False)
+    check_tile(index, api, "index", allow_psum=False)
+    if mask is not None and as_mask(mask) is not None:
+        from .errors import NKIUnsupportedError
+        raise NKIUnsupportedError("nki.isa.local_gather(mask=...) is not modelled by the simulator")
+    if dtypes.is_float(index.dtype):
+        fail("err_unsupported_dtype", f"'{api}': indices must be integers, got {dtypes.name(index.dtype)}")
+    p, g = src.shape[0], GPSIMD_PARTITIONS_PER_CORE
+    if index.shape[0] != p or p % g:
+        fail("err_num_partition_mismatch", f"'{api}': src_buffer and index need the same multiple of {g} "
+                                           f"partitions, got {src.shape} and {index.shape}")
+    flat = np.asarray(src.read()).reshape(p, -1)
+    idx = np.asarray(index.read()).astype(np.int64).reshape(p, -1)
+    per_core = idx.shape[1] * g
+    nvi = int(num_valid_indices) if num_valid_indices else per_core
+    n = int(num_elem_per_idx)
+    if not 0 < nvi <= per_core or n < 1:
+        fail("err_shape_mismatch", f"'{api}': num_valid_indices must be in 1..{per_core} and num_elem_per_idx "
+                                   f"positive, got {num_valid_indices} and {num_elem_per_idx}")
+    out = np.empty((p, nvi, n), dtype=src.dtype)
+    for c in range(p // g):
+        offsets = idx[c * g:(c + 1) * g].flatten(order="F")[:nvi]
+        if offsets.size and (offsets.min() < 0 or offsets.max() + n > flat.shape[1]):
+            fail("err_tensor_access_out_of_bound",
+                 f"'{api}': index range [{offsets.min()}, {offsets.max() + n - 1}] exceed the {flat.shape[1]} "
+                 f"elements of a partition")
+        out[c * g:(c + 1) * g] = flat[c * g:(c + 1) * g][:, offsets[:, None] + np.arange(n)]
+    _charge("gpsimd", api, (p, nvi * n))
+    return _emit(out, src.dtype, None, None, api)

@@ -217,4 +217,10 @@ def sequence_bounds(*, segment_ids: NKITensor, dtype: Any = None) -> NKITensor:
     return _eng.sequence_bounds(segment_ids, dtype=dtype)
 
 
+def local_gather(src_buffer: NKITensor, index: NKITensor, num_elem_per_idx: int = 1,
+                 num_valid_indices: Optional[int] = None, *, mask: Any = None) -> NKITensor:
+    """GpSimd gather inside each 16-partition core: (P, num_valid_indices, num_elem_per_idx)."""
+    return _eng.local_gather(src_buffer, index, num_elem_per_idx, num_valid_indices, mask=mask)
+
+
 __getattr__ = _unsupported_instruction  # the instructions the simulator does not model
