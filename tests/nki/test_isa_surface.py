@@ -328,3 +328,27 @@ def test_local_gather_inside_each_gpsimd_core() -> None:
         expected[c * 16:(c + 1) * 16] = np.take(src[c * 16:(c + 1) * 16], rows, axis=1)
     np.testing.assert_array_equal(k(src, index, 2, 40), expected)
     raises("err_tensor_access_out_of_bound", k, src, index + 200, 2, 40)
+
+
+def test_accumulating_into_unwritten_psum_starts_there() -> None:
+    # AWS's fused RMSNorm+QKV accumulates `psum += nc_matmul(...)` into an nl.ndarray (never zeroed) PSUM
+    # tile, re-declared each iteration: the first accumulation writes, later ones add; written data adds.
+    @nki.jit
+    def k(a, b):
+        out = nl.ndarray((3, a.shape[1], b.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm)
+        for i in nl.affine_range(2):
+            acc = nl.ndarray((a.shape[1], b.shape[1]), dtype=nl.float32, buffer=nl.psum)
+            for _ in nl.affine_range(2):
+                acc += nisa.nc_matmul(nl.load(a), nl.load(b))
+            nl.store(out[i], acc)
+        biased = nl.ndarray((a.shape[1], b.shape[1]), dtype=nl.float32, buffer=nl.psum)
+        biased[...] = nl.full((a.shape[1], b.shape[1]), 1.0, dtype=nl.float32)
+        biased += nisa.nc_matmul(nl.load(a), nl.load(b))
+        nl.store(out[2], biased)
+        return out
+
+    a, b = f32(16, 8), f32(16, 4, seed=1)
+    out = k(a, b)
+    np.testing.assert_allclose(out[0], 2 * (a.T @ b), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out[1], 2 * (a.T @ b), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out[2], 1 + a.T @ b, rtol=1e-5, atol=1e-5)

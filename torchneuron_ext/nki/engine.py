@@ -339,6 +339,13 @@ def accumulate(ref: NKITensor, op: str, other: Any) -> None:
     try:
         with _quiet():
             result = BINARY[op](_fp32(ref.read()), o)
+            if op == "add" and ref.buffer is psum and ref.index is None and ref.storage.psum_defined is not None:
+                # `psum += nisa.nc_matmul(...)` into PSUM nothing has written since it was allocated starts the
+                # accumulation there, as the toolchain does (AWS's allocated kernels accumulate into
+                # nl.ndarray PSUM without zeroing it).
+                defined = _flags_of(ref.storage, ref.arr, "defined")
+                if not defined.all():
+                    result = np.where(defined, result, np.broadcast_to(o, np.shape(result)))
     except ValueError:
         fail("err_shape_mismatch", f"in-place '{op}' of a {np.shape(o)} value into a {ref.shape} tile")
     if _larger_than(np.shape(result), ref.shape):
@@ -613,11 +620,12 @@ def partition_reduce(op: str, data: NKITensor, *, dtype: Any = None, dst: Option
 # Tensor engine
 # ---------------------------------------------------------------------------------------------------------
 
-def _flags_of(storage: Any, arr: np.ndarray) -> np.ndarray:
-    """The started-flags of the PSUM elements ``arr`` (a view of ``storage``) covers: one flag byte per
-    memory byte, so the flags have the array's own byte offset and strides."""
+def _flags_of(storage: Any, arr: np.ndarray, which: str = "started") -> np.ndarray:
+    """The started- (or defined-) flags of the PSUM elements ``arr`` (a view of ``storage``) covers: one flag
+    byte per memory byte, so the flags have the array's own byte offset and strides."""
+    flags = storage.psum_started if which == "started" else storage.psum_defined
     offset = arr.__array_interface__["data"][0] - storage.flag_origin
-    return np.lib.stride_tricks.as_strided(storage.psum_started[offset:], shape=arr.shape, strides=arr.strides)
+    return np.lib.stride_tricks.as_strided(flags[offset:], shape=arr.shape, strides=arr.strides)
 
 
 def _psum_started(dst: NKITensor) -> Any:

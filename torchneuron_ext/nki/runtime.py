@@ -35,11 +35,13 @@ class Storage:
     ``blocks``: for a directly allocated tensor with block dimensions, the physical tile (a Storage) of each
     logical block index; ``array`` is then only a read-only stand-in carrying the shape and dtype.
     """
-    __slots__ = ("array", "buffer", "name", "par_axis", "owner", "psum_started", "flag_origin", "written",
+    __slots__ = ("array", "buffer", "name", "par_axis", "owner", "psum_started", "psum_defined", "flag_origin",
+                 "written",
                  "blocks", "live", "__weakref__")
 
     def __init__(self, array: np.ndarray, buffer: Buffer, name: str = "", par_axis: int = 0,
-                 owner: Any = None, flags: Optional[np.ndarray] = None, flag_origin: Optional[int] = None) -> None:
+                 owner: Any = None, flags: Optional[np.ndarray] = None, flag_origin: Optional[int] = None,
+                 defined: Optional[np.ndarray] = None) -> None:
         self.array, self.buffer, self.name, self.par_axis, self.owner = array, buffer, name, par_axis, owner
         self.written = False
         self.blocks: Optional[dict] = None
@@ -47,10 +49,13 @@ class Storage:
         # New-dialect nc_matmul overwrites a PSUM location on its first write and accumulates after. The
         # flags are one byte per byte of memory, so any view of the array finds its flags at the same byte
         # offsets and strides (engine._psum_started); directly allocated tiles share their arena's flags.
+        # psum_defined: written at all since allocation. A legacy `psum += nc_matmul(...)` into positions
+        # never written overwrites them (the toolchain starts the accumulation group there).
         if buffer is psum and flags is None:
             flags = np.zeros(array.nbytes, dtype=bool)
+            defined = np.zeros(array.nbytes, dtype=bool)
             flag_origin = array.__array_interface__["data"][0]
-        self.psum_started, self.flag_origin = flags, flag_origin
+        self.psum_started, self.psum_defined, self.flag_origin = flags, defined, flag_origin
 
 
 class BlockLive:
@@ -128,7 +133,7 @@ class Launch:
         if buffer not in self._arenas:
             nbytes = self.target.psum_partition_bytes if buffer is psum else self.target.sbuf_partition_bytes
             data = np.full((self.target.num_partitions, nbytes), 0xFF, dtype=np.uint8)  # NaN / -1: unwritten
-            self._arenas[buffer] = (data, np.zeros(data.size, dtype=bool))
+            self._arenas[buffer] = (data, np.zeros(data.size, dtype=bool), np.zeros(data.size, dtype=bool))
         return self._arenas[buffer]
 
     def allocate_direct(self, shape: tuple, dtype: np.dtype, alloc: Any, name: str = "", par_axis: int = 0,
@@ -145,6 +150,7 @@ class Launch:
         if known is not None:
             for tile in ({id(t): t for t in known.blocks.values()}.values() if known.blocks else (known,)):
                 _fill(tile.array, fill if fill != "uninit" else None)
+                _reset_psum_flags(tile, fill)
             return known
         storage = self._allocate_direct(shape, dtype, alloc, name, par_axis, fill)
         self._direct_sites[site] = storage
@@ -168,6 +174,7 @@ class Launch:
             tiles[idx] = self._direct_tile(buffer, alloc, idx, p, free, fbytes, np.dtype(dtype), name)
         for tile in {id(t): t for t in tiles.values()}.values():
             _fill(tile.array, fill if fill != "uninit" else None)
+            _reset_psum_flags(tile, fill)
         if par_axis == 0:
             return tiles[()]
         stand_in = np.lib.stride_tricks.as_strided(np.zeros(1, dtype=dtype), shape=shape,
@@ -218,9 +225,9 @@ class Launch:
         key = (buffer, start_p, start, p, free, dtype)
         tile = self._direct_tiles.get(key)
         if tile is None:
-            data, flags = self._arena(buffer)
+            data, flags, defined = self._arena(buffer)
             array = data[start_p:start_p + p, start:start + fbytes].view(dtype).reshape((p,) + free)
-            tile = Storage(array, buffer, name, 0, None, flags, data.__array_interface__["data"][0])
+            tile = Storage(array, buffer, name, 0, None, flags, data.__array_interface__["data"][0], defined)
             self._direct_tiles[key] = tile
         return tile
 
@@ -242,8 +249,11 @@ class Launch:
             array, owner = self.hbm_allocator(shape, dtype)
         storage = Storage(array, buffer, name, par_axis, owner)
         _fill(array, fill)
+        initialised = adopt is not None or (fill is not None and fill != "uninit")
+        if storage.psum_defined is not None and initialised:
+            storage.psum_defined[...] = True
         if buffer.on_chip:
-            self._account(storage, initialised=adopt is not None or (fill is not None and fill != "uninit"))
+            self._account(storage, initialised=initialised)
         return storage
 
     def _shared_allocation(self, shape: tuple, dtype: np.dtype, name: str, fill: Any) -> Storage:
@@ -376,6 +386,15 @@ class Launch:
         if frame.f_lineno in self._nested_lines:
             fail("err_shared_hbm_must_in_kernel_level",
                  "shared_hbm tensors must be created at the kernel's top level, not inside a loop")
+
+
+def _reset_psum_flags(tile: Storage, fill: Any) -> None:
+    """A (re)allocated PSUM tile starts with no matmul accumulation and, unless filled, nothing written."""
+    if tile.psum_started is None:
+        return
+    from .engine import _flags_of
+    _flags_of(tile, tile.array, "started")[...] = False
+    _flags_of(tile, tile.array, "defined")[...] = fill not in (None, "uninit")
 
 
 def _user_stack() -> tuple:

@@ -285,6 +285,18 @@ class NKITensor:
                 rec[0] = clock
             rec[1] = clock
 
+    def _mark_defined(self, mask: Optional[np.ndarray]) -> None:
+        """PSUM: these positions now hold written data (engine.accumulate)."""
+        from .engine import _flags_of
+        flags = _flags_of(self.storage, self.arr, "defined")
+        if self.index is None:
+            if mask is None:
+                flags[...] = True
+            else:
+                flags[np.broadcast_to(_mask_to(mask, self.arr.shape), self.arr.shape)] = True
+        else:
+            flags[self._checked_index(None, skip=True)[0]] = True
+
     def read(self, mask: Optional[np.ndarray] = None) -> np.ndarray:
         """The values (a view when possible: do not write into it)."""
         if self.storage.live is not None:
@@ -314,6 +326,8 @@ class NKITensor:
         self.storage.written = True
         if self.storage.live is not None:
             self._touch(reading=False)
+        if self.storage.psum_defined is not None:
+            self._mark_defined(mask)
         values = _fit(values, self._shape)
         if self.index is None or self._fast_slices() is not None:
             target = self.arr if self.index is None else self.arr[self._slices]
