@@ -7,7 +7,7 @@
 For each family (the same builders as tests/models, at a chosen size):
 - eager training step (forward, backward, AdamW step): neuron time / CPU time;
 - compiled forward (no grad): torch.compile(backend="neuron") on neuron / Inductor on CPU, and the
-  first call of each (the compile) in seconds.
+  first call of each (the compile, from empty caches) in seconds.
 Both sides run in this process with the same thread count, one call each in alternating order per
 round, and the ratio is of the medians, so the machine's drift falls on both columns alike.
 Targets (issue 13): eager step at most 1.10x, compiled forward at most 1.05x.
@@ -65,9 +65,14 @@ def training_step(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> Cal
 
 
 def first_call(f: Callable[[], Any]) -> float:
-    start = time.perf_counter()
-    f()
-    return time.perf_counter() - start
+    """Seconds of the first call (the compile), from empty Inductor caches: the two sides generate
+    the same C++ kernels, so a shared cache would hand the second one the first one's work."""
+    from torch._inductor.utils import fresh_cache
+
+    with fresh_cache():
+        start = time.perf_counter()
+        f()
+        return time.perf_counter() - start
 
 
 def bench_family(name: str, size: Size, rounds: int, compile_too: bool) -> dict[str, float]:
