@@ -541,3 +541,24 @@ def test_blocks_are_allocated_by_their_own_live_ranges():
     # tutorial declares a (32, 8, 128, 512) PSUM tensor and uses a few blocks at a time).
     _psum_blocks_kernel(all_at_once=False)(np.ones((128, 512), np.float32))
     raises("err_psum_capacity_exceeded", _psum_blocks_kernel(all_at_once=True), np.ones((128, 512), np.float32))
+
+
+def test_an_instruction_result_assigned_to_a_tile_takes_no_memory_of_its_own():
+    # `qk[b] = nisa.nc_matmul(...)` for all 8 PSUM banks of a block tensor (AWS's attention tutorial): the
+    # matmul writes into qk[b] directly, so the 8 blocks fit; a ninth bank really live does not.
+    @lnki.jit
+    def k(a, extra):
+        t = lnl.load(a)
+        qk = lnl.ndarray((8, lnl.par_dim(128), 512), dtype=lnl.float32, buffer=lnl.psum)
+        for b in lnl.affine_range(8):
+            qk[b] = lisa.nc_matmul(t[:, 0:128], t)
+        keep = lisa.nc_matmul(t[:, 0:128], t) if extra else None
+        out = lnl.ndarray((128, 1), dtype=lnl.float32, buffer=lnl.sbuf)
+        for b in lnl.affine_range(8):
+            out[...] = lnl.copy(qk[b][:, 0:1])
+        if extra:
+            out[...] = lnl.copy(keep[:, 0:1])
+        return a
+
+    k(np.ones((128, 512), np.float32), False)
+    raises("err_psum_capacity_exceeded", k, np.ones((128, 512), np.float32), True)

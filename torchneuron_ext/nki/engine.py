@@ -333,6 +333,7 @@ def accumulate(ref: NKITensor, op: str, other: Any) -> None:
     if ref.buffer.is_hbm:
         fail("err_unsupported_memory", f"in-place '{op}' on an HBM tensor: compute on tiles, then nl.store")
     valid = other._valid if isinstance(other, NKITensor) else None
+    fresh = _fresh_result(other)
     o = _fp32(value_of(other))
     if isinstance(o, np.ndarray) and o.shape != ref.shape and o.size == int(np.prod(ref.shape)):
         o = o.reshape(ref.shape)  # the same elements laid out as the target (e.g. (P, F) into (P, 1, F))
@@ -351,14 +352,31 @@ def accumulate(ref: NKITensor, op: str, other: Any) -> None:
     if _larger_than(np.shape(result), ref.shape):
         fail("err_store_dst_shape_smaller_than_other_shape",
              f"in-place '{op}' of a {np.shape(result)} value into a {ref.shape} tile")
-    _charge("vector", op, ref.shape)
+    if fresh is None:
+        _charge("vector", op, ref.shape)
     if valid is not None:
         valid = _fit_mask(valid, ref.shape)
     ref.write(dtypes.cast(np.asarray(result, dtype=np.float32), ref.dtype), valid)
+    if fresh is not None:
+        fresh[0] = None  # the instruction accumulated into ref directly (see _fresh_result)
+
+
+def _fresh_result(value: Any) -> Optional[list]:
+    """The live-range record of ``value`` if it is the result of the instruction just executed and nothing
+    has read it yet: in ``t[...] = nisa.op(...)`` or ``psum += nisa.nc_matmul(...)`` the toolchain has the
+    instruction write into ``t`` directly, so that result never occupies memory of its own."""
+    if not isinstance(value, NKITensor):
+        return None
+    rec = value.storage.live
+    if isinstance(rec, list) and rec[0] is not None and rec[0] == rec[1] == rec[4].clock:
+        return rec
+    return None
 
 
 def assign(dst: NKITensor, value: Any) -> None:
-    """``t[idx] = value``: a copy with a cast to ``t``'s dtype; the value may broadcast up, not down."""
+    """``t[idx] = value``: a copy with a cast to ``t``'s dtype; the value may broadcast up, not down. A value
+    the previous instruction just produced is that instruction's output written into ``t`` (no copy)."""
+    fresh = _fresh_result(value) if not dst.buffer.is_hbm else None
     vals = value_of(value)
     shape = np.shape(vals)
     if _larger_than(shape, dst.shape):
@@ -373,11 +391,15 @@ def assign(dst: NKITensor, value: Any) -> None:
     if dst.buffer.is_hbm or (isinstance(value, NKITensor) and value.buffer.is_hbm):
         runtime.current().costs.dma("assign", int(np.prod(dst.shape)) * dst.itemsize,
                                     dst.buffer.is_hbm, isinstance(value, NKITensor) and value.buffer.is_hbm)
-    else:
+    elif fresh is None:
         _charge("vector", "tensor_copy", dst.shape)
     valid = value._valid if isinstance(value, NKITensor) else None
     store_into(dst, vals if isinstance(vals, np.ndarray) else np.asarray(vals), "assign",
                None if valid is None else _fit_mask(valid, dst.shape))
+    if fresh is not None:
+        fresh[0] = None  # no memory of its own (a later read would start its range there)
+        if dst.storage.live is not None:
+            dst._touch(reading=False)
 
 
 # ---------------------------------------------------------------------------------------------------------
