@@ -107,7 +107,7 @@ def _out_of_scope_reason(text: str) -> Optional[str]:
     marker = _marker()
     for line in text.splitlines():
         if marker in line:
-            return line.strip().lstrip("E").strip()
+            return re.sub(r"^E\s+", "", line.strip())
     match = _IMPORT_NAME.search(text)
     if match:  # `from torch_neuronx.x import y`: Python replaced our AttributeError with a plain ImportError
         name, module = match.groups()
