@@ -1,4 +1,6 @@
 """torch.compile on neuron: results match eager neuron (and CPU), forward and backward."""
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -187,3 +189,44 @@ def test_compile_cache_artifacts_round_trip():
     torch.compiler.load_cache_artifacts(blob)
     out = torch.compile(rms_naive, backend="neuron")(x, w)
     torch.testing.assert_close(out.cpu(), rms_naive(x, w).cpu())
+
+
+@pytest.mark.parametrize("backend", ["neuron", "inductor"])
+def test_buffers_come_from_the_direct_allocation(backend):
+    """Intermediate buffers use neuron's counterpart of Inductor's empty_strided_cpu/cuda fast path."""
+    from torch._inductor.utils import run_and_get_code
+
+    def f(x, w):
+        y = torch.relu(x @ w)
+        return (y.softmax(-1) * 2).sum(0), y.t().contiguous()
+
+    torch._dynamo.reset()
+    x, w = torch.randn(16, 8), torch.randn(8, 8)
+    (out, t), codes = run_and_get_code(torch.compile(f, backend=backend), x.to("neuron"), w.to("neuron"))
+    code = "\n".join(codes)
+    assert "_neuron_empty_strided(" in code
+    assert re.search(r"= empty_strided\(.*device='neuron'", code) is None
+    ref_out, ref_t = f(x, w)
+    torch.testing.assert_close(out.cpu(), ref_out)
+    torch.testing.assert_close(t.cpu(), ref_t)
+    assert t.device == torch.device("neuron", 0) and t.stride() == ref_t.stride()
+
+
+def test_direct_allocation_arguments():
+    from torchneuron_ext._C import _empty_strided
+
+    t = _empty_strided((2, 3), (1, 2), torch.bfloat16, -1)
+    assert t.device == torch.device("neuron", 0) and t.dtype == torch.bfloat16
+    assert t.shape == (2, 3) and t.stride() == (1, 2)
+    assert _empty_strided([4], [1], torch.int64, 0).shape == (4,)
+    with pytest.raises(TypeError, match="size must be a tuple of ints"):
+        _empty_strided("x", (1,), torch.float32, 0)
+    with pytest.raises(TypeError, match="dtype must be a torch.dtype"):
+        _empty_strided((1,), (1,), "float32", 0)
+    with pytest.raises(TypeError, match="takes 4 arguments"):
+        _empty_strided((1,), (1,), torch.float32)
+    with pytest.raises(RuntimeError, match="1 sizes but 2 strides"):
+        _empty_strided((1,), (1, 1), torch.float32, 0)
+    with pytest.raises(RuntimeError):
+        _empty_strided((1,), (1,), torch.float32, 99)
+    assert (torch.ones(2, device="neuron") + 1).cpu().tolist() == [2.0, 2.0]
