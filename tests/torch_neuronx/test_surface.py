@@ -111,6 +111,11 @@ def test_op_tracking():
     (x + x).sum()
     executed = tnx.get_executed_ops()
     assert "aten::add.Tensor" in executed and executed == sorted(executed)
+    torch.nn.functional.softplus(x)  # the generic path: on device memory, so not a fallback in TorchNeuron's sense
+    import torchneuron_ext
+
+    assert "aten::softplus" in torchneuron_ext.get_fallback_ops()
+    assert "aten::softplus" in tnx.get_executed_ops() and tnx.get_fallback_ops() == []
     tnx.utils.log_executed_op("nki_my_kernel")
     tnx.utils.log_offloaded_op("aten::my_op")
     assert "nki_my_kernel" in tnx.get_executed_ops()

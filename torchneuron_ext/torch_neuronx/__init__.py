@@ -194,13 +194,14 @@ def get_executed_ops() -> list[str]:
 
 
 def get_fallback_ops() -> list[str]:
-    """Operators that did not run on a device kernel of their own.
+    """Operators that ran on the CPU instead of the Neuron device.
 
-    On Trainium these are the ops TorchNeuron ran on the CPU. The emulator never leaves device memory; its
-    counterpart is the generic path (a host kernel over zero-copy views instead of a specialised kernel),
-    plus ops recorded with ``torch_neuronx.utils.log_offloaded_op``.
+    On Trainium these are the ops TorchNeuron copied to the CPU and back. The emulator runs every operator on
+    device memory (its generic path is a host kernel over zero-copy views of device memory, not a fallback:
+    ``torchneuron_ext.get_fallback_ops()`` lists those), so this holds only the ops recorded with
+    ``torch_neuronx.utils.log_offloaded_op``.
     """
-    return sorted(set(_ext.get_fallback_ops()) | _python_offloaded)
+    return sorted(_python_offloaded)
 
 
 def clear_op_tracking() -> None:
