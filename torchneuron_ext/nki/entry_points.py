@@ -182,8 +182,11 @@ class ProfileKernel(BenchmarkKernel):
     def _write_artifacts(self) -> None:
         paths = self.artifact_paths()
         if not self.overwrite and os.path.exists(paths["neff"]):
-            raise FileExistsError(f"nki.profile: {paths['neff']} exists and overwrite=False; remove it or pass "
-                                  f"overwrite=True")
+            # overwrite=False keeps what a previous run wrote (the kernel still ran and returned its results).
+            import warnings
+            warnings.warn(f"nki.profile: {paths['neff']} exists and overwrite=False, so the artifacts in "
+                          f"{self.working_directory} were kept; pass overwrite=True to replace them", stacklevel=4)
+            return
         os.makedirs(os.path.join(self.working_directory, "json_reports"), exist_ok=True)
         c, r = self.last_result.costs, self.last_result
         summary = {"format": ARTIFACT_FORMAT, "kernel": self.__name__, "target": c.target.name, "grid": list(r.grid),
