@@ -13,9 +13,10 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 os.environ.setdefault("MAX_JOBS", "2")
 
 
-# Folders compiled as one translation unit: their files share heavy headers (c10d, gloo, pybind11) whose
-# parsing costs ~40 s per file, which is most of the build on two cores.
-UNITY_FOLDERS = ("distributed",)
+# Folders compiled as one translation unit: their files share heavy headers (c10d, gloo, pybind11 in
+# distributed; ATen and the PyTorch integration headers in backend and profiler) whose parsing is most of
+# each file's compile time, which is most of the build on two cores.
+UNITY_FOLDERS = ("distributed", "backend", "profiler")
 
 
 def _unity_source(folder: str, files: list[str]) -> str:
