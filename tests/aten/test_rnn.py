@@ -40,6 +40,17 @@ def loss_of(out):
     return sum(loss_of(o) for o in out)
 
 
+def assert_matches_cpu(cpu, dev, out_c, out_d, inputs=()):
+    """Outputs, then after backward the gradients of `inputs` ((device, cpu) pairs) and of every parameter."""
+    torch.testing.assert_close(outputs_cpu(out_d), outputs_cpu(out_c), **TOL)
+    loss_of(out_c).backward()
+    loss_of(out_d).backward()
+    for d, c in inputs:
+        torch.testing.assert_close(d.grad.cpu(), c.grad, **TOL)
+    for gd, gc in zip(grads(dev), grads(cpu)):
+        torch.testing.assert_close(gd, gc, **TOL)
+
+
 @pytest.mark.parametrize("kind", [nn.LSTM, nn.GRU])
 @pytest.mark.parametrize("layers,bidirectional,batch_first,bias", [
     (1, False, False, True), (2, True, False, True), (3, False, True, False), (2, True, True, True)])
@@ -52,12 +63,7 @@ def test_rnn_matches_cpu(kind, layers, bidirectional, batch_first, bias):
     out_c, out_d = cpu(x), dev(xd)
     fused = "aten::_thnn_fused_lstm_cell" if kind is nn.LSTM else "aten::_thnn_fused_gru_cell"
     assert fused in ops.get_executed_ops()
-    torch.testing.assert_close(outputs_cpu(out_d), outputs_cpu(out_c), **TOL)
-    loss_of(out_c).backward()
-    loss_of(out_d).backward()
-    torch.testing.assert_close(xd.grad.cpu(), x.grad, **TOL)
-    for gd, gc in zip(grads(dev), grads(cpu)):
-        torch.testing.assert_close(gd, gc, **TOL)
+    assert_matches_cpu(cpu, dev, out_c, out_d, [(xd, x)])
 
 
 @pytest.mark.parametrize("kind", [nn.LSTM, nn.GRU])
@@ -73,13 +79,8 @@ def test_initial_state_and_packed_sequences(kind):
     packed_c = pack_padded_sequence(x, lengths)
     packed_d = pack_padded_sequence(x.to("neuron"), lengths)
     out_c, out_d = cpu(packed_c, state_c), dev(packed_d, state_d)
-    torch.testing.assert_close(outputs_cpu(out_d), outputs_cpu(out_c), **TOL)
-    loss_of(out_c).backward()
-    loss_of(out_d).backward()
-    for sd, sc in zip(state_d if kind is nn.LSTM else (state_d,), state_c if kind is nn.LSTM else (state_c,)):
-        torch.testing.assert_close(sd.grad.cpu(), sc.grad, **TOL)
-    for gd, gc in zip(grads(dev), grads(cpu)):
-        torch.testing.assert_close(gd, gc, **TOL)
+    states = zip(state_d if kind is nn.LSTM else (state_d,), state_c if kind is nn.LSTM else (state_c,))
+    assert_matches_cpu(cpu, dev, out_c, out_d, list(states))
 
 
 def test_lstm_projection():
@@ -87,11 +88,7 @@ def test_lstm_projection():
     cpu, dev = pair(nn.LSTM(4, 8, proj_size=3, num_layers=2))
     x = torch.randn(6, 2, 4)
     out_c, out_d = cpu(x), dev(x.to("neuron"))
-    torch.testing.assert_close(outputs_cpu(out_d), outputs_cpu(out_c), **TOL)
-    loss_of(out_c).backward()
-    loss_of(out_d).backward()
-    for gd, gc in zip(grads(dev), grads(cpu)):
-        torch.testing.assert_close(gd, gc, **TOL)
+    assert_matches_cpu(cpu, dev, out_c, out_d)
 
 
 @pytest.mark.parametrize("kind", [nn.LSTMCell, nn.GRUCell])
@@ -109,12 +106,7 @@ def test_cells_match_cpu(kind, bias, with_state):
         out_c, out_d = cpu(x, state_c), dev(xd, state_d)
     else:
         out_c, out_d = cpu(x), dev(xd)
-    torch.testing.assert_close(outputs_cpu(out_d), outputs_cpu(out_c), **TOL)
-    loss_of(out_c).backward()
-    loss_of(out_d).backward()
-    torch.testing.assert_close(xd.grad.cpu(), x.grad, **TOL)
-    for gd, gc in zip(grads(dev), grads(cpu)):
-        torch.testing.assert_close(gd, gc, **TOL)
+    assert_matches_cpu(cpu, dev, out_c, out_d, [(xd, x)])
 
 
 @pytest.mark.parametrize("kind", [nn.LSTMCell, nn.GRUCell])
@@ -158,8 +150,4 @@ def test_compiled_matches_eager(kind):
     x = torch.randn(5, 2, 4) if kind in (nn.LSTM, nn.GRU) else torch.randn(2, 4)
     compiled = torch.compile(dev, backend="aot_eager" if False else "inductor")
     out_c, out_d = cpu(x), compiled(x.to("neuron"))
-    torch.testing.assert_close(outputs_cpu(out_d), outputs_cpu(out_c), **TOL)
-    loss_of(out_c).backward()
-    loss_of(out_d).backward()
-    for gd, gc in zip(grads(dev), grads(cpu)):
-        torch.testing.assert_close(gd, gc, **TOL)
+    assert_matches_cpu(cpu, dev, out_c, out_d)
