@@ -1,25 +1,29 @@
-"""A documented, deliberately simple latency model for ``nki.benchmark`` (see docs/nki.md).
+"""The instruction-level latency model of ``nki.benchmark`` (docs/cost_model.md, "NKI kernels").
 
-Every instruction is charged to the engine that runs it. Engines run concurrently on the device, so
-the estimate is the busiest engine's total (perfect overlap); the serial sum is reported too, as the
-bound with no overlap at all. Figures are NeuronCore-v2-like and are estimates, not measurements:
+Every instruction is charged to the engine that runs it, at that engine's clock from the shared
+hardware table (torchneuron_ext.costmodel.TARGETS, one physical NeuronCore of the launch's target).
+Engines run concurrently on the device, so the estimate is the busiest engine's total (perfect
+overlap); the serial sum is reported too, as the bound with no overlap at all. The per-instruction
+costs are the NKI ISA reference's (Neuron 2.26) for NeuronCore-v2, carried to v3/v4 by clock:
 
-- Vector, Scalar (activation) and GpSimd engines: 64 cycles to issue, then one element per
-  partition per cycle (GpSimd: one per 8 cycles). Partitions run in parallel.
-- Tensor engine: 64 cycles, then one moving column per cycle (bf16/fp8); fp32 operands run at 1/4 rate.
-- DMA: 2 us fixed cost per transfer, then bytes at 200 GB/s (one core's share of HBM bandwidth).
-- Clock: 1.4 GHz.
+- Vector and Scalar: max(MIN_II, N) cycles, N the free elements per partition (partitions run in
+  parallel); GpSimd: GPSIMD_START + N cycles.
+- Tensor engine: max(min(64, stationary free size), moving free size) cycles; fp32 at a quarter rate.
+- DMA: the fixed cross-engine cost per transfer, then bytes at the core's memory bandwidth.
 """
 from __future__ import annotations
 
 from collections import Counter
 from typing import Any
 
-CLOCK_HZ = 1.4e9
-ISSUE_CYCLES = 64
-DMA_FIXED_S = 2e-6
-DMA_BYTES_PER_S = 200e9
+from .. import costmodel
+
 ENGINES = ("tensor", "vector", "scalar", "gpsimd", "dma")
+
+
+def hardware(target: Any) -> costmodel.Target:
+    """The shared constants for an NKI target (trn1, inf2, trn2, trn3), per physical core."""
+    return costmodel.get_target(getattr(target, "name", str(target)), lnc=1)
 
 
 class Costs:
@@ -27,6 +31,10 @@ class Costs:
 
     def __init__(self, target: Any) -> None:
         self.target = target
+        hw = self.hw = hardware(target)
+        self._clock_hz = {"tensor": hw.tensor_clock_hz, "vector": hw.vector_clock_hz,
+                          "scalar": hw.scalar_clock_hz, "gpsimd": hw.gpsimd_clock_hz}
+        self._dma_bytes_per_s = hw.memory_bytes_per_s
         self.busy_s = dict.fromkeys(ENGINES, 0.0)
         self.instructions: Counter = Counter()
         self.bytes_read = 0
@@ -36,19 +44,23 @@ class Costs:
 
     def compute(self, engine: str, name: str, free_elements: int) -> None:
         self.clock += 1
-        per = 8 if engine == "gpsimd" else 1
-        self.busy_s[engine] += (ISSUE_CYCLES + free_elements * per) / CLOCK_HZ
+        if engine == "gpsimd":
+            cycles = self.hw.gpsimd_start_cycles + free_elements
+        else:
+            cycles = max(self.hw.nki_min_ii_cycles, free_elements)
+        self.busy_s[engine] += cycles / self._clock_hz[engine]
         self.instructions[name] += 1
 
     def matmul(self, name: str, k: int, m: int, n: int, fp32: bool) -> None:
         self.clock += 1
-        self.busy_s["tensor"] += (ISSUE_CYCLES + n * (4 if fp32 else 1)) / CLOCK_HZ
+        cycles = max(min(64, m), n) * (self.hw.fp32_slowdown if fp32 else 1)
+        self.busy_s["tensor"] += cycles / self._clock_hz["tensor"]
         self.instructions[name] += 1
         self.flops += 2 * k * m * n
 
     def dma(self, name: str, nbytes: int, to_hbm: bool, from_hbm: bool) -> None:
         self.clock += 1
-        self.busy_s["dma"] += DMA_FIXED_S + nbytes / DMA_BYTES_PER_S
+        self.busy_s["dma"] += self.hw.dma_fixed_s + nbytes / self._dma_bytes_per_s
         self.instructions[name] += 1
         if from_hbm:
             self.bytes_read += nbytes
@@ -66,6 +78,10 @@ class Costs:
     @property
     def serial_latency_s(self) -> float:
         return sum(self.busy_s.values())
+
+    @property
+    def busiest_engine(self) -> str:
+        return max(self.busy_s.items(), key=lambda kv: kv[1])[0]
 
     def merge(self, other: "Costs") -> None:
         for k, v in other.busy_s.items():

@@ -79,7 +79,7 @@ class LatencyStats:
         return self.result.estimated_latency_us
 
     def __repr__(self) -> str:
-        return f"nc_latency(p50={self.get_latency_percentile(50):.2f} us, estimated)"
+        return f"nc_latency(p50={self.get_latency_percentile(50):.2f} us, projected by the cost model)"
 
 
 class BenchmarkResult:
@@ -91,10 +91,11 @@ class BenchmarkResult:
     def summary(self) -> str:
         c = self.launch.costs
         busy = ", ".join(f"{k} {v * 1e6:.1f} us" for k, v in c.busy_s.items() if v)
-        return (f"{self.launch.kernel_name}: estimated {self.launch.estimated_latency_us:.1f} us on "
-                f"{c.target.name} (busiest engine; serial {c.serial_latency_s * 1e6:.1f} us), "
-                f"{c.total_instructions} instructions [{busy}]; simulator wall time "
-                f"{min(self.simulator_wall_times_s) * 1e3:.2f} ms")
+        return (f"{self.launch.kernel_name}: projected {self.launch.estimated_latency_us:.1f} us on "
+                f"{c.target.name} (cost model, docs/cost_model.md: busiest engine {c.busiest_engine}; serial "
+                f"{c.serial_latency_s * 1e6:.1f} us; a launch from eager PyTorch adds "
+                f"{c.hw.launch_s * 1e6:.0f} us), {c.total_instructions} instructions [{busy}]; "
+                f"measured: simulator wall time {min(self.simulator_wall_times_s) * 1e3:.2f} ms on this host")
 
 
 class BenchmarkKernel(Kernel):
