@@ -213,6 +213,8 @@ PYBIND11_MODULE(_C, m) {
       d["bytes_read"] = t.bytes_read;
       d["bytes_written"] = t.bytes_written;
       d["flops"] = t.flops;
+      d["elements"] = t.elements;
+      d["dtype"] = t.dtype < 0 ? std::string() : std::string(c10::toString(static_cast<c10::ScalarType>(t.dtype)));
       out.append(d);
     }
     return out;
@@ -223,14 +225,15 @@ PYBIND11_MODULE(_C, m) {
   // Device work that does not go through an ATen kernel (a compiled graph, a
   // generated kernel, an NKI kernel): counted and traced like one.
   m.def("_record_kernel", [](const std::string& name, const std::string& tier, int device, int64_t start,
-                             int64_t end, int64_t bytes_read, int64_t bytes_written, int64_t flops) {
+                             int64_t end, int64_t bytes_read, int64_t bytes_written, int64_t flops,
+                             int64_t elements, int dtype, int64_t model_ns) {
     ExecutionTier execution_tier;
     if (!tier_from_name(tier, &execution_tier)) throw py::value_error("unknown tier '" + tier + "'");
     OpCounter* c = op_counter(name, execution_tier);
     c->increment();
     const uint32_t mode = neuron_rt::timing_mode();
     if (mode == 0) return;
-    c->add_timing(end - start, end - start, bytes_read, bytes_written, flops);
+    c->add_timing(end - start, end - start, bytes_read, bytes_written, flops, elements, static_cast<int8_t>(dtype));
     if (mode & neuron_rt::kTimingTrace) {
       neuron_rt::TraceRecord r;
       r.kind = neuron_rt::TraceKind::kKernel;
@@ -243,10 +246,15 @@ PYBIND11_MODULE(_C, m) {
       r.bytes_read = bytes_read;
       r.bytes_written = bytes_written;
       r.flops = flops;
+      r.elements = static_cast<uint64_t>(elements);
+      r.dtype = static_cast<int8_t>(dtype);
+      r.model_ns = static_cast<uint64_t>(model_ns);
       r.name = c->name.c_str();
       neuron_rt::record(r);
     }
-  });
+  }, py::arg("name"), py::arg("tier"), py::arg("device"), py::arg("start"), py::arg("end"), py::arg("bytes_read"),
+     py::arg("bytes_written"), py::arg("flops"), py::arg("elements") = 0, py::arg("dtype") = -1,
+     py::arg("model_ns") = 0);
   m.def("_register_custom_op_kernel", &register_custom_op_kernel);
   m.def("_last_memory_timeline", [] {
     py::list out;

@@ -519,7 +519,9 @@ def project_trace(trace: dict[str, Any], target: Optional[Target | str] = None,
         is_copy = e.get("cat") == "gpu_memcpy"
         graph = graphs.get(core)
         inside = graph is not None and ts < graph[0]
-        proj = project(_op_name(name), tier, int(args.get("bytes read", 0)), int(args.get("bytes written", 0)),
+        # Traces without the split (older exports) give the total under "bytes".
+        read = int(args.get("bytes read", args.get("bytes", 0)))
+        proj = project(_op_name(name), tier, read, int(args.get("bytes written", 0)),
                        int(args.get("flops", 0)), int(args.get("elements", 0)), str(args.get("dtype", "")), t,
                        int(args.get("model ns", 0)), group_size, launch=not inside,
                        copy_direction=_copy_direction(name) if is_copy else "")

@@ -212,9 +212,16 @@ void KernelCall::finish_timed(OpCounter* counter) {
   const int64_t host_end = neuron_rt::now_ns();
   if (kernel_end_ == 0) kernel_start_ = kernel_end_ = host_end;
   int64_t read = 0;
-  for (const auto& s : slots_) read += static_cast<int64_t>(s.host.numel() * s.host.element_size());
+  int64_t elements = output_numel_;
+  for (const auto& s : slots_) {
+    const int64_t numel = s.host.numel();
+    read += static_cast<int64_t>(numel * s.host.element_size());
+    elements = std::max(elements, numel);
+  }
   const int64_t flops = estimate_flops();
-  counter->add_timing(host_end - host_start_, kernel_end_ - kernel_start_, read, bytes_written_, flops);
+  const int8_t dtype = noted_.empty() ? int8_t{-1} : static_cast<int8_t>(noted_[0]->scalar_type());
+  counter->add_timing(host_end - host_start_, kernel_end_ - kernel_start_, read, bytes_written_, flops, elements,
+                      dtype);
   if (timing_ & neuron_rt::kTimingTrace) {
     neuron_rt::TraceRecord r;
     r.kind = neuron_rt::TraceKind::kKernel;
@@ -229,6 +236,8 @@ void KernelCall::finish_timed(OpCounter* counter) {
     r.bytes_read = read;
     r.bytes_written = bytes_written_;
     r.flops = flops;
+    r.elements = static_cast<uint64_t>(elements);
+    r.dtype = dtype;
     r.name = counter->name.c_str();
     neuron_rt::record(r);
   }

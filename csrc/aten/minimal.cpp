@@ -23,6 +23,15 @@ namespace {
 
 constexpr auto kNeuron = c10::DeviceType::PrivateUse1;
 
+// These kernels are recorded in op tracking like every other device kernel
+// (TorchNeuron's get_executed_ops() lists aten::empty, resize_, ...): one
+// relaxed atomic add. Views are not: they are metadata and the hottest path.
+#define NEURON_RECORD(op)                                                             \
+  do {                                                                                \
+    static OpCounter* counter_ = op_counter(op, "", ExecutionTier::kNative);          \
+    counter_->increment();                                                            \
+  } while (0)
+
 c10::DeviceIndex target_device(std::optional<c10::Device> device) {
   if (device.has_value() && device->has_index()) return device->index();
   return static_cast<c10::DeviceIndex>(neuron_rt::current_device());
@@ -36,6 +45,7 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarT
               layout.value());
   TORCH_CHECK_NOT_IMPLEMENTED(!c10::isQIntType(c10::dtype_or_default(dtype)),
                               quantized_unsupported_message("aten::empty"));
+  NEURON_RECORD("aten::empty.memory_format");
   CurrentDeviceScope scope(target_device(device));
   return at::detail::empty_generic(size, device_allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                    c10::dtype_or_default(dtype), memory_format);
@@ -49,6 +59,7 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
               layout.value());
   TORCH_CHECK_NOT_IMPLEMENTED(!c10::isQIntType(c10::dtype_or_default(dtype)),
                               quantized_unsupported_message("aten::empty_strided"));
+  NEURON_RECORD("aten::empty_strided");
   CurrentDeviceScope scope(target_device(device));
   return at::detail::empty_strided_generic(size, stride, device_allocator(),
                                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
@@ -68,6 +79,7 @@ at::Tensor reshape_alias(const at::Tensor& self, c10::IntArrayRef size, c10::Int
 
 const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
                           std::optional<c10::MemoryFormat> memory_format) {
+  NEURON_RECORD("aten::resize_");
   CurrentDeviceScope scope(self.device().index());
   auto* impl = self.unsafeGetTensorImpl();
   at::native::resize_impl_cpu_(impl, size, /*stride=*/std::nullopt);
@@ -80,6 +92,7 @@ const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
 
 at::Tensor& set_source_storage_offset(at::Tensor& self, c10::Storage source, int64_t storage_offset,
                                       c10::IntArrayRef size, c10::IntArrayRef stride) {
+  NEURON_RECORD("aten::set_");
   CurrentDeviceScope scope(self.device().index());
   return at::native::set_storage_cpu_(self, std::move(source), storage_offset, size, stride);
 }
@@ -112,7 +125,7 @@ void record_copy(OpCounter* counter, uint32_t mode, int64_t start, const at::Ten
   const int64_t end = neuron_rt::now_ns();
   const int64_t read = static_cast<int64_t>(src.numel() * src.element_size());
   const int64_t written = static_cast<int64_t>(dst.numel() * dst.element_size());
-  counter->add_timing(end - start, end - start, read, written, 0);
+  counter->add_timing(end - start, end - start, read, written, 0, dst.numel(), static_cast<int8_t>(dst.scalar_type()));
   if (mode & neuron_rt::kTimingTrace) {
     neuron_rt::TraceRecord r;
     r.kind = neuron_rt::TraceKind::kMemcpy;
@@ -126,6 +139,8 @@ void record_copy(OpCounter* counter, uint32_t mode, int64_t start, const at::Ten
     r.kernel_end = r.host_end = end;
     r.bytes_read = read;
     r.bytes_written = written;
+    r.elements = static_cast<uint64_t>(dst.numel());
+    r.dtype = static_cast<int8_t>(dst.scalar_type());
     r.name = counter->name.c_str();
     neuron_rt::record(r);
   }
@@ -151,6 +166,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
 
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   TORCH_CHECK(dst.defined(), "dst is undefined");
+  NEURON_RECORD("aten::_copy_from_and_resize");
   if (dst.device().type() == kNeuron) {
     resize_(dst, self.sizes(), std::nullopt);
   } else {
@@ -165,6 +181,7 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 // PrivateUse1 backends here. Dense strided CPU and neuron tensors share one
 // TensorImpl type, so a shallow copy between them is as sound as CPU <-> CUDA.
 bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  NEURON_RECORD("aten::_has_compatible_shallow_copy_type");
   constexpr auto dense = c10::DispatchKeySet(c10::DispatchKey::Dense);
   constexpr auto host_backends =
       c10::DispatchKeySet({c10::BackendComponent::CPUBit, c10::BackendComponent::PrivateUse1Bit});

@@ -42,21 +42,27 @@ struct OpCounter {
   std::atomic<int64_t> bytes_read{0};
   std::atomic<int64_t> bytes_written{0};
   std::atomic<int64_t> flops{0};
+  std::atomic<int64_t> elements{0};
+  std::atomic<int8_t> dtype{-1};  // the last timed call's (c10::ScalarType), for the cost model
   void increment() { calls.fetch_add(1, std::memory_order_relaxed); }
-  void add_timing(int64_t host, int64_t device, int64_t read, int64_t written, int64_t fl) {
+  void add_timing(int64_t host, int64_t device, int64_t read, int64_t written, int64_t fl, int64_t elems = 0,
+                  int8_t dt = -1) {
     calls_timed.fetch_add(1, std::memory_order_relaxed);
     host_ns.fetch_add(host, std::memory_order_relaxed);
     device_ns.fetch_add(device, std::memory_order_relaxed);
     bytes_read.fetch_add(read, std::memory_order_relaxed);
     bytes_written.fetch_add(written, std::memory_order_relaxed);
     flops.fetch_add(fl, std::memory_order_relaxed);
+    if (elems) elements.fetch_add(elems, std::memory_order_relaxed);
+    if (dt >= 0) dtype.store(dt, std::memory_order_relaxed);
   }
 };
 
 struct OpTiming {
   std::string name;
   ExecutionTier tier;
-  int64_t calls, calls_timed, host_ns, device_ns, bytes_read, bytes_written, flops;
+  int64_t calls, calls_timed, host_ns, device_ns, bytes_read, bytes_written, flops, elements;
+  int dtype;
 };
 std::vector<OpTiming> op_timings();
 void reset_op_timings();

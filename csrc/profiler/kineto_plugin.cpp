@@ -22,6 +22,8 @@
 #include <mutex>
 #include <set>
 
+#include <c10/core/ScalarType.h>
+
 #include "../aten/op_tracking.h"
 #include "../runtime/device.h"
 #include "../runtime/tracer.h"
@@ -191,6 +193,10 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
         a.addMetadata("bytes read", r.bytes_read);
         a.addMetadata("bytes written", r.bytes_written);
         if (r.flops) a.addMetadata("flops", r.flops);
+        // What the cost model (torchneuron_ext/costmodel) projects from.
+        if (r.elements) a.addMetadata("elements", r.elements);
+        if (r.dtype >= 0) a.addMetadataQuoted("dtype", c10::toString(static_cast<c10::ScalarType>(r.dtype)));
+        if (r.model_ns) a.addMetadata("model ns", r.model_ns);
         seen_.insert({r.device, lane});
         buffer_->gpuOpCount++;
       }

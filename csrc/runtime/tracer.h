@@ -27,12 +27,15 @@ struct TraceRecord {
   TraceKind kind = TraceKind::kKernel;
   uint8_t tier = 0;
   CopyKind copy = CopyKind::kNone;
+  int8_t dtype = -1;  // c10::ScalarType of the first tensor argument, -1 unknown (for the cost model)
   int16_t device = 0;
   int16_t dst_device = -1;
   int64_t stream = 0;
   uint64_t correlation = 0;
   int64_t host_start = 0, kernel_start = 0, kernel_end = 0, host_end = 0;  // ns, steady clock
   uint64_t bytes_read = 0, bytes_written = 0, flops = 0;
+  uint64_t elements = 0;  // the largest tensor's element count: what Vector/Scalar engines would stream
+  uint64_t model_ns = 0;  // a projection made where the kernel ran (NKI's instruction-level estimate), 0: none
   int64_t allocated = 0, reserved = 0;  // kMemory: HBM in use after the event
   const char* name = "";  // static storage: operator names live as long as the process
   uint64_t thread = 0;

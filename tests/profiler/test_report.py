@@ -51,12 +51,25 @@ verdict              host-bound
   the device waits on the host between kernels: fuse ops (torch.compile, fused ops such as
   torch.rms_norm) or batch more work per op
 
-top ops by device time (of 3)
-  op                                      tier      calls       host     device      bytes
-  ----------------------------------------------------------------------------------------
-  aten::mm                                native        2   660.0 us   600.0 us    8.0 KiB
-  aten::special_bessel_j0                 generic       1    80.0 us    50.0 us    4.0 KiB
-  aten::_copy_from                        native        1     0.0 us    20.0 us   64.0 KiB
+projected on trn2 LNC=2 (cost model, docs/cost_model.md; not a measurement)
+  device busy        41.4 us (2.8% of projected wall)
+  wall               1.51 ms
+  launches           3, 36.0 us of launch overhead
+  verdict            host-bound
+    on the target the device would idle between kernels: the host's dispatch is the cost;
+    fuse ops (torch.compile) so each dispatch carries more work
+
+top ops by device time (of 3; projected: the cost model's)
+  op                                      tier      calls       host     device      bytes  projected  bound
+  ----------------------------------------------------------------------------------------------------------
+  aten::mm                                native        2   660.0 us   600.0 us    8.0 KiB    24.0 us  launch
+  aten::special_bessel_j0                 generic       1    80.0 us    50.0 us    4.0 KiB    12.0 us  launch
+  aten::_copy_from                        native        1     0.0 us    20.0 us   64.0 KiB     5.4 us  memory
+
+top ops by projected time on trn2 LNC=2
+  aten::mm                                    24.0 us  58.0%  launch
+  aten::special_bessel_j0                     12.0 us  29.0%  launch
+  aten::_copy_from                             5.4 us  13.0%  memory
 
 generic-path ops (1 of 4 kernels ran a host kernel without a native one)
   aten::special_bessel_j0                      1 calls

@@ -3,18 +3,37 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import torch
+
 from .. import _C
 
 _timing_mode = _C._timing_mode
 _now_ns = _C._now_ns
 _record = _C._record_kernel
+_Tensor = torch.Tensor
+# c10::ScalarType numbers of the dtypes the cost model distinguishes (others: unknown).
+_SCALAR_TYPE = {torch.uint8: 0, torch.int8: 1, torch.int16: 2, torch.int32: 3, torch.int64: 4, torch.float16: 5,
+                torch.float32: 6, torch.float64: 7, torch.bool: 11, torch.bfloat16: 15}
 
 
 def run_kernel(name: str, kernel: Callable[..., Any], *args: Any) -> Any:
-    """Call a generated kernel; while timing or tracing is on, record it as a device kernel."""
+    """Call a generated kernel; while timing or tracing is on, record it as a device kernel with
+    its tensors' bytes, largest element count and dtype (what the cost model projects from)."""
     if not _timing_mode():
         return kernel(*args)
     start = _now_ns()
     out = kernel(*args)
-    _record(f"compiled::{name}", "compiled", _C._current_device(), start, _now_ns(), 0, 0, 0)
+    end = _now_ns()
+    # Which arguments the kernel writes is Inductor's knowledge, not the call's: every tensor
+    # argument is counted once, as read.
+    nbytes, elements, dtype = 0, 0, -1
+    for a in args:
+        if isinstance(a, _Tensor):
+            n = a.numel()
+            nbytes += n * a.element_size()
+            if n > elements:
+                elements = n
+            if dtype < 0:
+                dtype = _SCALAR_TYPE.get(a.dtype, -1)
+    _record(f"compiled::{name}", "compiled", _C._current_device(), start, end, nbytes, 0, 0, elements, dtype)
     return out

@@ -292,8 +292,9 @@ def launch(kernel: Kernel, grid: tuple, args: tuple, kwargs: dict) -> Any:
         _check_mutable(kernel.func, bound, result)
         if record:
             c = state.costs
+            # The instruction-level estimate travels with the record: the trace's projected lane uses it.
             _C._record_kernel(f"nki::{kernel.__name__}", "nki", conv.device.index or 0, start, _C._now_ns(),
-                              c.bytes_read, c.bytes_written, c.flops)
+                              c.bytes_read, c.bytes_written, c.flops, model_ns=int(c.estimated_latency_s * 1e9))
     return out
 
 

@@ -18,7 +18,7 @@ from typing import Any, Iterable, Optional, Union
 import torch
 from torch._C._profiler import _ExperimentalConfig
 
-from .. import _C
+from .. import _C, costmodel
 
 
 class ProfileMode(enum.Enum):
@@ -163,8 +163,11 @@ class NeuronProfiler:
             trace = json.load(f)
         add_device_counters(trace)
         add_dispatch_flows(trace["traceEvents"])
-        # Trace consumers such as HolisticTraceAnalysis read the rank from here.
-        trace.setdefault("distributedInfo", {"rank": int(os.environ.get("RANK", "0"))})
+        # Trace consumers such as HolisticTraceAnalysis read the rank from here; the cost model
+        # projects collectives over world_size ranks.
+        info = trace.setdefault("distributedInfo", {"rank": int(os.environ.get("RANK", "0"))})
+        info.setdefault("world_size", int(os.environ.get("WORLD_SIZE", "1")))
+        costmodel.add_projected_lanes(trace)
         summary = summarize_trace(trace)
         # The summary travels inside the trace: tools that load every .json in a profile
         # directory as a trace (HTA does) would choke on a separate JSON file.

@@ -3,7 +3,9 @@
 `summarize_trace(path_or_dict)` reduces a Chrome trace written by torch.profiler on neuron
 (`export_chrome_trace` or `NeuronProfiler.export_trace`) to a TraceSummary; `format_report`
 turns that into text. Host time of an op is its dispatch span on the runtime lane (entry to
-exit); device time is its kernel on the hardware lane.
+exit); device time is its kernel on the hardware lane. Beside those measured times stand the cost
+model's projections for a Trainium target (torchneuron_ext.costmodel): per op, and for the whole
+trace replayed on the target (projected device busy, wall and verdict).
 """
 from __future__ import annotations
 
@@ -11,8 +13,9 @@ import dataclasses
 import json
 import os
 from collections import defaultdict
-from typing import Any, Union
+from typing import Any, Optional, Union
 
+from .. import costmodel
 from ._format import format_bytes, format_us
 
 
@@ -24,6 +27,24 @@ class OpRow:
     host_us: float = 0.0
     device_us: float = 0.0
     bytes: int = 0
+    projected_us: float = 0.0  # the cost model's time on the target (not a measurement)
+    bound: str = ""  # what bounds its projection most often: compute, memory or launch
+
+
+@dataclasses.dataclass
+class ProjectedSummary:
+    """The trace replayed on a Trainium target by the cost model."""
+
+    target: str
+    wall_us: float
+    device_busy_us: float
+    launch_us: float
+    launches: int
+    verdict: str
+
+    @property
+    def device_busy_share(self) -> float:
+        return self.device_busy_us / self.wall_us if self.wall_us > 0 else 0.0
 
 
 @dataclasses.dataclass
@@ -37,6 +58,7 @@ class TraceSummary:
     peak_hbm_bytes: dict[int, int]
     kernels: int
     cores: list[int]
+    projected: Optional[ProjectedSummary] = None
 
     @property
     def device_busy_share(self) -> float:
@@ -52,6 +74,8 @@ class TraceSummary:
         d = dataclasses.asdict(self)
         d["device_busy_share"] = self.device_busy_share
         d["verdict"] = self.verdict
+        if self.projected is not None:
+            d["projected"]["device_busy_share"] = self.projected.device_busy_share
         return d
 
 
@@ -83,7 +107,9 @@ def _union_length(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
-def summarize_trace(trace: Union[str, os.PathLike, dict]) -> TraceSummary:
+def summarize_trace(trace: Union[str, os.PathLike, dict],
+                    target: Optional[Union[str, costmodel.Target]] = None) -> TraceSummary:
+    """The trace's summary; `target` (default NEURON_EMU_TARGET, trn2) is the projection's."""
     data = _load(trace)
     events = data.get("traceEvents") if isinstance(data, dict) else None
     if not isinstance(events, list):
@@ -141,13 +167,43 @@ def summarize_trace(trace: Union[str, os.PathLike, dict]) -> TraceSummary:
             elif op:
                 rows.setdefault(op, OpRow(op, str(args.get("tier", "native")))).host_us += dur
     wall = (t_max - t_min) if t_max > t_min else 0.0
+    projected = _project(data, rows, target)
     ops = sorted(rows.values(), key=lambda r: (r.device_us, r.host_us), reverse=True)
     return TraceSummary(
-        wall_us=wall, device_busy_us=_union_length(kernels), host_dispatch_us=host, ops=ops,
+        projected=projected, wall_us=wall, device_busy_us=_union_length(kernels), host_dispatch_us=host, ops=ops,
         generic_ops=dict(sorted(generic.items(), key=lambda kv: -kv[1])),
         transfers={k: (v[0], v[1]) for k, v in sorted(transfers.items())},
         peak_hbm_bytes=dict(sorted(peak.items())), kernels=len(kernels), cores=sorted(cores),
     )
+
+
+def _project(data: dict, rows: dict[str, OpRow], target: Optional[Union[str, costmodel.Target]]
+             ) -> ProjectedSummary:
+    timeline = costmodel.project_trace(data, target)
+    bounds: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for k in timeline.kernels:
+        op = "aten::_copy_from" if k.name.startswith("Memcpy") else costmodel._op_name(k.name)
+        row = rows.get(op)
+        if row is None:
+            continue
+        row.projected_us += k.duration_us
+        bounds[op][k.projection.bound] += k.duration_us
+    for op, by_bound in bounds.items():
+        rows[op].bound = max(by_bound.items(), key=lambda kv: kv[1])[0]
+    return ProjectedSummary(target=timeline.target.label, wall_us=timeline.wall_us,
+                            device_busy_us=timeline.busy_us, launch_us=timeline.launch_us,
+                            launches=sum(1 for k in timeline.kernels if k.projection.launch_s > 0),
+                            verdict=timeline.verdict)
+
+
+_PROJECTED_ADVICE = {
+    "host-bound": ["    on the target the device would idle between kernels: the host's dispatch is the cost;",
+                   "    fuse ops (torch.compile) so each dispatch carries more work"],
+    "launch-bound": ["    on the target most device time would be per-kernel launch overhead, not work:",
+                     "    fewer, larger kernels (torch.compile, fused ops) cut it"],
+    "device-bound": ["    on the target the kernels' own work dominates: look at the top ops by projected time",
+                     "    and their bound (compute: the engine's peak; memory: HBM bandwidth)"],
+}
 
 
 def format_report(summary: TraceSummary, top: int = 15) -> str:
@@ -163,13 +219,32 @@ def format_report(summary: TraceSummary, top: int = 15) -> str:
         lines.append("  torch.rms_norm) or batch more work per op")
     elif s.verdict == "device-bound":
         lines.append("  kernels dominate: look at the top ops by device time")
+    p = s.projected
+    if p is not None:
+        lines.append("")
+        lines.append(f"projected on {p.target} (cost model, docs/cost_model.md; not a measurement)")
+        lines.append(f"  device busy        {format_us(p.device_busy_us)} ({100 * p.device_busy_share:.1f}% of "
+                     "projected wall)")
+        lines.append(f"  wall               {format_us(p.wall_us)}")
+        lines.append(f"  launches           {p.launches}, {format_us(p.launch_us)} of launch overhead")
+        lines.append(f"  verdict            {p.verdict}")
+        lines += _PROJECTED_ADVICE.get(p.verdict, [])
     lines.append("")
-    lines.append(f"top ops by device time (of {len(s.ops)})")
-    header = f"  {'op':<40}{'tier':<9}{'calls':>6}{'host':>11}{'device':>11}{'bytes':>11}"
+    lines.append(f"top ops by device time (of {len(s.ops)}; projected: the cost model's)")
+    header = (f"  {'op':<40}{'tier':<9}{'calls':>6}{'host':>11}{'device':>11}{'bytes':>11}"
+              f"{'projected':>11}  bound")
     lines += [header, "  " + "-" * (len(header) - 2)]
     for r in s.ops[:top]:
         lines.append(f"  {r.name[:39]:<40}{r.tier:<9}{r.calls:>6}{format_us(r.host_us):>11}{format_us(r.device_us):>11}"
-                     f"{format_bytes(r.bytes):>11}")
+                     f"{format_bytes(r.bytes):>11}{format_us(r.projected_us):>11}  {r.bound or '-':<7}".rstrip())
+    if p is not None and any(r.projected_us for r in s.ops):
+        lines.append("")
+        lines.append(f"top ops by projected time on {p.target}")
+        for r in sorted(s.ops, key=lambda r: r.projected_us, reverse=True)[:5]:
+            if r.projected_us <= 0:
+                break
+            share = 100 * r.projected_us / p.device_busy_us if p.device_busy_us else 0.0
+            lines.append(f"  {r.name[:39]:<40}{format_us(r.projected_us):>11}{share:>6.1f}%  {r.bound}")
     lines.append("")
     if s.generic_ops:
         total = sum(s.generic_ops.values())

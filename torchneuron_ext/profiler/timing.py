@@ -1,5 +1,7 @@
 """Built-in per-op timing: host time (dispatch entry to exit) and device time (the kernel's
 execution) per operator, with bytes moved and FLOPs of matmul-like ops, without torch.profiler.
+Beside each measured device time stands the cost model's projection for a Trainium target
+(torchneuron_ext.costmodel; NEURON_EMU_TARGET).
 
 Off by default (then it costs one flag check per op). Turn it on with `enable_timing()`, the
 `timing()` context manager, or TORCHNEURON_EXT_TIMING=1.
@@ -9,9 +11,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Union
 
-from .. import _C
+from .. import _C, costmodel
 from ._format import format_bytes, format_us
 
 
@@ -28,6 +30,13 @@ class OpStat:
     bytes_read: int
     bytes_written: int
     flops: int
+    elements: int = 0  # the largest tensor's elements, summed over timed calls
+    dtype: str = ""  # the last timed call's first tensor dtype (c10 name, e.g. "Float")
+    projected_total_us: float = 0.0  # the cost model's projection on the target (a model, not a measurement)
+
+    @property
+    def projected_mean_us(self) -> float:
+        return self.projected_total_us / self.calls_timed if self.calls_timed else 0.0
 
     @property
     def host_mean_us(self) -> float:
@@ -71,38 +80,57 @@ def reset_timing() -> None:
     _C._reset_op_timings()
 
 
-def op_stats(sort_by: str = "device_total_us") -> list[OpStat]:
-    """Per-op aggregates, largest first by `sort_by` (any OpStat field or property)."""
+def op_stats(sort_by: str = "device_total_us", target: Optional[Union[str, "costmodel.Target"]] = None
+             ) -> list[OpStat]:
+    """Per-op aggregates, largest first by `sort_by` (any OpStat field or property).
+
+    `projected_total_us` is the cost model's time on `target` (default: NEURON_EMU_TARGET, trn2),
+    projected from each op's mean call.
+    """
     stats = [
         OpStat(
             name=d["name"], tier=d["tier"], calls=d["calls"], calls_timed=d["calls_timed"],
             host_total_us=d["host_ns"] / 1e3, device_total_us=d["device_ns"] / 1e3,
             bytes_read=d["bytes_read"], bytes_written=d["bytes_written"], flops=d["flops"],
+            elements=d.get("elements", 0), dtype=d.get("dtype", ""),
         )
         for d in _C._op_timings()
     ]
+    projected = costmodel.project_stats(stats, target)
+    stats = [dataclasses.replace(s, projected_total_us=projected.get((s.name, s.tier), 0.0) * 1e6) for s in stats]
     if stats and not hasattr(stats[0], sort_by):
         raise ValueError(f"cannot sort by {sort_by!r}; use a field of OpStat such as 'host_total_us'")
     return sorted(stats, key=lambda s: (getattr(s, sort_by), s.name), reverse=True)
 
 
-def timing_table(sort_by: str = "device_total_us", limit: Optional[int] = 20) -> str:
-    """The aggregates as a table a person can read."""
-    stats = [s for s in op_stats(sort_by) if s.calls_timed > 0]
+def timing_table(sort_by: str = "device_total_us", limit: Optional[int] = 20,
+                 target: Optional[Union[str, "costmodel.Target"]] = None) -> str:
+    """The aggregates as a table a person can read, with the projected device time on `target`."""
+    t = costmodel.resolve_target(target)
+    stats = [s for s in op_stats(sort_by, t) if s.calls_timed > 0]
     if limit is not None:
         stats = stats[:limit]
+    return format_timing_table(stats, t)
+
+
+def format_timing_table(stats: list[OpStat], target: "costmodel.Target") -> str:
+    """The table of `timing_table` for given rows (tests pin it on rows made by hand)."""
     header = (f"{'Operator':<42}{'Tier':<9}{'Calls':>7}{'Host total':>12}{'Host mean':>11}"
-              f"{'Device total':>14}{'Device mean':>13}{'Bytes':>10}{'GFLOP/s':>9}")
+              f"{'Device total':>14}{'Device mean':>13}{'Projected':>11}{'Proj mean':>11}{'Bytes':>10}{'GFLOP/s':>9}")
     lines = [header, "-" * len(header)]
     for s in stats:
         gflops = f"{s.flops / (s.device_total_us * 1e3):.1f}" if s.flops and s.device_total_us else "-"
         lines.append(
             f"{s.name[:41]:<42}{s.tier:<9}{s.calls_timed:>7}{format_us(s.host_total_us):>12}"
             f"{format_us(s.host_mean_us):>11}{format_us(s.device_total_us):>14}{format_us(s.device_mean_us):>13}"
+            f"{format_us(s.projected_total_us):>11}{format_us(s.projected_mean_us):>11}"
             f"{format_bytes(s.bytes_read + s.bytes_written):>10}{gflops:>9}"
         )
     if not stats:
         lines.append("(no timed operators: run some neuron ops inside torchneuron_ext.profiler.timing())")
+    else:
+        lines.append(f"Host and Device: measured on this machine. Projected: cost model for {target.label} "
+                     "(docs/cost_model.md), not a measurement.")
     return "\n".join(lines)
 
 
