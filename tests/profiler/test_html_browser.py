@@ -89,7 +89,7 @@ def test_timeline_shows_every_event(browser, demo):
     assert info.startswith(f"{n} events"), info
     assert browser.evaluate("tnx.timeline().stats.inView") == n
     groups = browser.evaluate("tnx.timeline().items.filter(it => it.kind === 'group').map(it => it.group + (it.empty ? '-' : ''))")
-    assert groups == ["framework", "runtime", "hardware", "transfer-", "memory"]
+    assert groups == ["framework", "runtime", "hardware", "projected", "transfer-", "memory"]
     # Zoomed to a window, exactly the events overlapping it are in view, and fewer are drawn.
     t0 = build_profile(trace, "x")["t0"]
     kernels = sorted((e for e in x_events(trace) if e.get("cat") == "kernel"), key=lambda e: e["ts"])
@@ -166,6 +166,34 @@ def test_op_table_sorts_and_exports_csv(browser, demo, tmp_path):
         assert (r["tier"], int(r["calls"]), int(r["bytes"])) == (w.tier, w.calls, w.bytes)
         assert abs(float(r["device_us"]) - w.device_us) < 1e-3 and abs(float(r["host_us"]) - w.host_us) < 1e-3
     assert abs(sum(float(r["device_share_pct"]) for r in rows) - 100) < 0.01
+
+
+def test_measured_projected_switches(browser, demo):
+    report, traces = demo
+    s = summarize_trace(traces["naive"])
+    open_report(browser, report, "tab=summary&profile=naive")
+    text = browser.evaluate("document.getElementById('tab-summary').innerText")
+    assert f"Projected on {s.projected.target}" in text and s.projected.verdict in text
+    open_report(browser, report, "tab=timeline&profile=naive")
+    lanes = "tnx.timeline().items.filter(it => it.kind === 'lane').map(it => tnx.timeline().p.lanes[it.lane].group)"
+    switch = ("(() => { const c = document.querySelector('#tab-timeline select.clock'); c.value = '%s';"
+              " c.dispatchEvent(new Event('change')); })()")
+    assert "projected" in browser.evaluate(lanes) and "hardware" in browser.evaluate(lanes)
+    browser.evaluate(switch % "measured")
+    assert "projected" not in browser.evaluate(lanes) and "hardware" in browser.evaluate(lanes)
+    browser.evaluate(switch % "projected")
+    assert "projected" in browser.evaluate(lanes) and "hardware" not in browser.evaluate(lanes)
+    assert browser.errors() == []
+    open_report(browser, report, "tab=ops&profile=naive")
+    browser.evaluate(switch.replace("#tab-timeline", "#tab-ops") % "projected")
+    rows = list(csv.DictReader(io.StringIO(browser.evaluate("tnx.opTableCsv()"))))
+    assert list(rows[0]) == ["op", "tier", "calls", "host_us", "host_mean_us", "projected_us", "projected_mean_us",
+                             "projected_share_pct", "bound", "bytes"]
+    want = {r.name: r for r in s.ops}
+    projected = [float(r["projected_us"]) for r in rows]
+    assert projected == sorted(projected, reverse=True)  # the switch sorts by projected time
+    for r in rows:
+        assert abs(float(r["projected_us"]) - want[r["op"]].projected_us) < 1e-3 and r["bound"] == want[r["op"]].bound
 
 
 def test_memory_and_side_by_side(browser, demo):

@@ -87,12 +87,13 @@ def test_every_complete_event_is_kept_once(real_trace):
 def test_lanes_follow_the_system_timeline(real_trace):
     p = build_profile(real_trace, "real")
     groups = [lane["group"] for lane in p["lanes"]]
-    assert groups == sorted(groups, key=["framework", "runtime", "hardware", "transfer", "memory"].index)
+    assert groups == sorted(groups, key=["framework", "runtime", "hardware", "projected", "transfer", "memory"].index)
     labels = {lane["group"]: [] for lane in p["lanes"]}
     for lane in p["lanes"]:
         labels[lane["group"]].append(lane["label"])
     assert labels["hardware"] == ["NC0 hardware (kernel execution)", "NC1 hardware (kernel execution)"]
     assert "NC0 runtime stream 0" in labels["runtime"] and "NC1 runtime stream 0" in labels["runtime"]
+    assert labels["projected"] == ["NC0 projected (trn2 LNC=2)", "NC1 projected (trn2 LNC=2)"]
     assert any("transfers" in label for label in labels["transfer"])
     assert [c["label"] for c in p["counters"]] == ["NC0 HBM", "NC1 HBM"]
     # Every event sits in the lane of its category.

@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 
 # Lane groups, top to bottom, as Neuron Explorer's system timeline lays them out.
-GROUPS = ("framework", "runtime", "hardware", "transfer", "memory")
+GROUPS = ("framework", "runtime", "hardware", "projected", "transfer", "memory")
 _GROUP_OF_CAT = {
     "privateuse1_runtime": "runtime", "cuda_runtime": "runtime", "cuda_driver": "runtime",
-    "kernel": "hardware", "gpu_user_annotation": "hardware",
+    "kernel": "hardware", "gpu_user_annotation": "hardware", "neuron_projected": "projected",
     "gpu_memcpy": "transfer", "gpu_memset": "transfer",
 }
 TIERS = ("", "native", "generic", "compiled", "nki", "collective")

@@ -53,7 +53,7 @@ def profile_payload(trace: TraceLike, name: Optional[str] = None, index: int = 0
     profile["summary"].pop("ops")
     profile["ops"] = [
         {"name": r.name, "tier": r.tier, "calls": r.calls, "host_us": r.host_us, "device_us": r.device_us,
-         "bytes": r.bytes} for r in summary.ops
+         "bytes": r.bytes, "projected_us": r.projected_us, "bound": r.bound} for r in summary.ops
     ]
     profile["findings"] = [f.to_dict() for f in find(summary)]
     return profile

@@ -266,6 +266,13 @@
       this.jumpButton = el("button", { class: "jump-device", text: "Jump to device work", disabled: true, onclick: () => this.jumpToDevice() });
       const flows = el("input", { type: "checkbox" });
       flows.addEventListener("change", () => { this.showAllFlows = flows.checked; this.requestDraw(); });
+      // Measured device lanes (this host's clock) against the cost model's projected lanes (their own clock).
+      this.clock = "both";
+      const hasProjected = profile.lanes.some((l) => l.group === "projected");
+      const clock = el("select", { class: "clock", "aria-label": "device clock", disabled: !hasProjected },
+        el("option", { value: "both", text: "measured + projected" }), el("option", { value: "measured", text: "measured" }),
+        el("option", { value: "projected", text: "projected (model)" }));
+      clock.addEventListener("change", () => { this.setClock(clock.value); });
       this.toolbar = el("div", { class: "toolbar" },
         this.search,
         el("button", { text: "−", title: "zoom out (s)", onclick: () => this.zoomBy(1.6) }),
@@ -273,6 +280,7 @@
         el("button", { text: "Reset", title: "whole trace (0)", onclick: () => { this.resetView(true); } }),
         this.jumpButton,
         el("label", {}, flows, " all flows"),
+        el("label", { title: "device lanes: measured on this host, projected on the target by the cost model (docs/cost_model.md)" }, "device ", clock),
         this.info);
       this.canvas = el("canvas", { tabindex: "0", "aria-label": "timeline of " + profile.name });
       this.box = el("div", { class: "canvas-box" }, this.canvas);
@@ -289,6 +297,17 @@
       this.resizeObserver.observe(this.box);
     }
 
+    setClock(clock) {
+      this.clock = clock;
+      this.layoutLanes();
+      this.resize();
+    }
+    laneShown(lane) {
+      if (this.clock === "measured") return lane.group !== "projected";
+      if (this.clock === "projected") return lane.group !== "hardware";
+      return true;
+    }
+
     layoutLanes() {
       const p = this.p;
       this.items = [];
@@ -301,11 +320,14 @@
           if (next === undefined) return;
           group = next;
           const empty = next !== g;
+          // Projected lanes are the cost model's, in traces exported with them; no header otherwise.
+          if (next === "projected" && empty) continue;
           this.items.push({ kind: "group", group: next, y, h: GROUP_H, empty });
           y += GROUP_H;
         }
       };
       p.lanes.forEach((lane, li) => {
+        if (!this.laneShown(lane)) return;
         addGroup(lane.group);
         const item = { kind: "lane", lane: li, y, h: lane.rows * ROW_H + LANE_PAD };
         this.items.push(item);
@@ -470,6 +492,7 @@
     // Canvas position (centre) of event i in the current view; used by the tests too.
     eventCenter(i) {
       const p = this.p, item = this.laneItem[p.lane[i]];
+      if (!item) return { x: -1, y: -1 }; // its lane is hidden by the device-clock switch
       const r = p.rowOf(i) - p.lanes[p.lane[i]].firstRow;
       const x0 = Math.max(this.xOf(p.start[i]), LABEL_W), x1 = Math.min(this.xOf(p.end[i]), this.width);
       return { x: (x0 + Math.max(x1, x0 + 1)) / 2, y: item.y + LANE_PAD / 2 + r * ROW_H + ROW_H / 2 };
@@ -814,6 +837,15 @@
     { key: "device_share", label: "Device %", csv: "device_share_pct", fmt: fmtPct, csvScale: 100 },
     { key: "bytes", label: "Bytes", csv: "bytes", fmt: fmtBytes },
   ];
+  // The same table on the cost model's clock: projected device time on the target (docs/cost_model.md).
+  const PROJECTED_COLUMNS = [
+    ...OP_COLUMNS.slice(0, 5),
+    { key: "projected_us", label: "Projected total", csv: "projected_us", fmt: fmtUs },
+    { key: "projected_mean", label: "Projected mean", csv: "projected_mean_us", fmt: fmtUs },
+    { key: "projected_share", label: "Projected %", csv: "projected_share_pct", fmt: fmtPct, csvScale: 100 },
+    { key: "bound", label: "Bound", csv: "bound", text: true },
+    OP_COLUMNS[8],
+  ];
   function csvField(v) {
     const s = String(v);
     return /[",\n\r]/.test(s) ? '"' + s.replace(/"/g, '""') + '"' : s;
@@ -821,25 +853,40 @@
   class OpTable {
     constructor(host, profile) {
       const total = profile.ops.reduce((a, r) => a + r.device_us, 0);
+      const projectedTotal = profile.ops.reduce((a, r) => a + (r.projected_us || 0), 0);
       this.profile = profile;
       this.rows = profile.ops.map((r) => ({
         ...r, host_mean: r.calls ? r.host_us / r.calls : 0, device_mean: r.calls ? r.device_us / r.calls : 0,
-        device_share: total > 0 ? r.device_us / total : 0,
+        device_share: total > 0 ? r.device_us / total : 0, projected_us: r.projected_us || 0, bound: r.bound || "",
+        projected_mean: r.calls ? (r.projected_us || 0) / r.calls : 0,
+        projected_share: projectedTotal > 0 ? (r.projected_us || 0) / projectedTotal : 0,
       }));
+      this.columns = OP_COLUMNS;
+      const target = (profile.summary.projected || {}).target;
+      const clock = el("select", { class: "clock", "aria-label": "device clock", disabled: !target },
+        el("option", { value: "measured", text: "measured device time" }),
+        el("option", { value: "projected", text: "projected on " + (target || "the target") + " (model)" }));
+      clock.addEventListener("change", () => {
+        this.columns = clock.value === "projected" ? PROJECTED_COLUMNS : OP_COLUMNS;
+        const key = clock.value === "projected" ? "projected_us" : "device_us";
+        if (!this.columns.some((c) => c.key === this.sort.key) || /^(device|projected)_us$/.test(this.sort.key)) this.sort = { key, dir: -1 };
+        this.render();
+      });
+      this.clock = clock;
       this.sort = { key: "device_us", dir: -1 };
       this.filter = "";
       this.filterInput = el("input", { type: "search", placeholder: "filter ops", "aria-label": "filter ops" });
       this.filterInput.addEventListener("input", () => { this.filter = this.filterInput.value.trim().toLowerCase(); this.render(); });
       this.count = el("span", { class: "info" });
       this.table = el("table", { class: "grid op-table" });
-      host.append(el("div", { class: "toolbar" }, this.filterInput,
+      host.append(el("div", { class: "toolbar" }, this.filterInput, clock,
         el("button", { class: "export-csv", text: "Export CSV", onclick: () => this.download() }), this.count), this.table);
       this.render();
     }
     visibleRows() {
       const { key, dir } = this.sort;
       const rows = this.rows.filter((r) => !this.filter || r.name.toLowerCase().includes(this.filter) || r.tier.includes(this.filter));
-      const text = OP_COLUMNS.find((c) => c.key === key).text;
+      const text = this.columns.find((c) => c.key === key).text;
       rows.sort((a, b) => {
         const d = text ? String(a[key]).localeCompare(String(b[key])) : a[key] - b[key];
         return d * dir || a.name.localeCompare(b.name);
@@ -848,7 +895,7 @@
     }
     render() {
       const rows = this.visibleRows();
-      const head = el("tr", {}, ...OP_COLUMNS.map((c) => el("th", {
+      const head = el("tr", {}, ...this.columns.map((c) => el("th", {
         class: "sortable" + (c.key === "name" ? " name" : "") + (this.sort.key === c.key ? (this.sort.dir > 0 ? " sorted-asc" : " sorted-desc") : ""),
         "data-key": c.key, text: c.label,
         onclick: () => {
@@ -856,15 +903,15 @@
           this.render();
         },
       })));
-      const body = rows.map((r) => el("tr", {}, ...OP_COLUMNS.map((c) =>
+      const body = rows.map((r) => el("tr", {}, ...this.columns.map((c) =>
         c.key === "tier" ? el("td", {}, tierBadge(r.tier)) : el("td", { class: c.key === "name" ? "name" : "", title: c.key === "name" ? r.name : null, text: c.fmt ? c.fmt(r[c.key]) : r[c.key] }))));
       this.table.replaceChildren(el("thead", {}, head), el("tbody", {}, ...body));
       this.count.textContent = rows.length + " of " + this.rows.length + " ops";
     }
     csv() {
-      const lines = [OP_COLUMNS.map((c) => c.csv).join(",")];
+      const lines = [this.columns.map((c) => c.csv).join(",")];
       for (const r of this.visibleRows()) {
-        lines.push(OP_COLUMNS.map((c) => {
+        lines.push(this.columns.map((c) => {
           const v = r[c.key];
           if (c.text) return csvField(v);
           if (c.key === "calls" || c.key === "bytes") return String(v);
@@ -972,13 +1019,20 @@
         card("kernels", fmtInt(s.kernels) + (s.cores.length ? " on NC" + s.cores.join(", NC") : "")),
         card("generic-path kernels", s.kernels ? fmtInt(generic) + " (" + fmtPct(generic / s.kernels) + ")" : "0"),
         card("peak HBM", peak)),
+      ...(s.projected ? [el("h2", { text: "Projected on " + s.projected.target + " (cost model, not a measurement)" }),
+        el("div", { class: "cards projected" },
+          card("projected wall", fmtUs(s.projected.wall_us)),
+          card("projected device busy", fmtPct(s.projected.device_busy_share), el("div", { class: "bar" }, el("div", { style: "width:" + Math.min(100, 100 * s.projected.device_busy_share).toFixed(1) + "%" }))),
+          card("projected verdict", el("span", { class: "verdict verdict-" + s.projected.verdict.replace(/\s+/g, "-"), text: s.projected.verdict })),
+          card("launches", fmtInt(s.projected.launches) + " (" + fmtUs(s.projected.launch_us) + ")"))] : []),
       el("h2", { text: "Findings" }),
       el("ol", { class: "findings" }, ...p.findings.map((f) => el("li", { "data-key": f.key },
         el("div", { class: "title", text: f.title }), el("div", { text: f.detail }), el("div", { class: "advice", text: f.advice })))),
       el("h2", { text: "Top ops by device time" }));
-    const top = el("table", { class: "grid" }, el("tr", {}, ...["Op", "Tier", "Calls", "Host", "Device"].map((t, k) => el("th", { class: k === 0 ? "name" : "", text: t }))),
+    const top = el("table", { class: "grid" }, el("tr", {}, ...["Op", "Tier", "Calls", "Host", "Device", "Projected", "Bound"].map((t, k) => el("th", { class: k === 0 ? "name" : "", text: t }))),
       ...p.ops.slice(0, 8).map((r) => el("tr", {}, el("td", { class: "name", text: r.name }), el("td", {}, tierBadge(r.tier)),
-        el("td", { text: fmtInt(r.calls) }), el("td", { text: fmtUs(r.host_us) }), el("td", { text: fmtUs(r.device_us) }))));
+        el("td", { text: fmtInt(r.calls) }), el("td", { text: fmtUs(r.host_us) }), el("td", { text: fmtUs(r.device_us) }),
+        el("td", { text: r.projected_us ? fmtUs(r.projected_us) : "-" }), el("td", { text: r.bound || "-" }))));
     host.append(top, el("p", { class: "muted", text: "Trace: " + (p.source || "(in memory)") + " · " + fmtInt(p.n) + " events in " + p.lanes.length + " lanes" }));
   }
   function renderMemory(host, p) {
@@ -1008,6 +1062,10 @@
       ["transfer bytes", (p) => transfers(p)[1], fmtBytes, true],
       ["peak HBM", peak, fmtBytes, true],
       ["verdict", (p) => p.summary.verdict, String, null],
+      ["projected wall (model)", (p) => (p.summary.projected ? p.summary.projected.wall_us : 0), fmtUs, true],
+      ["projected device busy (model)", (p) => (p.summary.projected ? p.summary.projected.device_busy_us : 0), fmtUs, true],
+      ["projected launches (model)", (p) => (p.summary.projected ? p.summary.projected.launches : 0), fmtInt, true],
+      ["projected verdict (model)", (p) => (p.summary.projected ? p.summary.projected.verdict : "-"), String, null],
     ].map(([label, f, fmt, lower]) => ({ label, a: f(a), b: f(b), fmt, lower }));
   }
   function renderCompare(host) {
