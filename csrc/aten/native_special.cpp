@@ -11,7 +11,7 @@
 #include <ATen/ops/_fused_sdp_choice_native.h>
 #include <torch/library.h>
 
-#include "kernel_wrapper.h"
+#include "host_compute.h"
 
 namespace torchneuron {
 namespace {
@@ -235,24 +235,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gru_cell_
   at::Tensor grad_hx = go * z;
   if (!has_bias) return {grad_input_gates, grad_hidden_gates, grad_hx, at::Tensor(), at::Tensor()};
   return {grad_input_gates, grad_hidden_gates, grad_hx, grad_input_gates.sum(0), grad_hidden_gates.sum(0)};
-}
-
-// Runs `fn` on host views of `args` through the kernel wrapper, results back as neuron tensors.
-template <class Result, class Fn, class... Args>
-Result run_on_host(const char* name, OpCounter* counter, Fn fn, const Args&... args) {
-  counter->increment();
-  KernelCall c(name, "");
-  (c.note(args), ...);
-  CurrentDeviceScope scope(c.resolve());
-  Result out;
-  {
-    KernelAllocationScope alloc;
-    KernelSpan span(c);
-    out = fn(c.host(args)...);
-  }
-  Result result = ToDevice<Result>::map(c, std::move(out));
-  c.finish(counter);
-  return result;
 }
 
 using Tensor3 = std::tuple<at::Tensor, at::Tensor, at::Tensor>;

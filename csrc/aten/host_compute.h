@@ -1,0 +1,32 @@
+// Device kernels that are computations of our own (not a redispatch to one
+// CPU kernel): CUDA-only operators, and inputs CUDA accepts where the CPU
+// kernel refuses them, written with ATen ops over the arguments' host views.
+#pragma once
+
+#include <utility>
+
+#include "kernel_wrapper.h"
+
+namespace torchneuron {
+
+// Runs `fn` on host views of `args` through the kernel wrapper (device
+// checks, allocations from the core's HBM, results back as neuron tensors,
+// the count and timing under `name`).
+template <class Result, class Fn, class... Args>
+Result run_on_host(const char* name, OpCounter* counter, Fn fn, const Args&... args) {
+  counter->increment();
+  KernelCall c(name, "");
+  (c.note(args), ...);
+  CurrentDeviceScope scope(c.resolve());
+  Result out;
+  {
+    KernelAllocationScope alloc;
+    KernelSpan span(c);
+    out = fn(c.host(args)...);
+  }
+  Result result = ToDevice<Result>::map(c, std::move(out));
+  c.finish(counter);
+  return result;
+}
+
+}  // namespace torchneuron
