@@ -219,7 +219,8 @@ void KernelCall::finish_timed(OpCounter* counter) {
     elements = std::max(elements, numel);
   }
   const int64_t flops = estimate_flops();
-  const int8_t dtype = noted_.empty() ? int8_t{-1} : static_cast<int8_t>(noted_[0]->scalar_type());
+  // From an owned slot: noted_ may point into a boxed stack the kernel has overwritten.
+  const int8_t dtype = slots_.empty() ? int8_t{-1} : static_cast<int8_t>(slots_[0].host.scalar_type());
   counter->add_timing(host_end - host_start_, kernel_end_ - kernel_start_, read, bytes_written_, flops, elements,
                       dtype);
   if (timing_ & neuron_rt::kTimingTrace) {

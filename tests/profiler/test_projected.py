@@ -161,3 +161,19 @@ def test_exported_trace_has_a_projected_lane(tmp_path):
         assert e["ts"] >= ends.get(key, float("-inf")) - 1e-3
         ends[key] = e["ts"] + e["dur"]
     assert trace["neuron"]["summary"]["projected"]["verdict"] in ("host-bound", "launch-bound", "device-bound")
+
+
+def test_op_stats_project_each_op_from_its_mean_call():
+    from torchneuron_ext.profiler import op_stats, timing
+
+    a = torch.randn(512, 512, device="neuron")
+    with timing():
+        for _ in range(4):
+            torch.mul(a, a)
+    s = next(s for s in op_stats(target="trn2") if s.name == "aten::mul.Tensor")
+    assert (s.dtype, s.elements, s.calls_timed) == ("Float", 4 * 512 * 512, 4)
+    one = costmodel.eager_kernel("aten::mul.Tensor", 2 * 512 * 512 * 4, 512 * 512 * 4, 0, 512 * 512, "Float", "trn2")
+    assert abs(s.projected_total_us - 4 * one.duration_s * 1e6) < 1e-6
+    assert abs(s.projected_mean_us - one.duration_s * 1e6) < 1e-6
+    on_trn1 = next(s for s in op_stats(target="trn1") if s.name == "aten::mul.Tensor")
+    assert on_trn1.projected_total_us > s.projected_total_us  # less HBM bandwidth per core

@@ -117,7 +117,9 @@ def test_cli_profile_then_report(tmp_path):
 def test_demo_runs(tmp_path):
     r = _cli("demo", "--out", str(tmp_path), "--size", "256")
     assert r.returncode == 0, r.stderr
-    assert "== comparison (per call) ==" in r.stdout and "Self NEURON" in r.stdout
+    assert "== comparison per call: measured on this host | projected on trn2 LNC=2" in r.stdout
+    assert "Self NEURON" in r.stdout and "against naive, per call:" in r.stdout
+    assert "Reading the projection: on this host" in r.stdout
     traces = [os.path.join(d, f) for d, _, fs in os.walk(tmp_path) for f in fs if f == "trace.json"]
     assert len(traces) == 3
     assert "torch.compile fuses" in r.stdout

@@ -49,7 +49,8 @@ def test_timing_table_is_readable():
     table = timing_table()
     header = table.splitlines()[0]
     assert header.split() == ["Operator", "Tier", "Calls", "Host", "total", "Host", "mean", "Device", "total",
-                              "Device", "mean", "Bytes", "GFLOP/s"]
+                              "Device", "mean", "Projected", "Proj", "mean", "Bytes", "GFLOP/s"]
+    assert "Projected: cost model for" in table.splitlines()[-1]
     assert "aten::relu" in table
     reset_timing()
     assert "no timed operators" in timing_table()

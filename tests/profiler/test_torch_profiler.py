@@ -96,7 +96,7 @@ def test_neuron_config_and_profiler_export(tmp_path):
     flows = [e for e in trace["traceEvents"] if e.get("cat") == "neuron_dispatch"]
     assert flows and {e["ph"] for e in flows} == {"s", "f"}
     assert trace["neuron"]["summary"]["verdict"] in ("host-bound", "device-bound")
-    assert trace["distributedInfo"] == {"rank": 0}
+    assert trace["distributedInfo"] == {"rank": 0, "world_size": 1}
 
 
 def test_modes_select_lanes(tmp_path):
