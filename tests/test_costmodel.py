@@ -1,12 +1,26 @@
 """The cost model's arithmetic on the cases worked by hand in docs/cost_model.md, target selection
 and its errors, and the direction each target switch moves the figures."""
+import numpy as np
 import pytest
 from expecttest import TestCase
+
+import torchneuron_ext.nki.legacy as nki
+import torchneuron_ext.nki.legacy.isa as nisa
+import torchneuron_ext.nki.legacy.language as nl
 
 from torchneuron_ext import costmodel as cm
 from torchneuron_ext.nki.cost_model import Costs
 
 MiB = 1 << 20
+
+
+def _scale_tiles(a):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    ip, jf = nl.mgrid[0:128, 0:512]
+    for i in nl.affine_range(4):
+        t = nl.load(a[i * 128 + ip, jf])
+        nl.store(out[i * 128 + ip, jf], value=nisa.tensor_scalar(t, op0=np.multiply, operand0=2.0))
+    return out
 
 
 def _mm(n, dtype, es, target):
@@ -52,6 +66,15 @@ class TestWorkedCases(TestCase):
         self.assertEqual(c.busiest_engine, "dma")
         p = cm.nki_kernel(c.estimated_latency_s, c.bytes_read, c.bytes_written, c.flops, "trn2")
         self.assertAlmostEqual(p.duration_s * 1e6, 28.185, places=2)
+
+    def test_nki_tile_loop_through_the_simulator(self):
+        # The same loop as a kernel: the simulator charges exactly the hand-worked instructions.
+        k = nki.benchmark(warmup=1, iters=1, platform_target="trn2")(_scale_tiles)
+        k(np.ones((512, 512), np.float32))
+        c = k.benchmark_result.launch.costs
+        self.assertEqual(dict(c.instructions), {"load": 4, "tensor_scalar": 4, "store": 4})
+        self.assertAlmostEqual(k.benchmark_result.nc_latency.get_latency_percentile(50), 16.185, places=2)
+        self.assertIn("projected 16.2 us on trn2 (cost model", k.benchmark_result.summary())
 
     def test_all_reduce(self):
         p = cm.collective("c10d::allreduce", 64 * MiB, 64 * MiB, 2, "trn2")

@@ -177,3 +177,33 @@ def test_op_stats_project_each_op_from_its_mean_call():
     assert abs(s.projected_mean_us - one.duration_s * 1e6) < 1e-6
     on_trn1 = next(s for s in op_stats(target="trn1") if s.name == "aten::mul.Tensor")
     assert on_trn1.projected_total_us > s.projected_total_us  # less HBM bandwidth per core
+
+
+def test_nki_kernel_projects_its_instruction_estimate(tmp_path):
+    import numpy as np
+
+    import torchneuron_ext.nki.legacy as nki
+    import torchneuron_ext.nki.legacy.isa as nisa
+    import torchneuron_ext.nki.legacy.language as nl
+
+    @nki.jit(platform_target="trn2")
+    def scale_tiles(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        ip, jf = nl.mgrid[0:128, 0:512]
+        for i in nl.affine_range(4):
+            t = nl.load(a[i * 128 + ip, jf])
+            nl.store(out[i * 128 + ip, jf], value=nisa.tensor_scalar(t, op0=np.multiply, operand0=2.0))
+        return out
+
+    x = torch.ones(512, 512, device="neuron")
+    scale_tiles(x)
+    cfg = NeuronConfig(profile_output_dir=str(tmp_path))
+    exporter = NeuronProfiler(cfg)
+    with torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
+                                experimental_config=cfg, on_trace_ready=exporter.export_trace):
+        scale_tiles(x)
+    with open(os.path.join(exporter.last_export_dir, "trace.json")) as f:
+        trace = json.load(f)
+    (k,) = [e for e in trace["traceEvents"] if e.get("cat") == "neuron_projected" and e["name"].startswith("neuron::nki")]
+    # docs/cost_model.md, case 4: 16.19 us of instructions (DMA-bound) plus one 12 us launch.
+    assert abs(k["dur"] - 28.185) < 0.01 and k["args"]["bound"] == "memory"
