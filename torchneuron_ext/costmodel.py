@@ -233,7 +233,10 @@ class Projection:
 
 
 def _pick(launch_s: float, candidates: dict[str, float], flops: int, nbytes: int, elements: int) -> Projection:
-    engine, work = max(candidates.items(), key=lambda kv: kv[1]) if candidates else ("none", 0.0)
+    engine, work = "none", 0.0
+    for name, seconds in candidates.items():
+        if seconds > work:
+            engine, work = name, seconds
     if launch_s >= work:
         bound = "launch"
     else:
@@ -509,6 +512,7 @@ def project_trace(trace: dict[str, Any], target: Optional[Target | str] = None,
         return ts - (removed[i - 1] if i else 0.0)
 
     out: list[ProjectedKernel] = []
+    memo: dict[tuple, Projection] = {}
     lane_end: dict[tuple[int, int], float] = {}
     graphs: dict[int, tuple[float, ProjectedKernel]] = {}  # core -> (measured end, the graph's kernel)
     for e in device:
@@ -520,11 +524,14 @@ def project_trace(trace: dict[str, Any], target: Optional[Target | str] = None,
         graph = graphs.get(core)
         inside = graph is not None and ts < graph[0]
         # Traces without the split (older exports) give the total under "bytes".
-        read = int(args.get("bytes read", args.get("bytes", 0)))
-        proj = project(_op_name(name), tier, read, int(args.get("bytes written", 0)),
-                       int(args.get("flops", 0)), int(args.get("elements", 0)), str(args.get("dtype", "")), t,
-                       int(args.get("model ns", 0)), group_size, launch=not inside,
-                       copy_direction=_copy_direction(name) if is_copy else "")
+        key = (name, tier, args.get("bytes read", args.get("bytes", 0)), args.get("bytes written", 0),
+               args.get("flops", 0), args.get("elements", 0), args.get("dtype", ""), args.get("model ns", 0),
+               inside, is_copy)
+        proj = memo.get(key)
+        if proj is None:  # a loop's kernels repeat: project each distinct one once
+            proj = memo[key] = project(
+                _op_name(name), tier, int(key[2]), int(key[3]), int(key[4]), int(key[5]), str(key[6]), t,
+                int(key[7]), group_size, launch=not inside, copy_direction=_copy_direction(name) if is_copy else "")
         # A graph's kernels were dispatched with it (one launch).
         dispatch = graph[1].dispatch_us if inside else compressed(ts)
         key = (core, stream)
@@ -556,10 +563,14 @@ def projected_lane_events(timeline: ProjectedTimeline) -> list[dict[str, Any]]:
     events: list[dict[str, Any]] = []
     label = timeline.target.label
     lanes: set[int] = set()
+    base: dict[int, dict[str, Any]] = {}  # per distinct projection (project_trace shares them)
     for k in timeline.kernels:
         tid = k.core * 64 + PROJECTED_TID_OFFSET
         lanes.add(k.core)
-        args = k.projection.args(timeline.target)
+        model_args = base.get(id(k.projection))
+        if model_args is None:
+            model_args = base[id(k.projection)] = k.projection.args(timeline.target)
+        args = dict(model_args)
         args.update({"tier": k.tier, "device": k.core, "stream": k.stream,
                      "dispatch ts": round(k.dispatch_us, 3), "measured us": round(k.measured_us, 3)})
         events.append({"ph": "X", "cat": "neuron_projected", "name": k.name, "pid": _NEURON_PID, "tid": tid,
