@@ -128,6 +128,14 @@ def main() -> None:
             ("add_ in place 4x4", tiny(lambda a, b: a.add_(b), (4, 4), (4, 4))),
             ("view+t 4x4", tiny(lambda a: a.view(16).view(4, 4).t(), (4, 4))),
         ]),
+        ("allocation, factories, copies, tiny tensors (each recorded in op tracking)", 2000, [
+            ("empty 4x4", lambda d: lambda: torch.empty(4, 4, device=d)),
+            ("ones 4x4", lambda d: lambda: torch.ones(4, 4, device=d)),
+            ("zeros_like 4x4", tiny(torch.zeros_like, (4, 4))),
+            ("clone 4x4", tiny(torch.clone, (4, 4))),
+            ("copy_ 4x4", tiny(lambda a, b: a.copy_(b), (4, 4), (4, 4))),
+            ("new_empty 4x4", tiny(lambda a: a.new_empty((4, 4)), (4, 4))),
+        ]),
         ("per-op latency, tiny tensors (generic tier: goal <= 3x)", 2000, [
             ("atan2 4x4", tiny(torch.atan2, (4, 4), (4, 4))),
             ("cumsum 4x4", tiny(lambda x: torch.cumsum(x, 0), (4, 4))),
