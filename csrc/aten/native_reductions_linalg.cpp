@@ -99,12 +99,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_NATIVE(m, addmv);
   NEURON_NATIVE(m, addmv_out);
   NEURON_NATIVE(m, addmv_);
-  NEURON_NATIVE(m, _softmax);
   NEURON_NATIVE(m, _softmax_out);
-  NEURON_NATIVE(m, _log_softmax);
   NEURON_NATIVE(m, _log_softmax_out);
-  NEURON_NATIVE(m, _softmax_backward_data);
   NEURON_NATIVE(m, _softmax_backward_data_out);
-  NEURON_NATIVE(m, _log_softmax_backward_data);
   NEURON_NATIVE(m, _log_softmax_backward_data_out);
 }

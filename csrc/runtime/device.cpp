@@ -127,10 +127,11 @@ void check_device_index(int index) {
   const int n = device_count();
   if (n == 0 && !core_config().error.empty()) throw std::invalid_argument(core_config().error);
   if (index < 0 || index >= n) {
-    throw std::out_of_range(
-        "The device index is out of range: neuron:" + std::to_string(index) + " was requested, but " +
-        std::to_string(n) + " NeuronCore" + (n == 1 ? " is" : "s are") + " visible (valid indices 0.." +
-        std::to_string(n - 1) + "). Set NEURON_RT_NUM_CORES or NEURON_RT_VISIBLE_CORES to see more.");
+    // TorchNeuron's message first (scripts match on it), then what to do.
+    throw std::out_of_range("Device index " + std::to_string(index) + " is out of range. Valid range is 0 to " +
+                            std::to_string(n - 1) + " for this process (" + std::to_string(n) + " NeuronCore" +
+                            (n == 1 ? " is" : "s are") +
+                            " visible; set NEURON_RT_NUM_CORES or NEURON_RT_VISIBLE_CORES to see more).");
   }
 }
 

@@ -70,7 +70,7 @@ class TestDeviceErrors(TestCase):
         # torch.AcceleratorError, a RuntimeError, as CUDA raises for an invalid device ordinal
         with self.assertRaises(torch.AcceleratorError) as cm:
             torch.empty(2, device="neuron:5")
-        self.assertExpectedInline(str(cm.exception).splitlines()[0], """The device index is out of range: neuron:5 was requested, but 2 NeuronCores are visible (valid indices 0..1). Set NEURON_RT_NUM_CORES or NEURON_RT_VISIBLE_CORES to see more.""")
+        self.assertExpectedInline(str(cm.exception).splitlines()[0], """Device index 5 is out of range. Valid range is 0 to 1 for this process (2 NeuronCores are visible; set NEURON_RT_NUM_CORES or NEURON_RT_VISIBLE_CORES to see more).""")
         with self.assertRaises(torch.AcceleratorError):
             torch.neuron.set_device(2)
         with self.assertRaises(torch.AcceleratorError):

@@ -123,4 +123,4 @@ class TestDeviceWithoutIndex(TestCase):
         with self.assertRaises(RuntimeError) as cm:
             torch.Stream(device="neuron:7")
         assert isinstance(cm.exception, torch.AcceleratorError)
-        self.assertExpectedInline(str(cm.exception).splitlines()[0], """The device index is out of range: neuron:7 was requested, but 2 NeuronCores are visible (valid indices 0..1). Set NEURON_RT_NUM_CORES or NEURON_RT_VISIBLE_CORES to see more.""")
+        self.assertExpectedInline(str(cm.exception).splitlines()[0], """Device index 7 is out of range. Valid range is 0 to 1 for this process (2 NeuronCores are visible; set NEURON_RT_NUM_CORES or NEURON_RT_VISIBLE_CORES to see more).""")
