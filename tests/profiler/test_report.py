@@ -56,8 +56,8 @@ projected on trn2 LNC=2 (cost model, docs/cost_model.md; not a measurement)
   wall               1.51 ms
   launches           3, 36.0 us of launch overhead
   verdict            host-bound
-    on the target the device would idle between kernels: the host's dispatch is the cost;
-    fuse ops (torch.compile) so each dispatch carries more work
+    on the target the device would idle between kernels: the host's own work per kernel is the
+    cost; give each dispatch more work (bigger batches, fused ops, torch.compile)
 
 top ops by device time (of 3; projected: the cost model's)
   op                                      tier      calls       host     device      bytes  projected  bound

@@ -59,6 +59,7 @@ class TraceSummary:
     kernels: int
     cores: list[int]
     projected: Optional[ProjectedSummary] = None
+    numerics: str = "host"  # TORCHNEURON_EXT_NUMERICS of the profiled run
 
     @property
     def device_busy_share(self) -> float:
@@ -174,6 +175,7 @@ def summarize_trace(trace: Union[str, os.PathLike, dict],
         generic_ops=dict(sorted(generic.items(), key=lambda kv: -kv[1])),
         transfers={k: (v[0], v[1]) for k, v in sorted(transfers.items())},
         peak_hbm_bytes=dict(sorted(peak.items())), kernels=len(kernels), cores=sorted(cores),
+        numerics=str((data.get("neuron") or {}).get("numerics", "host")),
     )
 
 
@@ -197,8 +199,8 @@ def _project(data: dict, rows: dict[str, OpRow], target: Optional[Union[str, cos
 
 
 _PROJECTED_ADVICE = {
-    "host-bound": ["    on the target the device would idle between kernels: the host's dispatch is the cost;",
-                   "    fuse ops (torch.compile) so each dispatch carries more work"],
+    "host-bound": ["    on the target the device would idle between kernels: the host's own work per kernel is the",
+                   "    cost; give each dispatch more work (bigger batches, fused ops, torch.compile)"],
     "launch-bound": ["    on the target most device time would be per-kernel launch overhead, not work:",
                      "    fewer, larger kernels (torch.compile, fused ops) cut it"],
     "device-bound": ["    on the target the kernels' own work dominates: look at the top ops by projected time",
@@ -209,6 +211,9 @@ _PROJECTED_ADVICE = {
 def format_report(summary: TraceSummary, top: int = 15) -> str:
     s = summary
     lines = ["neuron profile report", "=" * 21]
+    if s.numerics != "host":  # the numbers (and precision bugs) are Trainium's, not the host's
+        lines.append(f"numerics             {s.numerics} (TORCHNEURON_EXT_NUMERICS: float64 computed in float32, "
+                     "int64 in int32, fresh memory NaN / 0xA5)")
     lines.append(f"wall time            {format_us(s.wall_us)}")
     lines.append(f"device busy          {format_us(s.device_busy_us)} ({100 * s.device_busy_share:.1f}% of wall)")
     lines.append(f"host dispatch        {format_us(s.host_dispatch_us)}")
