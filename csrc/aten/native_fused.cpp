@@ -1,0 +1,98 @@
+// Operators TorchNeuron runs as one device operation (one NEFF) where
+// PyTorch's kernel for a backend other than CUDA is a decomposition into
+// several ATen ops: here each is one device kernel too, so op tracking and the
+// profiler count what TorchNeuron counts.
+#include <ATen/Functions.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/Operators.h>
+#include <ATen/record_function.h>
+#include <torch/library.h>
+
+#include "host_compute.h"
+
+namespace torchneuron {
+namespace {
+
+// torch.rms_norm: TorchNeuron runs it as one registered operator,
+// _fused_rms_norm (one NEFF), with its own backward _fused_rms_norm_backward.
+// PyTorch gives _fused_rms_norm only a CompositeImplicitAutograd kernel (six
+// ATen ops, differentiated through) and _fused_rms_norm_backward only CUDA's.
+// A PrivateUse1 kernel for the forward makes AutogradPrivateUse1 use the
+// operator's derivative formula (derivatives.yaml), so each direction is one
+// device kernel. The forward is the CPU's own composite on host views (the
+// CPU's numbers); the backward is torch._decomp's formula, which is also the
+// operator's Meta kernel, so eager and compiled graphs agree on dtypes.
+// The host ops inside are the kernel's internals, not operators the program
+// dispatched: hidden from the profiler as a NEFF's instructions are.
+at::ScalarType rms_norm_computation_type(at::ScalarType t) {
+  return (t == at::kHalf || t == at::kBFloat16) ? at::kFloat : t;
+}
+
+std::tuple<at::Tensor, at::Tensor> rms_norm_backward_on_host(const at::Tensor& grad_out, const at::Tensor& input,
+                                                             c10::IntArrayRef normalized_shape, const at::Tensor& rstd,
+                                                             const std::optional<at::Tensor>& weight,
+                                                             std::array<bool, 2> output_mask) {
+  const int64_t axis = input.dim() - static_cast<int64_t>(normalized_shape.size());
+  TORCH_CHECK(axis >= 0 && input.sizes().slice(axis).equals(normalized_shape),
+              "_fused_rms_norm_backward: normalized_shape ", normalized_shape, " does not end the input's shape ",
+              input.sizes());
+  const bool has_weight = weight.has_value() && weight->defined();
+  int64_t n = 1, m = 1;
+  for (int64_t i = 0; i < input.dim(); ++i) (i >= axis ? n : m) *= input.size(i);
+  if (m == 0 || n == 0) {
+    return {output_mask[0] ? at::zeros_like(input) : at::Tensor(),
+            output_mask[1] && has_weight ? input.new_zeros(normalized_shape) : at::Tensor()};
+  }
+  const at::ScalarType ct = rms_norm_computation_type(input.scalar_type());
+  const at::Tensor g = grad_out.to(ct).contiguous();
+  const at::Tensor x = input.to(ct).contiguous();
+  at::Tensor r = rstd;
+  while (r.dim() < x.dim()) r = r.unsqueeze(-1);
+  const at::Tensor grad_x_hat = has_weight ? g * weight->to(ct) : g;
+  const at::Tensor x_hat = x * r;
+  std::vector<int64_t> inner, outer;
+  for (int64_t i = 0; i < x.dim(); ++i) (i >= axis ? inner : outer).push_back(i);
+  at::Tensor d_input, d_weight;
+  if (output_mask[0]) {
+    const at::Tensor sum = (x_hat * grad_x_hat).sum(inner, /*keepdim=*/true);
+    d_input = ((grad_x_hat - (x_hat / static_cast<double>(n)) * sum) * r).to(input.scalar_type());
+  }
+  if (output_mask[1] && has_weight) {
+    at::Tensor full = g * x_hat;
+    d_weight = (outer.empty() ? full : full.sum(outer, /*keepdim=*/false)).to(input.scalar_type());
+  }
+  return {d_input, d_weight};
+}
+
+std::tuple<at::Tensor, at::Tensor> fused_rms_norm(const at::Tensor& input, c10::IntArrayRef normalized_shape,
+                                                  const std::optional<at::Tensor>& weight, std::optional<double> eps) {
+  static OpCounter* counter = op_counter("aten::_fused_rms_norm", "", ExecutionTier::kNative);
+  auto fn = [&](const at::Tensor& x, const std::optional<at::Tensor>& w) {
+    at::DisableRecordFunctionGuard internals;
+    // The CPU's entry for this operator is its composite (libtorch does not export it by name).
+    return at::_ops::_fused_rms_norm::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), x, normalized_shape, w,
+                                                 eps);
+  };
+  return run_on_host<std::tuple<at::Tensor, at::Tensor>>("aten::_fused_rms_norm", counter, fn, input, weight);
+}
+
+std::tuple<at::Tensor, at::Tensor> fused_rms_norm_backward(const at::Tensor& grad_out, const at::Tensor& input,
+                                                           c10::IntArrayRef normalized_shape, const at::Tensor& rstd,
+                                                           const std::optional<at::Tensor>& weight,
+                                                           std::array<bool, 2> output_mask) {
+  static OpCounter* counter = op_counter("aten::_fused_rms_norm_backward", "", ExecutionTier::kNative);
+  auto fn = [&](const at::Tensor& g, const at::Tensor& x, const at::Tensor& r, const std::optional<at::Tensor>& w) {
+    at::DisableRecordFunctionGuard internals;
+    return rms_norm_backward_on_host(g, x, normalized_shape, r, w, output_mask);
+  };
+  return run_on_host<std::tuple<at::Tensor, at::Tensor>>("aten::_fused_rms_norm_backward", counter, fn, grad_out,
+                                                         input, rstd, weight);
+}
+
+}  // namespace
+}  // namespace torchneuron
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_fused_rms_norm", TORCH_FN(torchneuron::fused_rms_norm));
+  m.impl("_fused_rms_norm_backward", TORCH_FN(torchneuron::fused_rms_norm_backward));
+}
