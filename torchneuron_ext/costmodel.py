@@ -401,7 +401,10 @@ def project(name: str, tier: str, bytes_read: int = 0, bytes_written: int = 0, f
 # A projected timeline from a Chrome trace.
 # ---------------------------------------------------------------------------------------------
 
-PROJECTED_TID_OFFSET = 62  # lane = core * 64 + 62 beside kineto_plugin.cpp's lanes (0: hardware, 63: transfers)
+# Projected lanes live past kineto_plugin.cpp's 64 lanes per core (hardware, runtime streams,
+# collectives, transfers): tid = PROJECTED_TID_BASE + 2 * core (+1: the core's collectives, which
+# run on their own queues beside compute).
+PROJECTED_TID_BASE = 1 << 16
 _NEURON_PID = 0x4E43
 
 
@@ -534,7 +537,7 @@ def project_trace(trace: dict[str, Any], target: Optional[Target | str] = None,
                 int(key[7]), group_size, launch=not inside, copy_direction=_copy_direction(name) if is_copy else "")
         # A graph's kernels were dispatched with it (one launch).
         dispatch = graph[1].dispatch_us if inside else compressed(ts)
-        key = (core, stream)
+        key = (core, -1 if tier == "collective" else stream)
         if inside:
             # One launch, then the graph's kernels back to back on the device: the graph grows by each.
             parent = graph[1]
@@ -565,8 +568,9 @@ def projected_lane_events(timeline: ProjectedTimeline) -> list[dict[str, Any]]:
     lanes: set[int] = set()
     base: dict[int, dict[str, Any]] = {}  # per distinct projection (project_trace shares them)
     for k in timeline.kernels:
-        tid = k.core * 64 + PROJECTED_TID_OFFSET
-        lanes.add(k.core)
+        collective = k.tier == "collective"
+        tid = PROJECTED_TID_BASE + 2 * k.core + collective
+        lanes.add((k.core, collective))
         model_args = base.get(id(k.projection))
         if model_args is None:
             model_args = base[id(k.projection)] = k.projection.args(timeline.target)
@@ -575,10 +579,11 @@ def projected_lane_events(timeline: ProjectedTimeline) -> list[dict[str, Any]]:
                      "dispatch ts": round(k.dispatch_us, 3), "measured us": round(k.measured_us, 3)})
         events.append({"ph": "X", "cat": "neuron_projected", "name": k.name, "pid": _NEURON_PID, "tid": tid,
                        "ts": round(k.start_us, 3), "dur": round(k.duration_us, 3), "args": args})
-    for core in sorted(lanes):
-        tid = core * 64 + PROJECTED_TID_OFFSET
+    for core, collective in sorted(lanes):
+        tid = PROJECTED_TID_BASE + 2 * core + collective
+        what = "projected collectives" if collective else "projected"
         events.append({"ph": "M", "name": "thread_name", "pid": _NEURON_PID, "tid": tid,
-                       "args": {"name": f"NC{core} projected ({label})"}})
+                       "args": {"name": f"NC{core} {what} ({label})"}})
         events.append({"ph": "M", "name": "thread_sort_index", "pid": _NEURON_PID, "tid": tid,
                        "args": {"sort_index": tid}})
     return events

@@ -107,7 +107,23 @@ class TestProjectedTimeline(TestCase):
         args = lane[0]["args"]
         self.assertEqual((args["engine"], args["bound"], args["bytes"], args["target"]),
                          ("dma", "memory", 48 * MiB, "trn2 LNC=2"))
-        self.assertEqual(lane[0]["tid"], 62)
+        self.assertEqual(lane[0]["tid"], costmodel.PROJECTED_TID_BASE)  # no measured lane has it
+
+    def test_collectives_run_beside_compute(self):
+        big = ("mul.Tensor", "native", 1000.0, 32 * MiB, 16 * MiB)
+        trace = _trace([big, big], 10.0)
+        trace["distributedInfo"] = {"rank": 0, "world_size": 2}
+        trace["traceEvents"].append({"ph": "X", "cat": "kernel", "name": "neuron::c10d::allreduce", "ts": 1003.0,
+                                     "dur": 900.0, "pid": PID, "tid": 62,
+                                     "args": {"tier": "collective", "device": 0, "stream": 0,
+                                              "bytes read": 64 * MiB, "bytes written": 64 * MiB}})
+        tl = costmodel.add_projected_lanes(trace, "trn2")
+        ar = next(k for k in tl.kernels if k.tier == "collective")
+        first = tl.kernels[0]
+        self.assertAlmostEqual(ar.duration_us, 212.715, places=2)  # docs/cost_model.md, case 5
+        self.assertLess(ar.start_us, first.start_us + first.duration_us)  # overlaps the multiply
+        names = {e["tid"]: e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "thread_name"}
+        self.assertEqual(names[costmodel.PROJECTED_TID_BASE + 1], "NC0 projected collectives (trn2 LNC=2)")
 
 
 class TestTables(TestCase):
