@@ -301,6 +301,17 @@
       this.clock = clock;
       this.layoutLanes();
       this.resize();
+      // The projected clock runs faster than the host's: show the whole projected span.
+      if (clock !== "projected") { this.resetView(true); return; }
+      const p = this.p;
+      let t0 = Infinity, t1 = -Infinity;
+      p.lanes.forEach((lane) => {
+        if (lane.group !== "projected") return;
+        for (let row = lane.firstRow; row < lane.firstRow + lane.rows; row++) {
+          for (let i = p.rowStart[row]; i < p.rowStart[row + 1]; i++) { t0 = Math.min(t0, p.start[i]); t1 = Math.max(t1, p.end[i]); }
+        }
+      });
+      if (t1 > t0) { const m = (t1 - t0) * 0.02; this.setView(t0 - m, t1 + m, true); }
     }
     laneShown(lane) {
       if (this.clock === "measured") return lane.group !== "projected";
@@ -1012,6 +1023,8 @@
     const generic = Object.values(s.generic_ops || {}).reduce((a, b) => a + b, 0);
     host.append(
       el("div", { class: "cards" },
+        // Named only when not the host's: the numbers, and any precision bug, are then Trainium's.
+        ...(s.numerics && s.numerics !== "host" ? [card("numerics", s.numerics + " (64-bit work in 32 bits)")] : []),
         card("wall time", fmtUs(s.wall_us)),
         card("device busy", fmtPct(share), el("div", { class: "bar" }, el("div", { style: "width:" + Math.min(100, 100 * share).toFixed(1) + "%" }))),
         card("verdict", el("span", { class: "verdict verdict-" + s.verdict.replace(/\s+/g, "-"), text: s.verdict })),
