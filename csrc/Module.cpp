@@ -12,6 +12,7 @@
 #include "aten/custom_op_kernel.h"
 #include "aten/host_view.h"
 #include "aten/host_kernel_routing.h"
+#include "aten/numerics.h"
 #include "aten/op_tracking.h"
 #include "distributed/bindings.h"
 #include "profiler/kineto_plugin.h"
@@ -263,5 +264,12 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_set_warn_on_generic", &set_warn_on_generic);
   m.def("_warn_on_generic", &warn_on_generic);
+  m.def("_numerics_mode", [] {
+    try {
+      return std::string(numerics::mode_name());
+    } catch (const c10::ValueError& e) {
+      throw py::value_error(e.what_without_backtrace());
+    }
+  });
   distributed::init_bindings(m);
 }

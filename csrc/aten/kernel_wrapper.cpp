@@ -3,6 +3,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/StorageImpl.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "../runtime/device.h"
@@ -39,6 +40,9 @@ bool needs_device_rng(const char* name, const char* overload) {
 
 void KernelCall::note_tensor(const at::Tensor& t, bool written) {
   if (!t.defined()) return;
+  if (C10_UNLIKELY(written && numerics::trainium()) && numerics::narrowable(t.scalar_type())) {
+    written_.push_back(t.unsafeGetTensorImpl());
+  }
   ++tensors_noted_;
   if (C10_UNLIKELY(timing_ != 0)) noted_.push_back(&t);
   const c10::Device d = t.device();
@@ -98,27 +102,44 @@ at::Tensor KernelCall::remember(const at::Tensor& t, at::Tensor* mut) {
   // tensor passed twice is one host view (TensorIterator's in-place and
   // overlap checks compare TensorImpls and storages), and views of one device
   // storage share one host storage. Long tensor lists (foreach) skip the scan.
-  at::Tensor host;
+  at::Tensor host, wide;
   if (slots_.size() <= kAliasScanLimit) {
     const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
     const c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
     for (const auto& s : slots_) {
       if (s.device.unsafeGetTensorImpl() == impl) {
         host = s.host;
+        wide = s.wide;
         break;
       }
       if (!host.defined() && s.device.storage().unsafeGetStorageImpl() == storage) {
-        host = host_view(t, s.host.storage());
+        host = host_view(t, (s.wide.defined() ? s.wide : s.host).storage());
       }
     }
   }
   if (!host.defined()) host = host_view(t);
-  slots_.push_back(Slot{t, mut, std::move(host)});
+  if (C10_UNLIKELY(numerics::trainium()) && !wide.defined() && numerics::narrowable(t.scalar_type()) &&
+      numerics::narrows(name_)) {
+    // The kernel sees what a NeuronCore computes on; the 64-bit view is kept
+    // for writing results back (sync_narrowed).
+    (t.scalar_type() == at::kDouble ? narrowed_double_ : narrowed_long_) = true;
+    wide = std::move(host);
+    host = numerics::narrow(wide);
+  }
+  slots_.push_back(Slot{t, mut, std::move(host), std::move(wide)});
   return slots_.back().host;
 }
 
 void KernelCall::sync_arguments() {
+  // Every argument is converted by now, so the warning names all the call narrowed.
+  if (C10_UNLIKELY(narrowed_double_ || narrowed_long_)) {
+    numerics::warn_narrowed(name_, overload_, narrowed_double_, narrowed_long_);
+  }
   for (auto& s : slots_) {
+    if (C10_UNLIKELY(s.wide.defined())) {
+      sync_narrowed(s);
+      continue;
+    }
     const at::Tensor& h = s.host;
     const at::Tensor& d = s.device;
     const c10::StorageImpl* hs = h.storage().unsafeGetStorageImpl();
@@ -128,6 +149,39 @@ void KernelCall::sync_arguments() {
       sync_back(d, h);
     }
   }
+}
+
+// Only arguments the kernel may write go back: the others' 64-bit elements
+// stay as they were (narrowing is what the kernel reads, not a store).
+void KernelCall::sync_narrowed(Slot& s) {
+  const c10::TensorImpl* impl = s.device.unsafeGetTensorImpl();
+  const bool written =
+      s.mutable_device != nullptr || std::find(written_.begin(), written_.end(), impl) != written_.end();
+  if (!written) return;
+  if (s.host.sizes() != s.wide.sizes()) {  // an out= the kernel resized
+    at::Tensor d = s.device;
+    d.resize_(s.host.sizes());
+    s.wide = host_view(d);
+  }
+  numerics::write_back(s.host, s.wide);
+}
+
+// A result of a call that narrowed its inputs: back to 64 bits as the host
+// kernel would have returned it, in a buffer of its own (a view of a
+// narrowed copy aliases nothing on the device).
+at::Tensor KernelCall::narrowed_result(const at::Tensor& r) {
+  numerics::warn_narrowed(name_, overload_, narrowed_double_, narrowed_long_);
+  at::Tensor w = numerics::widen_result(r, narrowed_double_, narrowed_long_);
+  if (w.unsafeGetTensorImpl() == r.unsafeGetTensorImpl()) {
+    const c10::StorageImpl* storage = r.storage().unsafeGetStorageImpl();
+    for (const auto& s : slots_) {
+      if (s.host.storage().unsafeGetStorageImpl() != storage) continue;
+      if (!s.wide.defined()) return device_view_like(r, s.device.storage(), s.device);
+      w = r.clone();
+      break;
+    }
+  }
+  return adopt_host_tensor(w, device_);
 }
 
 at::Tensor KernelCall::to_device(const at::Tensor& r) {
@@ -142,6 +196,7 @@ at::Tensor KernelCall::to_device(const at::Tensor& r) {
   const c10::StorageImpl* storage = r.storage().unsafeGetStorageImpl();
   for (const auto& s : slots_)
     if (s.host.unsafeGetTensorImpl() == impl) return s.device;
+  if (C10_UNLIKELY(narrowed_double_ || narrowed_long_)) return narrowed_result(r);
   for (const auto& s : slots_)
     if (s.host.storage().unsafeGetStorageImpl() == storage) return device_view_like(r, s.device.storage(), s.device);
   return adopt_host_tensor(r, device_);

@@ -25,6 +25,7 @@
 #include "../runtime/tracer.h"
 #include "../backend/generator.h"
 #include "host_view.h"
+#include "numerics.h"
 #include "op_tracking.h"
 
 namespace torchneuron {
@@ -143,6 +144,7 @@ class KernelCall {
     at::Tensor device;  // the caller's tensor (owned: the boxed path overwrites its stack slot)
     at::Tensor* mutable_device;  // the same, when passed as Tensor& (returned by reference)
     at::Tensor host;
+    at::Tensor wide;  // TORCHNEURON_EXT_NUMERICS=trainium: the 64-bit host view `host` narrows
   };
 
   static bool is_neuron(const at::Tensor& t) {
@@ -160,6 +162,8 @@ class KernelCall {
   [[noreturn]] void mismatch(c10::Device a, c10::Device b) const;
   [[noreturn]] void wrong_out_device() const;
   void finish_timed(OpCounter* counter);
+  void sync_narrowed(Slot& s);
+  at::Tensor narrowed_result(const at::Tensor& r);
   int64_t estimate_flops() const;
   [[noreturn]] void wrong_generator() const;
 
@@ -174,6 +178,9 @@ class KernelCall {
   bool cpu_tensor_seen_ = false;
   bool cpu_output_seen_ = false;
   bool has_generator_ = false;
+  bool narrowed_double_ = false, narrowed_long_ = false;
+  // 64-bit arguments the kernel may write, kept only in trainium numerics.
+  c10::SmallVector<const c10::TensorImpl*, 1> written_;
   // Reserved in resolve() for every tensor noted, so the addresses of host
   // views (returned by reference for in-place ops) never move.
   c10::SmallVector<Slot, 4> slots_;

@@ -16,6 +16,7 @@
 #include "../runtime/stream.h"
 #include "../runtime/tracer.h"
 #include "host_view.h"
+#include "numerics.h"
 #include "op_tracking.h"
 
 namespace torchneuron {
@@ -47,8 +48,10 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarT
                               quantized_unsupported_message("aten::empty"));
   NEURON_RECORD("aten::empty.memory_format");
   CurrentDeviceScope scope(target_device(device));
-  return at::detail::empty_generic(size, device_allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                   c10::dtype_or_default(dtype), memory_format);
+  at::Tensor t = at::detail::empty_generic(size, device_allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                           c10::dtype_or_default(dtype), memory_format);
+  if (C10_UNLIKELY(numerics::trainium())) numerics::fill_uninitialized(t);
+  return t;
 }
 
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
@@ -61,9 +64,11 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
                               quantized_unsupported_message("aten::empty_strided"));
   NEURON_RECORD("aten::empty_strided");
   CurrentDeviceScope scope(target_device(device));
-  return at::detail::empty_strided_generic(size, stride, device_allocator(),
-                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                           c10::dtype_or_default(dtype));
+  at::Tensor t = at::detail::empty_strided_generic(size, stride, device_allocator(),
+                                                   c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                                   c10::dtype_or_default(dtype));
+  if (C10_UNLIKELY(numerics::trainium())) numerics::fill_uninitialized(t);
+  return t;
 }
 
 at::Tensor as_strided(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride,

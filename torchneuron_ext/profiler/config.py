@@ -18,7 +18,7 @@ from typing import Any, Iterable, Optional, Union
 import torch
 from torch._C._profiler import _ExperimentalConfig
 
-from .. import _C, costmodel
+from .. import _C, costmodel, numerics
 
 
 class ProfileMode(enum.Enum):
@@ -168,10 +168,13 @@ class NeuronProfiler:
         info = trace.setdefault("distributedInfo", {"rank": int(os.environ.get("RANK", "0"))})
         info.setdefault("world_size", int(os.environ.get("WORLD_SIZE", "1")))
         costmodel.add_projected_lanes(trace)
+        # Read by summarize_trace: a report of a run in trainium numerics says so in its header.
+        trace["neuron"] = {"numerics": numerics.mode()}
         summary = summarize_trace(trace)
         # The summary travels inside the trace: tools that load every .json in a profile
         # directory as a trace (HTA does) would choke on a separate JSON file.
         trace["neuron"] = {
+            "numerics": summary.numerics,
             "config": {
                 "modes": [m.value for m in self.config.modes],
                 "capture_enabled_for_nc": self.config.capture_enabled_for_nc,
