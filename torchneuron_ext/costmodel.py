@@ -517,7 +517,8 @@ def project_trace(trace: dict[str, Any], target: Optional[Target | str] = None,
     out: list[ProjectedKernel] = []
     memo: dict[tuple, Projection] = {}
     lane_end: dict[tuple[int, int], float] = {}
-    graphs: dict[int, tuple[float, ProjectedKernel]] = {}  # core -> (measured end, the graph's kernel)
+    # core -> [measured end, the graph's kernel, its own projected duration, its children's so far]
+    graphs: dict[int, list] = {}
     for e in device:
         args = e.get("args", {})
         ts, dur = float(e.get("ts", 0)), float(e.get("dur", 0))
@@ -539,10 +540,12 @@ def project_trace(trace: dict[str, Any], target: Optional[Target | str] = None,
         dispatch = graph[1].dispatch_us if inside else compressed(ts)
         key = (core, -1 if tier == "collective" else stream)
         if inside:
-            # One launch, then the graph's kernels back to back on the device: the graph grows by each.
+            # One launch, then the graph's kernels back to back on the device. A graph recorded with
+            # its kernels' bytes already projects them: it lasts the longer of that and its children.
             parent = graph[1]
-            start = parent.start_us + parent.duration_us
-            parent.duration_us += proj.duration_s * 1e6
+            start = parent.start_us + parent.projection.launch_s * 1e6 + graph[3]
+            graph[3] += proj.duration_s * 1e6
+            parent.duration_us = max(graph[2], parent.projection.launch_s * 1e6 + graph[3])
         else:
             start = max(dispatch, lane_end.get(key, origin))
         k = ProjectedKernel(name, tier, core, stream, dispatch, start, proj.duration_s * 1e6, dur, proj)
@@ -552,7 +555,7 @@ def project_trace(trace: dict[str, Any], target: Optional[Target | str] = None,
             continue
         lane_end[key] = start + k.duration_us
         if tier == "compiled" and name.split("::")[-1].startswith("graph_"):
-            graphs[core] = (ts + dur, k)
+            graphs[core] = [ts + dur, k, k.duration_us, 0.0]
         # A collective runs beside the host (async_op); every other activity held the host here.
         if tier != "collective" and (not ends or ts + dur >= ends[-1]):
             total_removed += dur

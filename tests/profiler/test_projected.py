@@ -223,3 +223,15 @@ def test_nki_kernel_projects_its_instruction_estimate(tmp_path):
     (k,) = [e for e in trace["traceEvents"] if e.get("cat") == "neuron_projected" and e["name"].startswith("neuron::nki")]
     # docs/cost_model.md, case 4: 16.19 us of instructions (DMA-bound) plus one 12 us launch.
     assert abs(k["dur"] - 28.185) < 0.01 and k["args"]["bound"] == "memory"
+
+
+def test_graph_recorded_with_its_kernels_bytes_is_not_counted_twice():
+    # A graph record that already carries its kernels' bytes (32 MiB) and a child kernel with the same.
+    ev = [{"ph": "X", "cat": "kernel", "name": "neuron::compiled::graph_0", "ts": 1000.0, "dur": 500.0, "pid": PID,
+           "tid": 0, "args": {"tier": "compiled", "device": 0, "stream": 0, "bytes read": 32 * MiB}},
+          {"ph": "X", "cat": "kernel", "name": "neuron::compiled::cpp_fused_0", "ts": 1010.0, "dur": 400.0,
+           "pid": PID, "tid": 0, "args": {"tier": "compiled", "device": 0, "stream": 0, "bytes read": 32 * MiB}}]
+    graph, child = costmodel.project_trace({"traceEvents": ev}, "trn2").kernels
+    work = 32 * MiB / 725e9 * 1e6
+    assert abs(graph.duration_us - (12.0 + work)) < 1e-6
+    assert abs(child.start_us - (graph.start_us + 12.0)) < 1e-6 and abs(child.duration_us - work) < 1e-6
