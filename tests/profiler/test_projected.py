@@ -235,3 +235,23 @@ def test_graph_recorded_with_its_kernels_bytes_is_not_counted_twice():
     work = 32 * MiB / 725e9 * 1e6
     assert abs(graph.duration_us - (12.0 + work)) < 1e-6
     assert abs(child.start_us - (graph.start_us + 12.0)) < 1e-6 and abs(child.duration_us - work) < 1e-6
+
+
+def test_cli_report_follows_the_target(tmp_path):
+    import subprocess
+    import sys
+
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(_trace([("mul.Tensor", "native", 1000.0, 32 * MiB, 16 * MiB)] * 3, 10.0)))
+
+    def report(target):
+        env = dict(os.environ, NEURON_EMU_TARGET=target)
+        return subprocess.run([sys.executable, "-m", "torchneuron_ext.cli", "report", str(path)], env=env,
+                              capture_output=True, text=True, timeout=300)
+
+    r = report("trn3:lnc=1")
+    assert r.returncode == 0, r.stderr
+    assert "projected on trn3 LNC=1 (cost model" in r.stdout and "top ops by projected time on trn3 LNC=1" in r.stdout
+    bad = report("trn7")
+    assert bad.returncode != 0
+    assert "NEURON_EMU_TARGET='trn7': unknown Trainium target 'trn7': use one of trn1, trn2, trn3" in bad.stderr
