@@ -71,3 +71,19 @@ class TestFindings(TestCase):
   The trace has no neuron kernels or transfers.
   next: Profile with activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1] and run work on device="neuron" inside the profiler.
 """)
+
+
+class TestProjectedFinding(TestCase):
+    def test_projected_verdict_comes_second(self):
+        from torchneuron_ext.profiler.report import ProjectedSummary
+
+        s = _summary(kernels=12, device_busy_us=9_500.0,
+                     ops=[OpRow("aten::mul.Tensor", "native", 12, 9_600.0, 9_500.0, 12 * 48 << 20, 977.1, "memory")],
+                     projected=ProjectedSummary("trn2 LNC=2", 1_100.0, 977.1, 144.0, 12, "device-bound"))
+        found = find(s)
+        self.assertEqual([f.key for f in found][:2], ["device_bound", "projected_device_bound"])
+        self.assertExpectedInline(_text(found[1:2]), """\
+[projected_device_bound] Projected on trn2 LNC=2: device-bound (a model)
+  The cost model (docs/cost_model.md) replays the trace on trn2 LNC=2: device busy 977.1 us of a projected 1.10 ms wall (89%), 12 launches costing 144.0 us. The largest is aten::mul.Tensor: 977.1 us projected, memory-bound (measured here: 9.50 ms).
+  next: The kernels' own work would dominate: speed up the top ops by projected time (memory-bound: fewer passes over HBM; compute-bound: bf16 on the Tensor Engine).
+""")

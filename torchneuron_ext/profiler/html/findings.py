@@ -117,4 +117,33 @@ def find(summary: TraceSummary, limit: int = 5) -> list[Finding]:
                 "rivals the work.", "Try torch.compile(model, backend=\"neuron\") to fuse them, or larger "
                 "batches.", spent))
     out.sort(key=lambda f: -f.at_stake_us)
+    projected = _projected(s)
+    if projected is not None:  # second, whatever its size: it is on another clock
+        out.insert(1, projected)
     return out[:limit]
+
+
+_PROJECTED_ADVICE = {
+    "host-bound": "The device would wait for the host: give each dispatch more work (larger batches, fused ops, "
+                  "torch.compile) before tuning kernels.",
+    "launch-bound": "Launch overhead would dominate the device: fewer, larger kernels (torch.compile, fused ops "
+                    "such as torch.rms_norm).",
+    "device-bound": "The kernels' own work would dominate: speed up the top ops by projected time (memory-bound: "
+                    "fewer passes over HBM; compute-bound: bf16 on the Tensor Engine).",
+}
+
+
+def _projected(s: TraceSummary) -> "Finding | None":
+    """The cost model's reading: where the time would go on the Trainium target."""
+    p = s.projected
+    if p is None or p.verdict not in _PROJECTED_ADVICE:
+        return None
+    top = max(s.ops, key=lambda r: r.projected_us, default=None)
+    detail = (f"The cost model (docs/cost_model.md) replays the trace on {p.target}: device busy "
+              f"{format_us(p.device_busy_us)} of a projected {format_us(p.wall_us)} wall "
+              f"({_share(p.device_busy_us, p.wall_us)}), {p.launches} launches costing {format_us(p.launch_us)}.")
+    if top is not None and top.projected_us > 0:
+        detail += (f" The largest is {top.name}: {format_us(top.projected_us)} projected, {top.bound}-bound "
+                   f"(measured here: {format_us(top.device_us)}).")
+    return Finding(f"projected_{p.verdict.replace('-', '_')}", f"Projected on {p.target}: {p.verdict} (a model)",
+                   detail, _PROJECTED_ADVICE[p.verdict], p.wall_us)
