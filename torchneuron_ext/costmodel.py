@@ -209,10 +209,6 @@ def _is_fp8(dtype: str) -> bool:
     return dtype.lower().startswith("float8")
 
 
-def _is_fp32(dtype: str) -> bool:
-    return dtype in ("Float", "float32", "Double", "float64", "")
-
-
 @dataclasses.dataclass(frozen=True)
 class Projection:
     """One kernel's projected duration and the inputs that produced it."""
@@ -470,7 +466,8 @@ def _copy_direction(name: str) -> str:
     return parts[1] if len(parts) > 1 and parts[0] == "Memcpy" else "DtoD"
 
 
-def _op_name(kernel_name: str) -> str:
+def op_name(kernel_name: str) -> str:
+    """neuron::mul.Tensor -> aten::mul.Tensor; neuron::compiled::graph_0 -> compiled::graph_0."""
     if kernel_name.startswith("neuron::"):
         rest = kernel_name[len("neuron::"):]
         return rest if "::" in rest else "aten::" + rest
@@ -534,7 +531,7 @@ def project_trace(trace: dict[str, Any], target: Optional[Target | str] = None,
         proj = memo.get(key)
         if proj is None:  # a loop's kernels repeat: project each distinct one once
             proj = memo[key] = project(
-                _op_name(name), tier, int(key[2]), int(key[3]), int(key[4]), int(key[5]), str(key[6]), t,
+                op_name(name), tier, int(key[2]), int(key[3]), int(key[4]), int(key[5]), str(key[6]), t,
                 int(key[7]), group_size, launch=not inside, copy_direction=_copy_direction(name) if is_copy else "")
         # A graph's kernels were dispatched with it (one launch).
         dispatch = graph[1].dispatch_us if inside else compressed(ts)

@@ -184,7 +184,7 @@ def _project(data: dict, rows: dict[str, OpRow], target: Optional[Union[str, cos
     timeline = costmodel.project_trace(data, target)
     bounds: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for k in timeline.kernels:
-        op = "aten::_copy_from" if k.name.startswith("Memcpy") else costmodel._op_name(k.name)
+        op = "aten::_copy_from" if k.name.startswith("Memcpy") else costmodel.op_name(k.name)
         row = rows.get(op)
         if row is None:
             continue
