@@ -101,12 +101,17 @@ def main() -> None:
     p.add_argument("--size", choices=sorted(SIZES), default="small")
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--no-compile", action="store_true")
+    p.add_argument("--threads", type=int, default=0,
+                   help="intra-op threads for both sides (default: torch's). 1 keeps a shared or loaded machine "
+                        "from turning every parallel region into a wait for a descheduled thread")
     args = p.parse_args()
     names = [n.strip() for n in args.families.split(",") if n.strip()]
     unknown = [n for n in names if n not in FAMILIES]
     if unknown:
         p.error(f"unknown families {unknown}; choose from {sorted(FAMILIES)}")
     size = SIZES[args.size]
+    if args.threads:
+        torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, size {args.size} {size}, "
           f"median of {args.rounds} rounds")
     header = f"{'family':<10} {'cpu step':>9} {'neuron':>9} {'ratio':>6}"

@@ -158,7 +158,10 @@ void CoreAllocator::free(void* ptr) {
     stats_.allocation[p].decrease(1);
     stats_.active[p].decrease(1);
   }
-  (b.small ? free_small_ : free_large_).emplace(b.size, ptr);
+  // First among blocks of its size, so the next request of that size gets the
+  // block freed last: it is still in the host's caches, as malloc's LIFO bins keep it.
+  auto& free_list = b.small ? free_small_ : free_large_;
+  free_list.emplace_hint(free_list.lower_bound(b.size), b.size, ptr);
   notify(device_, ptr, -static_cast<int64_t>(b.size), stats_);
 }
 
