@@ -215,6 +215,7 @@ PYBIND11_MODULE(_C, m) {
       d["bytes_written"] = t.bytes_written;
       d["flops"] = t.flops;
       d["elements"] = t.elements;
+      d["nested"] = t.nested;
       d["dtype"] = t.dtype < 0 ? std::string() : std::string(c10::toString(static_cast<c10::ScalarType>(t.dtype)));
       out.append(d);
     }
@@ -222,6 +223,19 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_reset_op_timings", &reset_op_timings);
   m.def("_timing_mode", &neuron_rt::timing_mode);
+  // Brackets one launch of a compiled graph: what runs inside is its children.
+  // The outermost exit answers (bytes read, bytes written, FLOPs, largest element
+  // count) of the region's children, for the region's own record.
+  m.def("_region_enter", [] {
+    auto& r = neuron_rt::region();
+    if (r.depth++ == 0) r.bytes_read = r.bytes_written = r.flops = r.elements = 0;
+  });
+  m.def("_region_exit", []() -> py::tuple {
+    auto& r = neuron_rt::region();
+    if (r.depth == 0) return py::make_tuple(0, 0, 0, 0);  // unbalanced: nothing was bracketed
+    --r.depth;
+    return py::make_tuple(r.bytes_read, r.bytes_written, r.flops, r.elements);
+  });
   m.def("_now_ns", &neuron_rt::now_ns);
   // Device work that does not go through an ATen kernel (a compiled graph, a
   // generated kernel, an NKI kernel): counted and traced like one.
@@ -234,6 +248,8 @@ PYBIND11_MODULE(_C, m) {
     c->increment();
     const uint32_t mode = neuron_rt::timing_mode();
     if (mode == 0) return;
+    c = timing_counter(c);
+    if (c->nested) neuron_rt::region().add_child(bytes_read, bytes_written, flops, elements);
     c->add_timing(end - start, end - start, bytes_read, bytes_written, flops, elements, static_cast<int8_t>(dtype));
     if (mode & neuron_rt::kTimingTrace) {
       neuron_rt::TraceRecord r;
@@ -251,6 +267,7 @@ PYBIND11_MODULE(_C, m) {
       r.dtype = static_cast<int8_t>(dtype);
       r.model_ns = static_cast<uint64_t>(model_ns);
       r.name = c->name.c_str();
+      r.nested = c->nested;
       neuron_rt::record(r);
     }
   }, py::arg("name"), py::arg("tier"), py::arg("device"), py::arg("start"), py::arg("end"), py::arg("bytes_read"),

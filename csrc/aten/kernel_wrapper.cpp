@@ -265,6 +265,7 @@ int64_t KernelCall::estimate_flops() const {
 
 void KernelCall::finish_timed(OpCounter* counter) {
   const int64_t host_end = neuron_rt::now_ns();
+  counter = timing_counter(counter);
   if (kernel_end_ == 0) kernel_start_ = kernel_end_ = host_end;
   int64_t read = 0;
   int64_t elements = output_numel_;
@@ -276,6 +277,7 @@ void KernelCall::finish_timed(OpCounter* counter) {
   const int64_t flops = estimate_flops();
   // From an owned slot: noted_ may point into a boxed stack the kernel has overwritten.
   const int8_t dtype = slots_.empty() ? int8_t{-1} : static_cast<int8_t>(slots_[0].host.scalar_type());
+  if (counter->nested) neuron_rt::region().add_child(read, bytes_written_, flops, elements);
   counter->add_timing(host_end - host_start_, kernel_end_ - kernel_start_, read, bytes_written_, flops, elements,
                       dtype);
   if (timing_ & neuron_rt::kTimingTrace) {
@@ -295,6 +297,7 @@ void KernelCall::finish_timed(OpCounter* counter) {
     r.elements = static_cast<uint64_t>(elements);
     r.dtype = dtype;
     r.name = counter->name.c_str();
+    r.nested = counter->nested;
     neuron_rt::record(r);
   }
 }

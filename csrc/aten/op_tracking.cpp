@@ -2,6 +2,8 @@
 
 #include <c10/util/Exception.h>
 
+#include "../runtime/tracer.h"
+
 #include <cstdlib>
 #include <deque>
 #include <mutex>
@@ -75,6 +77,24 @@ OpCounter* op_counter(const char* name, const char* overload, ExecutionTier tier
   return op_counter(full, tier);
 }
 
+OpCounter* timing_counter(OpCounter* c) {
+  if (C10_LIKELY(neuron_rt::region_depth() == 0)) return c;
+  OpCounter* twin = c->nested_twin.load(std::memory_order_acquire);
+  if (twin != nullptr) return twin;
+  auto& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  twin = c->nested_twin.load(std::memory_order_relaxed);
+  if (twin == nullptr) {
+    // Kept out of by_name: lookups by name and op_counts() see only `c`.
+    twin = &r.counters.emplace_back();
+    twin->name = c->name;
+    twin->tier = c->tier;
+    twin->nested = true;
+    c->nested_twin.store(twin, std::memory_order_release);
+  }
+  return twin;
+}
+
 OpCounter* record_generic(const c10::OperatorName& op) {
   auto& r = registry();
   OpCounter* c;
@@ -100,10 +120,11 @@ std::vector<OpTiming> op_timings() {
   std::lock_guard<std::mutex> lock(r.mu);
   std::vector<OpTiming> out;
   for (const auto& c : r.counters) {
-    const int64_t n = c.calls.load(std::memory_order_relaxed);
+    // A twin counts only timed calls (its operator's counter has them all).
+    const int64_t n = c.nested ? c.calls_timed.load(std::memory_order_relaxed) : c.calls.load(std::memory_order_relaxed);
     if (n == 0) continue;
     out.push_back({c.name, c.tier, n, c.calls_timed.load(), c.host_ns.load(), c.device_ns.load(), c.bytes_read.load(),
-                   c.bytes_written.load(), c.flops.load(), c.elements.load(), c.dtype.load()});
+                   c.bytes_written.load(), c.flops.load(), c.elements.load(), c.dtype.load(), c.nested});
   }
   return out;
 }
@@ -120,7 +141,7 @@ std::vector<OpCount> op_counts() {
   std::vector<OpCount> out;
   for (const auto& c : r.counters) {
     const int64_t n = c.calls.load(std::memory_order_relaxed);
-    if (n > 0) out.push_back({c.name, c.tier, n});
+    if (n > 0 && !c.nested) out.push_back({c.name, c.tier, n});
   }
   return out;
 }

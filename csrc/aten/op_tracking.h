@@ -44,6 +44,9 @@ struct OpCounter {
   std::atomic<int64_t> flops{0};
   std::atomic<int64_t> elements{0};
   std::atomic<int8_t> dtype{-1};  // the last timed call's (c10::ScalarType), for the cost model
+  // Set on the twin that holds this operator's calls inside compiled regions.
+  bool nested = false;
+  std::atomic<OpCounter*> nested_twin{nullptr};
   void increment() { calls.fetch_add(1, std::memory_order_relaxed); }
   void add_timing(int64_t host, int64_t device, int64_t read, int64_t written, int64_t fl, int64_t elems = 0,
                   int8_t dt = -1) {
@@ -63,6 +66,7 @@ struct OpTiming {
   ExecutionTier tier;
   int64_t calls, calls_timed, host_ns, device_ns, bytes_read, bytes_written, flops, elements;
   int dtype;
+  bool nested;  // calls inside compiled regions (children of a compiled graph's launch)
 };
 std::vector<OpTiming> op_timings();
 void reset_op_timings();
@@ -70,6 +74,10 @@ void reset_op_timings();
 // The counter for an operator, created on first use.
 OpCounter* op_counter(const std::string& name, ExecutionTier tier);
 OpCounter* op_counter(const char* name, const char* overload, ExecutionTier tier);
+// Where the timing of a call goes: `c` itself, or, inside a compiled region,
+// its twin (the same name and tier, flagged nested), so per-op totals do not
+// count a region's time twice. Counts of calls stay on `c`.
+OpCounter* timing_counter(OpCounter* c);
 // For the generic path: keyed by the registered operator, warns once if asked.
 OpCounter* record_generic(const c10::OperatorName& op);
 

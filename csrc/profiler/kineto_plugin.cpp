@@ -158,6 +158,26 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
         continue;
       }
       if (options_.max_events_per_nc > 0 && ++events_per_core[r.device] > options_.max_events_per_nc) continue;
+      if (r.nested) {
+        // A kernel inside a compiled region: a named child on the hardware lane, as
+        // an annotation (torch keeps annotations out of device totals and does not
+        // attribute them to an op), so the region's one launch is counted once.
+        if (options_.device && wants(ActivityType::CONCURRENT_KERNEL)) {
+          buffer_->emplace_activity(buffer_->span, ActivityType::GPU_USER_ANNOTATION, kernel_name(r.name));
+          auto& a = *buffer_->activities.back();
+          fill(a, r, r.kernel_start + offset, r.kernel_end + offset, hardware_lane(r.device), nullptr, false);
+          a.id = 0;
+          a.addMetadata("device", r.device);
+          a.addMetadataQuoted("tier", tier_name(static_cast<ExecutionTier>(r.tier)));
+          a.addMetadataQuoted("in", "compiled region");
+          a.addMetadata("bytes", r.bytes_read + r.bytes_written);
+          if (r.flops) a.addMetadata("flops", r.flops);
+          if (r.elements) a.addMetadata("elements", r.elements);
+          if (r.dtype >= 0) a.addMetadataQuoted("dtype", c10::toString(static_cast<c10::ScalarType>(r.dtype)));
+          seen_.insert({r.device, hardware_lane(r.device)});
+        }
+        continue;
+      }
       const libkineto::ITraceActivity* op =
           (linked && r.correlation != 0) ? linked(static_cast<int32_t>(r.correlation)) : nullptr;
       const bool flow = r.correlation != 0 && flow_started.insert(r.correlation).second;

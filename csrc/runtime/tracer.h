@@ -35,7 +35,10 @@ struct TraceRecord {
   int64_t host_start = 0, kernel_start = 0, kernel_end = 0, host_end = 0;  // ns, steady clock
   uint64_t bytes_read = 0, bytes_written = 0, flops = 0;
   uint64_t elements = 0;  // the largest tensor's element count: what Vector/Scalar engines would stream
-  uint64_t model_ns = 0;  // a projection made where the kernel ran (NKI's instruction-level estimate), 0: none
+  uint64_t model_ns = 0;
+  // Ran inside a compiled region (one launch of a compiled graph): a named child of the
+  // region's kernel, whose time the region's own record already holds.
+  bool nested = false;  // a projection made where the kernel ran (NKI's instruction-level estimate), 0: none
   int64_t allocated = 0, reserved = 0;  // kMemory: HBM in use after the event
   const char* name = "";  // static storage: operator names live as long as the process
   uint64_t thread = 0;
@@ -52,5 +55,26 @@ void pop_correlation();
 uint64_t current_correlation();
 
 uint64_t thread_id();
+
+// Compiled regions open on this thread. A compiled graph is one device launch
+// (one NEFF execution on Trainium); the kernels it runs are its children, so
+// they are recorded as nested instead of as device time of their own.
+// The region also sums what its children moved and computed, which its own
+// record (and the cost model's projection of it) then carries.
+struct RegionState {
+  int depth = 0;
+  uint64_t bytes_read = 0, bytes_written = 0, flops = 0, elements = 0;
+  void add_child(uint64_t read, uint64_t written, uint64_t fl, uint64_t elems) {
+    bytes_read += read;
+    bytes_written += written;
+    flops += fl;
+    if (elems > elements) elements = elems;
+  }
+};
+inline RegionState& region() {
+  thread_local RegionState state;
+  return state;
+}
+inline int region_depth() { return region().depth; }
 
 }  // namespace neuron_rt

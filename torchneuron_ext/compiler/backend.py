@@ -94,14 +94,21 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], mode: Op
     device = next((t.device.index or 0 for t in example_inputs
                    if isinstance(t, torch.Tensor) and t.device.type == "neuron"), 0)
     timing_mode, now, record_kernel = _C._timing_mode, _C._now_ns, _C._record_kernel
+    region_enter, region_exit = _C._region_enter, _C._region_exit
 
     def run(*args: Any) -> Any:
         record.calls += 1
         if not timing_mode():
             return compiled(*args)
+        # One launch of the graph is one device kernel (one NEFF execution on Trainium): the
+        # kernels it runs are recorded as its children, and their bytes and FLOPs as its own.
         start = now()
-        out = compiled(*args)
-        record_kernel(name, "compiled", device, start, now(), 0, 0, 0)
+        region_enter()
+        try:
+            out = compiled(*args)
+        finally:
+            read, written, flops, elements = region_exit()
+        record_kernel(name, "compiled", device, start, now(), read, written, flops, elements)
         return out
 
     # AOTAutograd looks for this attribute on what a backend returns.

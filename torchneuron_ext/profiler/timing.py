@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-from typing import Iterator, Optional, Union
+from typing import Iterator, Optional, Sequence, Union
 
 from .. import _C, costmodel
 from ._format import format_bytes, format_us
@@ -33,6 +33,8 @@ class OpStat:
     elements: int = 0  # the largest tensor's elements, summed over timed calls
     dtype: str = ""  # the last timed call's first tensor dtype (c10 name, e.g. "Float")
     projected_total_us: float = 0.0  # the cost model's projection on the target (a model, not a measurement)
+    # Ran inside a compiled graph's launch: a part of that graph's row, which already counts its time.
+    nested: bool = False
 
     @property
     def projected_mean_us(self) -> float:
@@ -80,52 +82,72 @@ def reset_timing() -> None:
     _C._reset_op_timings()
 
 
-def op_stats(sort_by: str = "device_total_us", target: Optional[Union[str, "costmodel.Target"]] = None
-             ) -> list[OpStat]:
+def op_stats(sort_by: str = "device_total_us", target: Optional[Union[str, "costmodel.Target"]] = None,
+             nested: bool = False) -> list[OpStat]:
     """Per-op aggregates, largest first by `sort_by` (any OpStat field or property).
 
     `projected_total_us` is the cost model's time on `target` (default: NEURON_EMU_TARGET, trn2),
-    projected from each op's mean call.
+    projected from each op's mean call. A compiled graph's launch is one row (one device kernel,
+    as on Trainium); `nested=True` adds rows (`OpStat.nested`) for what ran inside compiled graphs,
+    whose time their graph's row already holds, so summing rows never counts a region twice.
     """
     stats = [
         OpStat(
             name=d["name"], tier=d["tier"], calls=d["calls"], calls_timed=d["calls_timed"],
             host_total_us=d["host_ns"] / 1e3, device_total_us=d["device_ns"] / 1e3,
             bytes_read=d["bytes_read"], bytes_written=d["bytes_written"], flops=d["flops"],
-            elements=d.get("elements", 0), dtype=d.get("dtype", ""),
+            elements=d.get("elements", 0), dtype=d.get("dtype", ""), nested=bool(d.get("nested", False)),
         )
-        for d in _C._op_timings()
+        for d in _C._op_timings() if nested or not d.get("nested", False)
     ]
-    projected = costmodel.project_stats(stats, target)
-    stats = [dataclasses.replace(s, projected_total_us=projected.get((s.name, s.tier), 0.0) * 1e6) for s in stats]
+    t = costmodel.resolve_target(target)
+    stats = [dataclasses.replace(s, projected_total_us=_projected_us(s, t)) for s in stats]
     if stats and not hasattr(stats[0], sort_by):
         raise ValueError(f"cannot sort by {sort_by!r}; use a field of OpStat such as 'host_total_us'")
     return sorted(stats, key=lambda s: (getattr(s, sort_by), s.name), reverse=True)
+
+
+def _projected_us(s: OpStat, target: "costmodel.Target") -> float:
+    if not s.calls_timed:
+        return 0.0
+    n = s.calls_timed
+    if s.nested:  # part of its graph's one launch: the work only
+        p = costmodel.project(s.name, s.tier, s.bytes_read // n, s.bytes_written // n, s.flops // n,
+                              s.elements // n, s.dtype, target, launch=False)
+        return p.duration_s * n * 1e6
+    return costmodel.project_stats([s], target).get((s.name, s.tier), 0.0) * 1e6
 
 
 def timing_table(sort_by: str = "device_total_us", limit: Optional[int] = 20,
                  target: Optional[Union[str, "costmodel.Target"]] = None) -> str:
     """The aggregates as a table a person can read, with the projected device time on `target`."""
     t = costmodel.resolve_target(target)
-    stats = [s for s in op_stats(sort_by, t) if s.calls_timed > 0]
+    rows = [s for s in op_stats(sort_by, t, nested=True) if s.calls_timed > 0]
+    stats = [s for s in rows if not s.nested]
+    inside = [s for s in rows if s.nested]
     if limit is not None:
-        stats = stats[:limit]
-    return format_timing_table(stats, t)
+        stats, inside = stats[:limit], inside[:limit]
+    return format_timing_table(stats, t, inside)
 
 
-def format_timing_table(stats: list[OpStat], target: "costmodel.Target") -> str:
-    """The table of `timing_table` for given rows (tests pin it on rows made by hand)."""
+def format_timing_table(stats: list[OpStat], target: "costmodel.Target", inside: Sequence[OpStat] = ()) -> str:
+    """The table of `timing_table` for given rows (tests pin it on rows made by hand); `inside`: the
+    rows of what ran inside compiled graphs, listed apart because their graphs' rows count them."""
     header = (f"{'Operator':<42}{'Tier':<9}{'Calls':>7}{'Host total':>12}{'Host mean':>11}"
               f"{'Device total':>14}{'Device mean':>13}{'Projected':>11}{'Proj mean':>11}{'Bytes':>10}{'GFLOP/s':>9}")
     lines = [header, "-" * len(header)]
-    for s in stats:
+
+    def row(s: OpStat) -> str:
         gflops = f"{s.flops / (s.device_total_us * 1e3):.1f}" if s.flops and s.device_total_us else "-"
-        lines.append(
-            f"{s.name[:41]:<42}{s.tier:<9}{s.calls_timed:>7}{format_us(s.host_total_us):>12}"
-            f"{format_us(s.host_mean_us):>11}{format_us(s.device_total_us):>14}{format_us(s.device_mean_us):>13}"
-            f"{format_us(s.projected_total_us):>11}{format_us(s.projected_mean_us):>11}"
-            f"{format_bytes(s.bytes_read + s.bytes_written):>10}{gflops:>9}"
-        )
+        return (f"{s.name[:41]:<42}{s.tier:<9}{s.calls_timed:>7}{format_us(s.host_total_us):>12}"
+                f"{format_us(s.host_mean_us):>11}{format_us(s.device_total_us):>14}{format_us(s.device_mean_us):>13}"
+                f"{format_us(s.projected_total_us):>11}{format_us(s.projected_mean_us):>11}"
+                f"{format_bytes(s.bytes_read + s.bytes_written):>10}{gflops:>9}")
+
+    lines.extend(row(s) for s in stats)
+    if inside:
+        lines.append("inside compiled graphs (parts of their graph's launch, counted in its row):")
+        lines.extend(row(s) for s in inside)
     if not stats:
         lines.append("(no timed operators: run some neuron ops inside torchneuron_ext.profiler.timing())")
     else:

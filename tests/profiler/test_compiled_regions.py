@@ -1,0 +1,139 @@
+"""A compiled graph's launch is one device kernel, as one NEFF execution is on Trainium: what runs
+inside it (generated kernels, extern ATen calls) is shown as its children and never counted twice."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+import torchneuron_ext  # noqa: F401
+from torchneuron_ext import _C, costmodel
+from torchneuron_ext.profiler import OpStat, op_stats, summarize_trace, timing, timing_table
+from torchneuron_ext.profiler.timing import format_timing_table
+
+
+def _rms_then_matmul(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    # One fused pointwise/reduction kernel and one extern mm: both kinds of child.
+    return (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)) @ w
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    x, w = torch.randn(64, 64, device="neuron"), torch.randn(64, 64, device="neuron")
+    f = torch.compile(_rms_then_matmul, backend="neuron")
+    torch.testing.assert_close(f(x, w).cpu(), _rms_then_matmul(x.cpu(), w.cpu()), rtol=1e-4, atol=1e-4)
+    return f, x, w
+
+
+@pytest.fixture(scope="module")
+def trace(compiled, tmp_path_factory):
+    f, x, w = compiled
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        for _ in range(3):
+            f(x, w)
+    path = tmp_path_factory.mktemp("trace") / "compiled.json"
+    prof.export_chrome_trace(str(path))
+    return prof, json.loads(path.read_text())
+
+
+def _graph_events(data: dict) -> list[dict]:
+    return [e for e in data["traceEvents"] if e.get("cat") == "kernel" and "compiled::graph_" in e.get("name", "")]
+
+
+def test_key_averages_count_one_kernel_per_launch(trace):
+    prof, data = trace
+    rows = {e.key: e for e in prof.key_averages()}
+    graph = [e for k, e in rows.items() if k.startswith("neuron::compiled::graph_")]
+    assert len(graph) == 1 and graph[0].count == 3
+    device_rows = [e for e in rows.values() if e.device_type == torch.autograd.DeviceType.PrivateUse1
+                   and not e.is_user_annotation and e.self_device_time_total > 0]
+    # The only device kernel is the graph's; the footer total is the graph's time.
+    assert [e.key for e in device_rows] == [graph[0].key]
+    children = [e for k, e in rows.items() if e.is_user_annotation and k.startswith("neuron::")]
+    names = {e.key for e in children}
+    assert any(n.startswith("neuron::compiled::cpp_fused") for n in names) and "neuron::mm.out" in names
+    assert all(e.count == 3 for e in children)
+    assert sum(e.self_device_time_total for e in children) <= graph[0].self_device_time_total
+
+
+def test_trace_children_lie_inside_their_graph_on_the_hardware_lane(trace):
+    _, data = trace
+    graphs = _graph_events(data)
+    children = [e for e in data["traceEvents"] if e.get("cat") == "gpu_user_annotation"
+                and e.get("args", {}).get("in") == "compiled region"]
+    assert len(graphs) == 3 and len(children) >= 6
+    for c in children:
+        parent = [g for g in graphs if g["ts"] <= c["ts"] and c["ts"] + c["dur"] <= g["ts"] + g["dur"] + 1]
+        assert parent and parent[0]["tid"] == c["tid"], c["name"]
+    # One runtime launch per graph call: the children have no runtime span of their own.
+    launches = [e for e in data["traceEvents"] if e.get("cat") == "privateuse1_runtime"]
+    assert len(launches) == 3 and all(e["args"]["op"].startswith("compiled::graph_") for e in launches)
+
+
+def test_report_counts_each_region_once(trace):
+    _, data = trace
+    s = summarize_trace(data)
+    assert s.kernels == 3
+    assert [r.name for r in s.ops if r.device_us > 0] == [_graph_events(data)[0]["name"][len("neuron::"):]]
+    assert s.device_busy_us <= s.wall_us and s.host_dispatch_us <= s.wall_us
+
+
+def test_op_stats_list_children_apart(compiled):
+    f, x, w = compiled
+    with timing():
+        f(x, w)
+        f(x, w)
+    top = [s for s in op_stats() if s.calls_timed]
+    assert [s.name for s in top if s.tier == "compiled"] == [n for n in (top[0].name,) if n.startswith("compiled::")]
+    assert not any(s.nested for s in top) and not any(s.name == "aten::mm.out" for s in top)
+    everything = [s for s in op_stats(nested=True) if s.calls_timed]
+    inside = {s.name: s for s in everything if s.nested}
+    assert "aten::mm.out" in inside and inside["aten::mm.out"].calls_timed == 2
+    graph = next(s for s in top if s.name.startswith("compiled::graph_"))
+    # The graph carries what its children moved and computed (the cost model projects it from that).
+    assert graph.flops == inside["aten::mm.out"].flops == 2 * 2 * 64 * 64 * 64
+    assert graph.bytes_read == sum(s.bytes_read for s in inside.values())
+    assert sum(s.device_total_us for s in inside.values()) <= graph.device_total_us
+    # Children project without a launch of their own; the graph pays one per call.
+    t = costmodel.resolve_target("trn2")
+    assert graph.projected_total_us >= 2 * t.launch_s * 1e6
+    assert inside["aten::mm.out"].projected_total_us < t.launch_s * 1e6
+    table = timing_table()
+    head, _, rest = table.partition("inside compiled graphs")
+    assert graph.name[:41] in head and "aten::mm.out" not in head and "aten::mm.out" in rest
+
+
+def test_op_tracking_still_names_the_children(compiled):
+    f, x, w = compiled
+    torchneuron_ext.clear_op_tracking()
+    f(x, w)
+    ops = torchneuron_ext.get_executed_ops()
+    assert "aten::mm.out" in ops or "aten::mm" in ops
+
+
+def test_region_brackets_nest_and_report_their_children():
+    assert _C._region_exit() == (0, 0, 0, 0)  # unbalanced exit: no underflow
+    a, b = torch.randn(8, 16, device="neuron"), torch.randn(16, 4, device="neuron")
+    with timing():
+        _C._region_enter()
+        _C._region_enter()
+        torch.mm(a, b)
+        _C._region_exit()
+        read, written, flops, _ = _C._region_exit()
+        torch.mm(a, b)  # outside again: a top-level kernel
+    assert flops == 2 * 8 * 16 * 4 and read == (8 * 16 + 16 * 4) * 4 and written == 8 * 4 * 4
+    top = {s.name: s for s in op_stats()}
+    assert top["aten::mm"].calls_timed == 1
+
+
+def test_timing_table_text_with_children():
+    graph = OpStat("compiled::graph_0", "compiled", 2, 2, 300.0, 300.0, 2 * 4096, 2 * 2048, 2 * 524288, 0, "Float",
+                   40.0)
+    mm = OpStat("aten::mm.out", "native", 2, 2, 200.0, 199.0, 2 * 4096, 2 * 2048, 2 * 524288, 0, "Float", 1.0,
+                nested=True)
+    text = format_timing_table([graph], costmodel.get_target("trn2"), [mm])
+    lines = text.splitlines()
+    assert lines[2].startswith("compiled::graph_0") and lines[3].startswith("inside compiled graphs")
+    assert lines[4].startswith("aten::mm.out") and "199.0 us" in lines[4] or "199 us" in lines[4]
