@@ -493,8 +493,10 @@ def project_trace(trace: dict[str, Any], target: Optional[Target | str] = None,
         group_size = int(info.get("world_size", os.environ.get("WORLD_SIZE", "1")) or 1)
     host_events = [e for e in events if e.get("ph") == "X" and e.get("cat") in
                    ("cpu_op", "user_annotation", "privateuse1_runtime", "python_function")]
-    device = sorted((e for e in events if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy")),
-                    key=lambda e: (float(e.get("ts", 0)), -float(e.get("dur", 0))))
+    # Kernels run inside a compiled graph are its children: annotations on the hardware lane.
+    device = sorted((e for e in events if e.get("ph") == "X" and (e.get("cat") in ("kernel", "gpu_memcpy") or (
+        e.get("cat") == "gpu_user_annotation" and e.get("args", {}).get("in") == "compiled region"))),
+        key=lambda e: (float(e.get("ts", 0)), -float(e.get("dur", 0))))
     starts = [float(e.get("ts", 0)) for e in host_events + device]
     if not starts:
         return ProjectedTimeline(t, [], 0.0, 0.0)
@@ -537,12 +539,13 @@ def project_trace(trace: dict[str, Any], target: Optional[Target | str] = None,
         dispatch = graph[1].dispatch_us if inside else compressed(ts)
         key = (core, -1 if tier == "collective" else stream)
         if inside:
-            # One launch, then the graph's kernels back to back on the device. A graph recorded with
-            # its kernels' bytes already projects them: it lasts the longer of that and its children.
+            # One launch, then the graph's kernels back to back on the device. The graph's record
+            # sums its kernels' bytes and FLOPs without their dtypes; once its children are seen,
+            # they (each with its own dtype) make its duration.
             parent = graph[1]
             start = parent.start_us + parent.projection.launch_s * 1e6 + graph[3]
             graph[3] += proj.duration_s * 1e6
-            parent.duration_us = max(graph[2], parent.projection.launch_s * 1e6 + graph[3])
+            parent.duration_us = parent.projection.launch_s * 1e6 + graph[3]
         else:
             start = max(dispatch, lane_end.get(key, origin))
         k = ProjectedKernel(name, tier, core, stream, dispatch, start, proj.duration_s * 1e6, dur, proj)

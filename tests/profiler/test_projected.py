@@ -226,15 +226,27 @@ def test_nki_kernel_projects_its_instruction_estimate(tmp_path):
 
 
 def test_graph_recorded_with_its_kernels_bytes_is_not_counted_twice():
-    # A graph record that already carries its kernels' bytes (32 MiB) and a child kernel with the same.
-    ev = [{"ph": "X", "cat": "kernel", "name": "neuron::compiled::graph_0", "ts": 1000.0, "dur": 500.0, "pid": PID,
-           "tid": 0, "args": {"tier": "compiled", "device": 0, "stream": 0, "bytes read": 32 * MiB}},
-          {"ph": "X", "cat": "kernel", "name": "neuron::compiled::cpp_fused_0", "ts": 1010.0, "dur": 400.0,
-           "pid": PID, "tid": 0, "args": {"tier": "compiled", "device": 0, "stream": 0, "bytes read": 32 * MiB}}]
-    graph, child = costmodel.project_trace({"traceEvents": ev}, "trn2").kernels
-    work = 32 * MiB / 725e9 * 1e6
-    assert abs(graph.duration_us - (12.0 + work)) < 1e-6
-    assert abs(child.start_us - (graph.start_us + 12.0)) < 1e-6 and abs(child.duration_us - work) < 1e-6
+    # The graph's record sums its children's bytes and FLOPs, without dtypes (so alone its bf16 matmul
+    # would project at the fp32 rate); its children (annotations) carry their own dtypes.
+    n = 2048
+    graph_args = {"tier": "compiled", "device": 0, "stream": 0, "bytes read": 32 * MiB + 3 * n * n * 2,
+                  "flops": 2 * n ** 3}
+    ev = [{"ph": "X", "cat": "kernel", "name": "neuron::compiled::graph_0", "ts": 1000.0, "dur": 900.0, "pid": PID,
+           "tid": 0, "args": graph_args}]
+    alone = costmodel.project_trace({"traceEvents": list(ev)}, "trn2").kernels[0]
+    mm_s = 2 * n ** 3 / 157.2864e12
+    assert abs(alone.duration_us - (12.0 + 4 * mm_s * 1e6)) < 1e-3
+    ev.append({"ph": "X", "cat": "gpu_user_annotation", "name": "neuron::compiled::cpp_fused_0", "ts": 1010.0,
+               "dur": 400.0, "pid": PID, "tid": 0,
+               "args": {"tier": "compiled", "device": 0, "in": "compiled region", "bytes": 32 * MiB}})
+    ev.append({"ph": "X", "cat": "gpu_user_annotation", "name": "neuron::mm", "ts": 1500.0, "dur": 300.0,
+               "pid": PID, "tid": 0, "args": {"tier": "native", "device": 0, "in": "compiled region",
+                                              "bytes": 3 * n * n * 2, "flops": 2 * n ** 3, "dtype": "BFloat16"}})
+    graph, fused, mm = costmodel.project_trace({"traceEvents": ev}, "trn2").kernels
+    fused_us = 32 * MiB / 725e9 * 1e6
+    assert abs(fused.start_us - (graph.start_us + 12.0)) < 1e-6 and abs(fused.duration_us - fused_us) < 1e-6
+    assert abs(mm.start_us - (fused.start_us + fused_us)) < 1e-6 and abs(mm.duration_us - mm_s * 1e6) < 1e-6
+    assert abs(graph.duration_us - (12.0 + fused_us + mm_s * 1e6)) < 1e-6
 
 
 def test_cli_report_follows_the_target(tmp_path):
