@@ -233,7 +233,7 @@ def _pick(launch_s: float, candidates: dict[str, float], flops: int, nbytes: int
     for name, seconds in candidates.items():
         if seconds > work:
             engine, work = name, seconds
-    if launch_s >= work:
+    if launch_s > 0 and launch_s >= work:
         bound = "launch"
     else:
         bound = "memory" if engine in ("dma", "pcie", "link", "efa") else "compute"
