@@ -5,8 +5,17 @@
 // are kernels of its own there. Each kernel is the composite itself
 // (at::native::X, what the CompositeExplicitAutograd entry would run) after one
 // relaxed atomic add; the parts it calls are recorded as before.
+// CompositeImplicit ops (linear, pad, cross_entropy_loss, ...) decompose at
+// the autograd key, above the backend: the same composite is registered there
+// (AutogradPrivateUse1, and PrivateUse1 for inference mode, which skips the
+// autograd keys), so autograd still records the ops it decomposes into.
 #include <ATen/ATen.h>
 #include <ATen/ops/clone_native.h>
+#include <ATen/ops/cross_entropy_loss_native.h>
+#include <ATen/ops/isfinite_native.h>
+#include <ATen/ops/linear_native.h>
+#include <ATen/ops/one_hot_native.h>
+#include <ATen/ops/pad_native.h>
 #include <ATen/ops/copy_native.h>
 #include <ATen/ops/empty_like_native.h>
 #include <ATen/ops/full_like_native.h>
@@ -130,10 +139,59 @@ at::Tensor new_full(const at::Tensor& self, at::IntArrayRef size, const at::Scal
   return recorded(counter, at::native::new_full(self, size, fill_value, dtype, layout, device, pin_memory));
 }
 
+// Tracing (FakeTensor, functionalization) runs the composite on stand-ins
+// of neuron tensors: nothing runs on the device then.
+void record_implicit(OpCounter* counter, const at::Tensor& t) {
+  constexpr auto traced = c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::Functionalize});
+  if (!t.key_set().has_any(traced)) counter->increment();
+}
+
+at::Tensor linear(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias) {
+  NEURON_COUNTER("aten::linear");
+  record_implicit(counter, input);
+  return at::native::linear(input, weight, bias);
+}
+
+at::Tensor isfinite(const at::Tensor& self) {
+  NEURON_COUNTER("aten::isfinite");
+  record_implicit(counter, self);
+  return at::native::isfinite(self);
+}
+
+at::Tensor cross_entropy_loss(const at::Tensor& self, const at::Tensor& target, const std::optional<at::Tensor>& weight,
+                              int64_t reduction, c10::SymInt ignore_index, double label_smoothing) {
+  NEURON_COUNTER("aten::cross_entropy_loss");
+  record_implicit(counter, self);
+  return at::native::cross_entropy_loss_symint(self, target, weight, reduction, std::move(ignore_index),
+                                               label_smoothing);
+}
+
+at::Tensor pad(const at::Tensor& self, c10::SymIntArrayRef pad, c10::string_view mode, std::optional<double> value) {
+  NEURON_COUNTER("aten::pad");
+  record_implicit(counter, self);
+  return at::native::pad_symint(self, pad, mode, value);
+}
+
+at::Tensor one_hot(const at::Tensor& self, int64_t num_classes) {
+  NEURON_COUNTER("aten::one_hot");
+  record_implicit(counter, self);
+  return at::native::one_hot(self, num_classes);
+}
+
 }  // namespace
 }  // namespace torchneuron
 
+#define NEURON_IMPLICIT(m)                                                \
+  m.impl("linear", TORCH_FN(torchneuron::linear));                        \
+  m.impl("isfinite", TORCH_FN(torchneuron::isfinite));                    \
+  m.impl("cross_entropy_loss", TORCH_FN(torchneuron::cross_entropy_loss)); \
+  m.impl("pad", TORCH_FN(torchneuron::pad));                              \
+  m.impl("one_hot", TORCH_FN(torchneuron::one_hot))
+
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) { NEURON_IMPLICIT(m); }
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  NEURON_IMPLICIT(m);
   m.impl("clone", TORCH_FN(torchneuron::clone));
   m.impl("copy_", TORCH_FN(torchneuron::copy_));
   m.impl("ones", TORCH_FN(torchneuron::ones));

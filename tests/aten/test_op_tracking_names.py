@@ -1,8 +1,10 @@
 """Op tracking names the operator the user called (issue 19): allocation, resize and copy kernels of
 the device itself (aten::empty, resize_, _copy_from_and_resize, set_, _has_compatible_shallow_copy_type)
 and factories / composites that run PyTorch's composite kernel (aten::ones, zeros, full, clone, copy_,
-*_like, new_*) are recorded, as TorchNeuron's get_executed_ops() records them; their results are the
-CPU's. Views are deliberately not recorded (metadata only)."""
+*_like, new_*) are recorded, as TorchNeuron's get_executed_ops() records them, and so are a few
+CompositeImplicit ops that decompose above the backend (linear, pad, cross_entropy_loss, isfinite, one_hot),
+in training, no_grad and inference mode, with autograd through their parts unchanged; their results are the
+CPU's. Views are deliberately not recorded (metadata only), nor ops traced by torch.compile."""
 import pytest
 import torch
 
@@ -97,3 +99,42 @@ def test_factory_errors_are_the_cpus():
     with pytest.raises(RuntimeError) as cpu:
         torch.ones(-1)
     assert str(dev.value) == str(cpu.value)
+
+
+IMPLICIT = {
+    "aten::linear": lambda x, t: torch.nn.functional.linear(x, torch.ones(3, 4, device=x.device), t.float()[:3]),
+    "aten::pad": lambda x, t: torch.nn.functional.pad(x, (1, 2), mode="constant", value=0.5),
+    "aten::cross_entropy_loss": lambda x, t: torch.nn.functional.cross_entropy(x, t, label_smoothing=0.1),
+    "aten::isfinite": lambda x, t: torch.isfinite(x / 0),
+    "aten::one_hot": lambda x, t: torch.nn.functional.one_hot(t, 4),
+}
+
+
+@pytest.mark.parametrize("mode", ["grad", "no_grad", "inference"])
+@pytest.mark.parametrize("op", list(IMPLICIT))
+def test_composite_implicit_recorded_and_matches_cpu(op, mode):
+    torch.manual_seed(0)
+    x, t = torch.randn(5, 4), torch.tensor([0, 3, 1, 2, 1])
+    ctx = {"grad": torch.enable_grad, "no_grad": torch.no_grad, "inference": torch.inference_mode}[mode]
+    with ctx():
+        xd = x.to(DEV).requires_grad_(mode == "grad")
+        r, executed = executed_during(lambda: IMPLICIT[op](xd, t.to(DEV)))
+        expected = IMPLICIT[op](x.clone().requires_grad_(mode == "grad"), t)
+    assert op in executed, executed
+    torch.testing.assert_close(r.detach().cpu(), expected.detach())
+    if mode == "grad" and r.requires_grad:
+        # autograd through the decomposition, as on the CPU
+        r.float().sum().backward()
+        xc = x.clone().requires_grad_()
+        IMPLICIT[op](xc, t).float().sum().backward()
+        torch.testing.assert_close(xd.grad.cpu(), xc.grad)
+
+
+def test_compiled_tracing_is_not_recorded_as_a_run():
+    lin = torch.nn.Linear(4, 3).to(DEV)
+    f = torch.compile(lin, backend="neuron")
+    x = torch.randn(2, 4, device=DEV)
+    ops.clear_op_tracking()
+    out = f(x)
+    assert "aten::linear" not in torchneuron_ext.get_executed_ops()
+    torch.testing.assert_close(out.cpu(), lin(x).detach().cpu())
