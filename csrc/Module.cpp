@@ -225,16 +225,19 @@ PYBIND11_MODULE(_C, m) {
   m.def("_timing_mode", &neuron_rt::timing_mode);
   // Brackets one launch of a compiled graph: what runs inside is its children.
   // The outermost exit answers (bytes read, bytes written, FLOPs, largest element
-  // count) of the region's children, for the region's own record.
+  // count, dtype) of the region's children, for the region's own record.
   m.def("_region_enter", [] {
     auto& r = neuron_rt::region();
-    if (r.depth++ == 0) r.bytes_read = r.bytes_written = r.flops = r.elements = 0;
+    if (r.depth++ == 0) {
+      r.bytes_read = r.bytes_written = r.flops = r.elements = 0;
+      r.dtype = -1;
+    }
   });
   m.def("_region_exit", []() -> py::tuple {
     auto& r = neuron_rt::region();
-    if (r.depth == 0) return py::make_tuple(0, 0, 0, 0);  // unbalanced: nothing was bracketed
+    if (r.depth == 0) return py::make_tuple(0, 0, 0, 0, -1);  // unbalanced: nothing was bracketed
     --r.depth;
-    return py::make_tuple(r.bytes_read, r.bytes_written, r.flops, r.elements);
+    return py::make_tuple(r.bytes_read, r.bytes_written, r.flops, r.elements, static_cast<int>(r.dtype));
   });
   m.def("_now_ns", &neuron_rt::now_ns);
   // Device work that does not go through an ATen kernel (a compiled graph, a
@@ -249,7 +252,7 @@ PYBIND11_MODULE(_C, m) {
     const uint32_t mode = neuron_rt::timing_mode();
     if (mode == 0) return;
     c = timing_counter(c);
-    if (c->nested) neuron_rt::region().add_child(bytes_read, bytes_written, flops, elements);
+    if (c->nested) neuron_rt::region().add_child(bytes_read, bytes_written, flops, elements, static_cast<int8_t>(dtype));
     c->add_timing(end - start, end - start, bytes_read, bytes_written, flops, elements, static_cast<int8_t>(dtype));
     if (mode & neuron_rt::kTimingTrace) {
       neuron_rt::TraceRecord r;

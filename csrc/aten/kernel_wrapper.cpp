@@ -11,7 +11,6 @@
 
 namespace torchneuron {
 namespace {
-constexpr auto kNeuron = c10::DeviceType::PrivateUse1;
 constexpr size_t kAliasScanLimit = 16;
 }  // namespace
 
@@ -277,7 +276,7 @@ void KernelCall::finish_timed(OpCounter* counter) {
   const int64_t flops = estimate_flops();
   // From an owned slot: noted_ may point into a boxed stack the kernel has overwritten.
   const int8_t dtype = slots_.empty() ? int8_t{-1} : static_cast<int8_t>(slots_[0].host.scalar_type());
-  if (counter->nested) neuron_rt::region().add_child(read, bytes_written_, flops, elements);
+  if (counter->nested) neuron_rt::region().add_child(read, bytes_written_, flops, elements, dtype);
   counter->add_timing(host_end - host_start_, kernel_end_ - kernel_start_, read, bytes_written_, flops, elements,
                       dtype);
   if (timing_ & neuron_rt::kTimingTrace) {

@@ -174,6 +174,7 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
           if (r.flops) a.addMetadata("flops", r.flops);
           if (r.elements) a.addMetadata("elements", r.elements);
           if (r.dtype >= 0) a.addMetadataQuoted("dtype", c10::toString(static_cast<c10::ScalarType>(r.dtype)));
+          if (r.model_ns) a.addMetadata("model ns", r.model_ns);
           seen_.insert({r.device, hardware_lane(r.device)});
         }
         continue;

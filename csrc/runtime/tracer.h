@@ -64,11 +64,13 @@ uint64_t thread_id();
 struct RegionState {
   int depth = 0;
   uint64_t bytes_read = 0, bytes_written = 0, flops = 0, elements = 0;
-  void add_child(uint64_t read, uint64_t written, uint64_t fl, uint64_t elems) {
+  int8_t dtype = -1;  // the first child's that has one (the cost model's rate for the region's FLOPs)
+  void add_child(uint64_t read, uint64_t written, uint64_t fl, uint64_t elems, int8_t dt) {
     bytes_read += read;
     bytes_written += written;
     flops += fl;
     if (elems > elements) elements = elems;
+    if (dtype < 0) dtype = dt;
   }
 };
 inline RegionState& region() {

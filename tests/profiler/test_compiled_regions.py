@@ -114,16 +114,17 @@ def test_op_tracking_still_names_the_children(compiled):
 
 
 def test_region_brackets_nest_and_report_their_children():
-    assert _C._region_exit() == (0, 0, 0, 0)  # unbalanced exit: no underflow
+    assert _C._region_exit() == (0, 0, 0, 0, -1)  # unbalanced exit: no underflow
     a, b = torch.randn(8, 16, device="neuron"), torch.randn(16, 4, device="neuron")
     with timing():
         _C._region_enter()
         _C._region_enter()
         torch.mm(a, b)
         _C._region_exit()
-        read, written, flops, _ = _C._region_exit()
+        read, written, flops, _, dtype = _C._region_exit()
         torch.mm(a, b)  # outside again: a top-level kernel
     assert flops == 2 * 8 * 16 * 4 and read == (8 * 16 + 16 * 4) * 4 and written == 8 * 4 * 4
+    assert dtype == 6  # c10::ScalarType::Float
     top = {s.name: s for s in op_stats()}
     assert top["aten::mm"].calls_timed == 1
 

@@ -107,8 +107,8 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], mode: Op
         try:
             out = compiled(*args)
         finally:
-            read, written, flops, elements = region_exit()
-        record_kernel(name, "compiled", device, start, now(), read, written, flops, elements)
+            read, written, flops, elements, dtype = region_exit()
+        record_kernel(name, "compiled", device, start, now(), read, written, flops, elements, dtype)
         return out
 
     # AOTAutograd looks for this attribute on what a backend returns.
