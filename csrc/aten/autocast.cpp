@@ -20,7 +20,9 @@ at::Tensor binary_cross_entropy_banned(const at::Tensor&, const at::Tensor&, con
 
 TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) { m.fallback(torch::CppFunction::makeFallthrough()); }
 
-// The op-list macros name ATen types unqualified.
+// The op-list macros name ATen types unqualified; the using-directive stays in
+// this namespace so that it does not reach the rest of csrc/aten (one unity unit).
+namespace autocast_lists {
 using namespace at;
 
 TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
@@ -35,6 +37,7 @@ TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
   AT_FORALL_PROMOTE(NEURON_PROMOTE)
   m.impl(TORCH_SELECTIVE_NAME("aten::binary_cross_entropy"), TORCH_FN((&binary_cross_entropy_banned)));
 }
+}  // namespace autocast_lists
 
 namespace {
 struct DefaultAutocastDtype {

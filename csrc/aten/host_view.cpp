@@ -11,7 +11,6 @@
 namespace torchneuron {
 namespace {
 
-constexpr auto kNeuron = c10::DeviceType::PrivateUse1;
 
 // Growing a host view allocates neuron memory; the DataPtr is labelled CPU
 // while the view owns it and relabelled when it moves to the neuron tensor.

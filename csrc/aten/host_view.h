@@ -11,6 +11,8 @@
 
 namespace torchneuron {
 
+inline constexpr auto kNeuron = c10::DeviceType::PrivateUse1;
+
 // A CPU tensor aliasing `t`'s bytes with the same sizes, strides, offset,
 // dtype and conj/neg bits. Its storage is resizable: growing it allocates
 // neuron memory on the current device (see `adopt_into`).

@@ -22,8 +22,6 @@
 namespace torchneuron {
 namespace {
 
-constexpr auto kNeuron = c10::DeviceType::PrivateUse1;
-
 // These kernels are recorded in op tracking like every other device kernel
 // (TorchNeuron's get_executed_ops() lists aten::empty, resize_, ...): one
 // relaxed atomic add. Views are not: they are metadata and the hottest path.
