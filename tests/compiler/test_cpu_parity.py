@@ -371,6 +371,22 @@ def test_random_ops_draw_what_eager_draws(fn, backend):
     assert torch.equal(torch.rand(3, device="neuron").cpu(), after_eager.cpu())
 
 
+@pytest.mark.parametrize("fn", [_dropout, _bernoulli_randint])
+def test_backend_neuron_draws_eager_numbers_on_cpu_tensors_too(fn):
+    # TorchNeuron's own e2e tests compile CPU models with backend="neuron" and compare with eager.
+    x = torch.randn(16, 8)
+    torch.manual_seed(7)
+    eager = fn(x)
+    torch._dynamo.reset()
+    torch.manual_seed(7)
+    assert torch.equal(torch.compile(fn, backend="neuron")(x), eager)
+    torch._dynamo.reset()
+    torch.manual_seed(7)
+    inductor_rng = torch.compile(fn, backend="neuron", options={"fallback_random": False})(x)
+    assert not torch.equal(inductor_rng, eager)  # the option is honoured: Inductor's own generator
+    torch._dynamo.reset()
+
+
 def test_only_neuron_graphs_get_eager_random():
     from torch._inductor import config
 

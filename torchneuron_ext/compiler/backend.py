@@ -53,7 +53,10 @@ def _config_patches(mode: Optional[str], options: Optional[dict[str, Any]]) -> d
     "max-autotune" and "max-autotune-no-cudagraphs" (autotuning of the C++ kernels)."""
     from torch._inductor import list_mode_options
 
-    patches: dict[str, Any] = {}
+    # Random ops call the eager kernels, so a compiled graph draws what eager draws for the same
+    # seed, on neuron and on CPU tensors alike (TorchNeuron's random-op legalization guarantees the
+    # same); `options={"fallback_random": False}` restores Inductor's own generator.
+    patches: dict[str, Any] = {"fallback_random": True}
     if mode is not None:
         if mode not in ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"):
             raise ValueError(f"Unknown mode {mode!r} for backend='neuron'; use default, reduce-overhead, "
