@@ -434,7 +434,7 @@ class ProjectedTimeline:
 
     @property
     def busy_us(self) -> float:
-        return _union([(k.start_us, k.start_us + k.duration_us) for k in self.kernels])
+        return union_length([(k.start_us, k.start_us + k.duration_us) for k in self.kernels])
 
     @property
     def launch_us(self) -> float:
@@ -451,7 +451,8 @@ class ProjectedTimeline:
         return "launch-bound" if self.launch_us >= 0.5 * self.busy_us else "device-bound"
 
 
-def _union(intervals: list[tuple[float, float]]) -> float:
+def union_length(intervals: list[tuple[float, float]]) -> float:
+    """Length of the union of [start, end) intervals: busy time, overlaps counted once."""
     total, end = 0.0, float("-inf")
     for s, e in sorted(intervals):
         if e <= end:

@@ -143,12 +143,9 @@ Tensor2 gather_stats_on_host(const at::Tensor& input, const at::Tensor& mean, co
   return {avg, invstd_out};
 }
 
-// Per channel: sum(dy) and sum(dy * (x - mean)); the weight and bias
-// gradients are sum(dy * (x - mean)) * invstd and sum(dy), in the weight's dtype.
-Tensor4 backward_reduce_on_host(const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean,
-                                const at::Tensor& invstd, const std::optional<at::Tensor>& weight, bool input_g,
-                                bool weight_g, bool bias_g) {
-  const char* op = "batch_norm_backward_reduce";
+// The arguments both backward kernels share; answers the channel count.
+int64_t check_backward_args(const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean,
+                            const at::Tensor& invstd, const char* op) {
   check_input(input, op);
   check_same_stat_dtype(mean, invstd);
   TORCH_CHECK(grad_out.sizes() == input.sizes(), op, ": expected grad_out of the input's shape ", input.sizes(),
@@ -156,6 +153,16 @@ Tensor4 backward_reduce_on_host(const at::Tensor& grad_out, const at::Tensor& in
   const int64_t c = input.size(1);
   check_per_channel(mean, c, "mean", op);
   check_per_channel(invstd, c, "invstd", op);
+  return c;
+}
+
+// Per channel: sum(dy) and sum(dy * (x - mean)); the weight and bias
+// gradients are sum(dy * (x - mean)) * invstd and sum(dy), in the weight's dtype.
+Tensor4 backward_reduce_on_host(const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean,
+                                const at::Tensor& invstd, const std::optional<at::Tensor>& weight, bool input_g,
+                                bool weight_g, bool bias_g) {
+  const char* op = "batch_norm_backward_reduce";
+  const int64_t c = check_backward_args(grad_out, input, mean, invstd, op);
   if (defined(weight)) check_per_channel(*weight, c, "weight", op);
   const auto acc = mean.scalar_type();
   const auto dims = reduced_dims(input);
@@ -174,13 +181,7 @@ at::Tensor backward_elemt_on_host(const at::Tensor& grad_out, const at::Tensor& 
                                   const at::Tensor& invstd, const std::optional<at::Tensor>& weight,
                                   const at::Tensor& sum_dy, const at::Tensor& sum_dy_xmu, const at::Tensor& count) {
   const char* op = "batch_norm_backward_elemt";
-  check_input(input, op);
-  check_same_stat_dtype(mean, invstd);
-  TORCH_CHECK(grad_out.sizes() == input.sizes(), op, ": expected grad_out of the input's shape ", input.sizes(),
-              ", got ", grad_out.sizes());
-  const int64_t c = input.size(1);
-  check_per_channel(mean, c, "mean", op);
-  check_per_channel(invstd, c, "invstd", op);
+  const int64_t c = check_backward_args(grad_out, input, mean, invstd, op);
   check_per_channel(sum_dy, c, "sum_dy", op);
   check_per_channel(sum_dy_xmu, c, "sum_dy_xmu", op);
   if (defined(weight)) check_per_channel(*weight, c, "weight", op);

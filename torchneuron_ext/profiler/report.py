@@ -98,16 +98,6 @@ def _load(trace: Union[str, os.PathLike, dict]) -> dict:
         raise ValueError(f"{path} is not a Chrome trace (JSON): {e}") from None
 
 
-def _union_length(intervals: list[tuple[float, float]]) -> float:
-    total, end = 0.0, float("-inf")
-    for s, e in sorted(intervals):
-        if e <= end:
-            continue
-        total += e - max(s, end)
-        end = e
-    return total
-
-
 def summarize_trace(trace: Union[str, os.PathLike, dict],
                     target: Optional[Union[str, costmodel.Target]] = None) -> TraceSummary:
     """The trace's summary; `target` (default NEURON_EMU_TARGET, trn2) is the projection's."""
@@ -171,7 +161,7 @@ def summarize_trace(trace: Union[str, os.PathLike, dict],
     projected = _project(data, rows, target)
     ops = sorted(rows.values(), key=lambda r: (r.device_us, r.host_us), reverse=True)
     return TraceSummary(
-        projected=projected, wall_us=wall, device_busy_us=_union_length(kernels), host_dispatch_us=host, ops=ops,
+        projected=projected, wall_us=wall, device_busy_us=costmodel.union_length(kernels), host_dispatch_us=host, ops=ops,
         generic_ops=dict(sorted(generic.items(), key=lambda kv: -kv[1])),
         transfers={k: (v[0], v[1]) for k, v in sorted(transfers.items())},
         peak_hbm_bytes=dict(sorted(peak.items())), kernels=len(kernels), cores=sorted(cores),
