@@ -62,12 +62,19 @@ def run_ranks(module: str, world_size: int = 2, timeout: float = 90.0, env: dict
         return results
 
 
-def run_job(env: dict[str, str] | None = None) -> list[RankResult]:
-    """The collectives worker on 2 ranks; every rank must exit cleanly."""
-    ranks = run_ranks("tests.distributed.workers.collectives", env=env, timeout=150)
+def run_job(env: dict[str, str] | None = None, module: str = "tests.distributed.workers.collectives",
+            timeout: float = 150) -> list[RankResult]:
+    """A worker module (default: the collectives) on 2 ranks; every rank must exit cleanly."""
+    ranks = run_ranks(module, env=env, timeout=timeout)
     for r in ranks:
         assert r.returncode == 0, f"rank {r.rank} exited with {r.returncode}:\n{r.output[-4000:]}"
     return ranks
+
+
+def assert_check(ranks: list[RankResult], check: str) -> None:
+    """One named check of a job passed on every rank."""
+    for r in ranks:
+        assert r.result.get(check) == "ok", f"rank {r.rank}: {r.result.get(check, 'not run')}"
 
 
 def write_result(result: dict[str, Any]) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from .launcher import run_job
+from .launcher import assert_check, run_job
 
 CHECKS = ["device_per_rank", "backend_names", "all_reduce_ops", "all_reduce_dtypes", "async_work_and_future",
           "dropped_async_work_keeps_tensors", "all_gather_forms", "reduce_scatter_forms",
@@ -25,11 +25,9 @@ def mixed_job() -> list:
 
 @pytest.mark.parametrize("check", CHECKS)
 def test_collective(neuron_job: list, check: str) -> None:
-    for r in neuron_job:
-        assert r.result.get(check) == "ok", f"rank {r.rank}: {r.result.get(check, 'not run')}"
+    assert_check(neuron_job, check)
 
 
 @pytest.mark.parametrize("check", MIXED_CHECKS)
 def test_mixed_backend_string(mixed_job: list, check: str) -> None:
-    for r in mixed_job:
-        assert r.result.get(check) == "ok", f"rank {r.rank}: {r.result.get(check, 'not run')}"
+    assert_check(mixed_job, check)

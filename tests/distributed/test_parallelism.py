@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from .launcher import REPO, free_port, run_ranks
+from .launcher import REPO, assert_check, free_port, run_job
 
 CHECKS = ["fsdp2_matches_single_process", "dtensor_tensor_parallel_linear", "compiled_functional_collectives",
           "ddp_bucketed_gradients"]
@@ -17,16 +17,12 @@ CHECKS = ["fsdp2_matches_single_process", "dtensor_tensor_parallel_linear", "com
 
 @pytest.fixture(scope="module")
 def job() -> list:
-    ranks = run_ranks("tests.distributed.workers.parallelism", timeout=170)
-    for r in ranks:
-        assert r.returncode == 0, f"rank {r.rank} exited with {r.returncode}:\n{r.output[-4000:]}"
-    return ranks
+    return run_job(module="tests.distributed.workers.parallelism", timeout=170)
 
 
 @pytest.mark.parametrize("check", CHECKS)
 def test_parallelism(job: list, check: str) -> None:
-    for r in job:
-        assert r.result.get(check) == "ok", f"rank {r.rank}: {r.result.get(check, 'not run')}"
+    assert_check(job, check)
 
 
 def test_ddp_example_under_torchrun_matches_single_process(tmp_path) -> None:

@@ -196,21 +196,10 @@ def test_op_stats_project_each_op_from_its_mean_call():
 
 
 def test_nki_kernel_projects_its_instruction_estimate(tmp_path):
-    import numpy as np
-
     import torchneuron_ext.nki.legacy as nki
-    import torchneuron_ext.nki.legacy.isa as nisa
-    import torchneuron_ext.nki.legacy.language as nl
+    from tests.test_costmodel import _scale_tiles  # docs/cost_model.md's case 4
 
-    @nki.jit(platform_target="trn2")
-    def scale_tiles(a):
-        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-        ip, jf = nl.mgrid[0:128, 0:512]
-        for i in nl.affine_range(4):
-            t = nl.load(a[i * 128 + ip, jf])
-            nl.store(out[i * 128 + ip, jf], value=nisa.tensor_scalar(t, op0=np.multiply, operand0=2.0))
-        return out
-
+    scale_tiles = nki.jit(platform_target="trn2")(_scale_tiles)
     x = torch.ones(512, 512, device="neuron")
     scale_tiles(x)
     cfg = NeuronConfig(profile_output_dir=str(tmp_path))
