@@ -6,8 +6,13 @@ installed torch 2.13; an isolated build would fetch another one).
 import glob
 import os
 
-from setuptools import find_packages, setup
-from torch.utils import cpp_extension
+# An earlier install of this package registered a `torch.backends` entry point, so `import torch` below
+# would import torchneuron_ext from this tree, whose _C is what this script is about to build: rebuilding
+# a clean clone over a stale install would fail before compiling anything.
+os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+
+from setuptools import find_packages, setup  # noqa: E402
+from torch.utils import cpp_extension  # noqa: E402
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 os.environ.setdefault("MAX_JOBS", "2")

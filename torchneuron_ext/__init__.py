@@ -19,7 +19,14 @@ import os as _os  # noqa: E402
 
 import torch  # noqa: E402
 
-from . import _C  # noqa: E402  loading the library registers the device with PyTorch
+try:
+    from . import _C  # noqa: E402  loading the library registers the device with PyTorch
+except ImportError as _error:
+    raise ImportError(
+        f"torchneuron_ext's C++ library (_C) is not built in {_os.path.dirname(__file__)}: build it with "
+        "`MAX_JOBS=2 pip install --no-build-isolation -e .` from the checkout. Until then, "
+        "TORCH_DEVICE_BACKEND_AUTOLOAD=0 lets `import torch` run without this backend."
+    ) from _error
 from . import neuron
 from . import profiler
 from .ops import clear_op_tracking, get_executed_ops, get_fallback_ops, get_op_counts, warn_on_generic_path
