@@ -1,8 +1,11 @@
 #include "generator.h"
 
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/library.h>
 
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "../runtime/device.h"
@@ -80,17 +83,93 @@ at::Generator host_engine_for(const std::optional<at::Generator>& gen, c10::Devi
 }
 
 
-DeviceRngScope::DeviceRngScope(c10::DeviceIndex device)
-    : engine_(host_engine_for(std::nullopt, device)), cpu_(at::detail::getDefaultCPUGenerator()) {
-  std::scoped_lock lock(cpu_.mutex(), engine_.mutex());
-  saved_ = cpu_.get_state();
-  cpu_.set_state(engine_.get_state());
+// ---- the device-RNG redirect behind DeviceRngScope ------------------------
+// PyTorch internal relied on (listed in docs/architecture.md with the Python
+// ones in torchneuron_ext/_torch_internals.py): the dispatch key
+// TESTING_ONLY_GenericMode, which PyTorch reserves for tests and never
+// registers itself. It is a mode key: above every functionality key, and in
+// no composite alias set, so while the scope includes it in this thread's
+// dispatch keys only the kernels below see it: a fallthrough for every
+// operator, and, for the aten operators with a Generator argument, a kernel
+// that fills a missing generator with the scope's engine. A CustomRNGKeyId
+// (the documented custom-RNG key) would not do: it is in the composite alias
+// sets, so composite kernels would shadow the CPU kernels inside the scope.
+// A torch upgrade that drops the key fails to compile here; one that adds it
+// to an alias set, or registers it itself, makes the first random kernel
+// raise, naming the internal (registration_error below).
+namespace {
+
+constexpr c10::DispatchKey kDeviceRngKey = c10::DispatchKey::TESTING_ONLY_GenericMode;
+
+thread_local const at::Generator* tls_device_engine = nullptr;
+
+bool takes_generator(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::GeneratorType) return true;
+  return type->kind() == c10::TypeKind::OptionalType &&
+         type->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::GeneratorType;
 }
 
-DeviceRngScope::~DeviceRngScope() {
-  std::scoped_lock lock(cpu_.mutex(), engine_.mutex());
-  engine_.set_state(cpu_.get_state());
-  cpu_.set_state(saved_);
+void draw_from_device_engine(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  const auto& args = op.schema().arguments();
+  const size_t base = stack->size() - args.size();
+  if (tls_device_engine != nullptr) {
+    for (size_t i = 0; i < args.size(); ++i) {
+      c10::IValue& v = (*stack)[base + i];
+      if (takes_generator(args[i].type()) && (v.isNone() || !v.toGenerator().defined())) {
+        v = c10::IValue(*tls_device_engine);
+      }
+    }
+  }
+  op.redispatchBoxed(ks & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, kDeviceRngKey), stack);
 }
+
+void register_redirect() {
+  for (const auto alias : {c10::DispatchKey::CompositeImplicitAutograd, c10::DispatchKey::CompositeExplicitAutograd,
+                           c10::DispatchKey::CompositeExplicitAutogradNonFunctional, c10::DispatchKey::Autograd}) {
+    TORCH_CHECK(!c10::isIncludedInAlias(kDeviceRngKey, alias), "dispatch key ", kDeviceRngKey,
+                " is now in the alias set ", alias, ", so composite kernels would replace CPU kernels inside "
+                "random neuron kernels");
+  }
+  static torch::Library fallthrough(torch::Library::IMPL, "_", kDeviceRngKey, __FILE__, __LINE__);
+  fallthrough.fallback(torch::CppFunction::makeFallthrough());
+  static torch::Library redirect(torch::Library::IMPL, "aten", kDeviceRngKey, __FILE__, __LINE__);
+  auto& dispatcher = c10::Dispatcher::singleton();
+  for (const auto& name : dispatcher.getAllOpNames()) {
+    if (name.name.rfind("aten::", 0) != 0) continue;
+    auto op = dispatcher.findOp(name);
+    if (!op.has_value() || !op->hasSchema()) continue;
+    bool random = false;
+    for (const auto& arg : op->schema().arguments()) random = random || takes_generator(arg.type());
+    if (!random) continue;
+    const std::string full = name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+    redirect.impl(full.c_str(), torch::CppFunction::makeFromBoxedFunction<&draw_from_device_engine>());
+  }
+}
+
+// Registered at load, before any kernel runs (the dispatcher's tables must
+// not change under threads that are dispatching). A failure must not throw
+// out of a static initializer (that terminates the importing process), so
+// it is kept and raised by the first random kernel.
+const std::string registration_error = [] {
+  try {
+    register_redirect();
+    return std::string();
+  } catch (const std::exception& e) {
+    return std::string(e.what());
+  }
+}();
+
+}  // namespace
+
+DeviceRngScope::DeviceRngScope(c10::DeviceIndex device)
+    : engine_(host_engine_for(std::nullopt, device)), outer_(tls_device_engine), redirect_(kDeviceRngKey) {
+  TORCH_CHECK(registration_error.empty(), "torchneuron_ext relies on a PyTorch internal that this torch breaks: C2 "
+              "device-RNG redirect (csrc/backend/generator.cpp; see torchneuron_ext/_torch_internals.py). "
+              "Registering it failed: ", registration_error, ". Update generator.cpp to another unregistered "
+              "mode key.");
+  tls_device_engine = &engine_;
+}
+
+DeviceRngScope::~DeviceRngScope() { tls_device_engine = outer_; }
 
 }  // namespace torchneuron

@@ -6,6 +6,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 
 namespace torchneuron {
 
@@ -38,10 +39,16 @@ at::Generator new_generator(c10::DeviceIndex device);
 at::Generator host_engine_for(const std::optional<at::Generator>& gen, c10::DeviceIndex device);
 
 // Some CPU kernels draw random numbers without taking a generator argument
-// (native_dropout, for one): they use the CPU's default generator. For the
-// scope of such a kernel the CPU default generator carries the neuron
-// device's state, so the numbers come from (and advance) the neuron
-// generator, as they would on a device with its own RNG.
+// (native_dropout, for one): left alone they would draw from the CPU's
+// default generator, which every thread shares. For the scope of such a
+// kernel, on this thread only, each random operator the kernel dispatches
+// without a generator is handed the neuron device's engine instead, so the
+// numbers come from (and advance) the neuron generator as they would on a
+// device with its own RNG, while CPU draws on other threads keep the CPU's
+// stream. The CPU default generator is never touched, so there is no mutex
+// to hold across the kernel (which would deadlock: CPU kernels lock their
+// generator's mutex per draw). Mechanism and the PyTorch internal it relies
+// on: generator.cpp.
 class DeviceRngScope {
  public:
   explicit DeviceRngScope(c10::DeviceIndex device);
@@ -51,8 +58,8 @@ class DeviceRngScope {
 
  private:
   at::Generator engine_;
-  at::Generator cpu_;
-  at::Tensor saved_;
+  const at::Generator* outer_;
+  c10::impl::IncludeDispatchKeyGuard redirect_;
 };
 
 }  // namespace torchneuron
