@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "../backend/allocator.h"
+#include "../backend/autograd_thread.h"
 #include "../runtime/device.h"
 #include "../runtime/tracer.h"
 #include "../backend/generator.h"
@@ -47,6 +48,7 @@ class KernelCall {
   KernelCall(const char* name, const char* overload)
       : name_(name), overload_(overload), timing_(neuron_rt::timing_mode()) {
     if (C10_UNLIKELY(timing_ != 0)) host_start_ = neuron_rt::now_ns();
+    adopt_thread_for_autograd();
   }
   KernelCall(const KernelCall&) = delete;
   KernelCall& operator=(const KernelCall&) = delete;
