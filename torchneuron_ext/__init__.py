@@ -27,6 +27,7 @@ except ImportError as _error:
         "`MAX_JOBS=2 pip install --no-build-isolation -e .` from the checkout. Until then, "
         "TORCH_DEVICE_BACKEND_AUTOLOAD=0 lets `import torch` run without this backend."
     ) from _error
+from . import _torch_internals
 from . import neuron
 from . import profiler
 from .ops import clear_op_tracking, get_executed_ops, get_fallback_ops, get_op_counts, warn_on_generic_path
@@ -51,6 +52,8 @@ set_hbm_capacity = neuron.set_hbm_capacity
 
 
 def _register() -> None:
+    _torch_internals.require("P1")
+    _torch_internals.require("P2")
     if torch._C._get_privateuse1_backend_name() != "neuron":
         torch.utils.rename_privateuse1_backend("neuron")
     if getattr(torch, "neuron", None) is not neuron:

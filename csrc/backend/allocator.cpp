@@ -317,6 +317,9 @@ c10::DataPtr adopt_host_buffer(c10::DataPtr&& cpu, size_t nbytes, c10::DeviceInd
 KernelAllocationScope::KernelAllocationScope() : previous_(tls_redirect_cpu) { tls_redirect_cpu = true; }
 KernelAllocationScope::~KernelAllocationScope() { tls_redirect_cpu = previous_; }
 
+// PyTorch internal C1 (listed in torchneuron_ext/_torch_internals.py): this is the CPU allocator of
+// the whole process (priority 1 beats the default's 0), so every CPU allocation pays the thread-local
+// check, and a library that sets the CPU allocator too replaces it (or is replaced).
 namespace {
 struct InstallKernelOutputAllocator {
   InstallKernelOutputAllocator() {

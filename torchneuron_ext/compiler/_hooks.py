@@ -55,6 +55,9 @@ def _on_import(name: str) -> None:
 
 def install() -> None:
     """Register now for modules already imported; hook the others."""
+    from .. import _torch_internals
+
+    _torch_internals.require("P5")
     for name in list(_pending):
         if name in sys.modules:
             _on_import(name)

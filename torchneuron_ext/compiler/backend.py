@@ -8,7 +8,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from .. import _C
+from .. import _C, _torch_internals
 from . import metrics
 
 
@@ -69,6 +69,7 @@ def _config_patches(mode: Optional[str], options: Optional[dict[str, Any]]) -> d
 def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], mode: Optional[str] = None,
                    options: Optional[dict[str, Any]] = None, **kwargs: Any) -> Callable[..., Any]:
     """torch.compile(..., backend="neuron"). Accepts torch.compile's `mode=` and Inductor `options=`."""
+    _torch_internals.require("P13")
     from torch._dynamo.utils import counters
     from torch._inductor.compile_fx import compile_fx
 

@@ -29,7 +29,9 @@ Mechanisms, each installed once (idempotent) from registration.py:
    neuron generator (the CPU generator's engine).
 
 `report()` lists what was installed; tests/compiler/test_cpu_parity.py checks that every site was
-found in this torch version and rewrote at least one literal.
+found in this torch version and rewrote at least one literal. The four mechanisms are entries P9-P12
+of the inventory of PyTorch internals (torchneuron_ext/_torch_internals.py), which also keeps the
+per-site bookkeeping and words the warning about a site this torch lacks.
 """
 from __future__ import annotations
 
@@ -38,7 +40,10 @@ import functools
 import importlib
 import inspect
 import types
-from typing import Any, Callable, Optional
+from typing import Any, Callable
+
+from .. import _torch_internals
+from .._torch_internals import SiteStatus
 
 NEURON = "neuron"
 
@@ -278,14 +283,6 @@ def _resolve(module: str, qualname: str) -> Any:
     return obj
 
 
-@dataclasses.dataclass
-class SiteStatus:
-    site: str
-    literals: int = 0
-    error: Optional[str] = None
-
-
-_status: dict[str, SiteStatus] = {}
 _installed = False
 
 
@@ -440,16 +437,20 @@ def _install_eager_random() -> SiteStatus:
 
 # -- install / report ---------------------------------------------------------------------------------
 
-def _sites() -> list[tuple[str, str, Callable[[], SiteStatus]]]:
-    """(name, module, installer) for every site."""
-    out: list[tuple[str, str, Callable[[], SiteStatus]]] = []
+def _sites() -> list[tuple[str, str, str, Callable[[], SiteStatus]]]:
+    """(name, module, inventory key, installer) for every site."""
+    out: list[tuple[str, str, str, Callable[[], SiteStatus]]] = []
     for site in CPU_LITERAL_SITES:
-        out.append((f"{site.module}.{site.qualname}", site.module, functools.partial(_install_literal_site, site)))
+        out.append((f"{site.module}.{site.qualname}", site.module, "P9",
+                    functools.partial(_install_literal_site, site)))
     for psite in PREDICATE_SITES:
-        out.append((f"{psite.module}.{psite.name}", psite.module, functools.partial(_install_predicate, psite)))
-    out.append(("torch._subclasses.fake_impls.conv", "torch._subclasses.fake_impls", _install_fake_conv))
-    out.append(("torch._inductor.compile_fx.compile_fx", "torch._inductor.compile_fx", _install_eager_random))
+        out.append((f"{psite.module}.{psite.name}", psite.module, "P10",
+                    functools.partial(_install_predicate, psite)))
+    out.append(("torch._subclasses.fake_impls.conv", "torch._subclasses.fake_impls", "P11", _install_fake_conv))
+    out.append(("torch._inductor.compile_fx.compile_fx", "torch._inductor.compile_fx", "P12", _install_eager_random))
     return out
+
+
 
 
 def install(inductor: bool = True) -> None:
@@ -460,28 +461,31 @@ def install(inductor: bool = True) -> None:
     global _installed
     if _installed:
         return
-    missing = []
-    for name, module, installer in _sites():
-        if name in _status and not _status[name].error:
+    missing: dict[str, list[SiteStatus]] = {}
+    for name, module, key, installer in _sites():
+        if _torch_internals.site_error(name) is None:
             continue
         if not inductor and module.startswith("torch._inductor"):
             continue
         status = installer()
         status.site = name
-        _status[name] = status
+        _torch_internals.record_site(status)
         if status.error:
-            missing.append(status)
+            missing.setdefault(key, []).append(status)
     if inductor:
         _installed = True
     if missing:
         import warnings
 
-        warnings.warn("torchneuron_ext: Inductor CPU-parity sites not found in this torch version: "
-                      + "; ".join(f"{s.site} ({s.error})" for s in missing), stacklevel=2)
+        warnings.warn(" ".join(
+            _torch_internals.message(_torch_internals.internal(key), "sites not found in this torch version: "
+                                     + "; ".join(f"{s.site} ({s.error})" for s in statuses))
+            for key, statuses in missing.items()), stacklevel=2)
 
 
 def report() -> list[SiteStatus]:
-    return list(_status.values())
+    names = {name for name, _, _, _ in _sites()}
+    return [s for s in _torch_internals.site_status() if s.site in names]
 
 
 __all__ = ["CPU_LITERAL_SITES", "HOST_DEVICE_TYPE", "LEFT_AS_CPU", "PREDICATE_SITES", "install", "report"]

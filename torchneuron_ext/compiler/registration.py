@@ -2,10 +2,13 @@
 scheduling and wrapper classes, and Inductor's CPU behaviour for neuron graphs (cpu_parity.py)."""
 from __future__ import annotations
 
+from .. import _torch_internals
+
 _done = False
 
 
 def register_dynamo() -> None:
+    _torch_internals.require("P6")
     from torch._dynamo.device_interface import register_interface_for_device
 
     from . import cpu_parity
@@ -27,6 +30,7 @@ def register_cpu_parity() -> None:
 def inductor_classes() -> dict[str, type]:
     """Inductor's scheduling and wrapper classes for neuron; also registers the device op
     overrides Inductor looks up per device."""
+    _torch_internals.require("P7")
     from torch._inductor.codegen.common import register_device_op_overrides
     from torch._inductor.codegen.cpp import CppScheduling
     from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu

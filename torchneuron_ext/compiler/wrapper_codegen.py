@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from torch._inductor.codegen.wrapper import PythonWrapperCodegen
+from .. import _torch_internals
+
+_torch_internals.require("P8")
+
+from torch._inductor.codegen.wrapper import PythonWrapperCodegen  # noqa: E402
 
 
 class NeuronWrapperCodegen(PythonWrapperCodegen):

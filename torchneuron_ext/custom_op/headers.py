@@ -64,5 +64,11 @@ def include_dirs(build_directory: str) -> list[str]:
     if patched is not None:
         write_if_changed(os.path.join(generated, _TENSOR_BODY), patched)
         dirs.append(generated)
+    else:  # the library still builds, without the GPSIMD methods; say which internal broke
+        import warnings
+
+        from .. import _torch_internals
+
+        warnings.warn(_torch_internals.failure("C4") or "TensorBody.h has an unknown layout", stacklevel=2)
     dirs += [DEVICE_TORCH_INCLUDE, PACKAGE_INCLUDE]
     return dirs

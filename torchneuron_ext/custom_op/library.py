@@ -19,6 +19,7 @@ import threading
 
 import torch
 
+from .. import _torch_internals
 from .errors import CustomOpError
 
 # Must match torchneuron::detail::kAbiVersion in include/torchneuron/detail/library.h.
@@ -36,6 +37,7 @@ class CustomOpLibrary:
 
     def schemas(self) -> dict[str, str]:
         """{op: schema} as PyTorch inferred them from the shape functions."""
+        _torch_internals.require("P21")
         return {op: str(torch._C._get_schema(op, "")) for op in self.ops}
 
 

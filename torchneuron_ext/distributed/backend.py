@@ -13,7 +13,7 @@ from typing import Any
 
 import torch.distributed as dist
 
-from .. import _C
+from .. import _C, _torch_internals
 
 BACKEND_NAME = "neuron"
 ProcessGroupNeuron = _C._ProcessGroupNeuron
@@ -61,6 +61,7 @@ def _create_backend(opts: Any, backend_options: Any) -> ProcessGroupNeuron:
 
 def register() -> None:
     """Make ``init_process_group(backend="neuron")`` (and ``"cpu:gloo,neuron:neuron"``) available."""
+    _torch_internals.require("P20")
     if not dist.is_available() or BACKEND_NAME.upper() in dist.Backend._plugins:
         return
     # "cpu" too: a group created with backend="neuron" then also serves CPU

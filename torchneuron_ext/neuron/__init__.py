@@ -48,7 +48,9 @@ from .random import (
 )
 from .streams import Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream
 from . import device as _device_mod
+from .. import _torch_internals
 
+_torch_internals.require("P3")
 _utils = _device_mod  # torch.serialization looks up `_utils._get_device_index`
 
 __all__ = [

@@ -6,8 +6,10 @@ from typing import Any, Optional, Union
 
 import torch
 
-from .. import _C
+from .. import _C, _torch_internals
 from ._lazy import _lazy_init
+
+_torch_internals.require("P4")
 
 DeviceLike = Union[torch.device, str, int, None]
 

@@ -10,8 +10,11 @@ from typing import Any, Optional
 
 import torch
 
+from .. import _torch_internals
 from ._lazy import _lazy_init
 from .device import DeviceLike, _get_device_index
+
+_torch_internals.require("P4")
 
 
 class _NeuronKind(type):

@@ -25,7 +25,12 @@ import warnings
 from typing import Any, Callable, Optional, Union
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_map
+
+from .. import _torch_internals
+
+_torch_internals.require("P22")
+
+from torch.utils._pytree import tree_flatten, tree_map  # noqa: E402
 
 __all__ = ["route_aten", "AtenRoute", "routes", "cache_tag"]
 
@@ -48,6 +53,8 @@ class AtenRoute:
 
     # -- installation --------------------------------------------------------
     def _install(self) -> None:
+        _torch_internals.require("P16")
+        _torch_internals.require("P17")
         lib = torch.library.Library(self.op.namespace, "IMPL")
         name = self.op._schema.name.split("::", 1)[1]
         if self.op._overloadname != "default":

@@ -306,6 +306,8 @@ def _warn_without_autograd(kernel: Kernel) -> None:
     import torch
     if not torch.is_grad_enabled() or kernel.__name__ in _warned_autograd:
         return  # (inside an nki_op with register_autograd, the forward runs with grad disabled)
+    from .. import _torch_internals
+    _torch_internals.require("P17")
     if torch._C._dispatch_tls_is_dispatch_key_excluded(torch._C.DispatchKey.AutogradFunctionality):
         return  # called below autograd (e.g. from a backend kernel): autograd is handled above
     _warned_autograd.add(kernel.__name__)
@@ -336,6 +338,8 @@ def _profiler_scope(kernel: Kernel, kind: str) -> Any:
     import torch
     if not torch.autograd._profiler_enabled():
         return _NO_SCOPE
+    from .. import _torch_internals
+    _torch_internals.require("P18")
     # _RecordFunctionFast opens a FUNCTION-scope op, which (unlike record_function's user scope) gets the
     # Kineto correlation id that the device kernel is recorded with.
     return torch._C._profiler._RecordFunctionFast(f"nki::{kernel.__name__}")

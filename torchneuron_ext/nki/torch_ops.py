@@ -23,7 +23,13 @@ from typing import Any, Callable, Iterable, Optional, Union
 
 import numpy as np
 import torch
-from torch._library.infer_schema import infer_schema
+
+from .. import _torch_internals
+
+_torch_internals.require("P14")
+_torch_internals.require("P15")
+
+from torch._library.infer_schema import infer_schema  # noqa: E402
 
 from .kernel import GridKernel, Kernel, launch
 

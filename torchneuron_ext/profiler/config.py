@@ -16,9 +16,12 @@ import socket
 from typing import Any, Iterable, Optional, Union
 
 import torch
-from torch._C._profiler import _ExperimentalConfig
 
-from .. import _C, costmodel, numerics
+from .. import _C, _torch_internals, costmodel, numerics
+
+_torch_internals.require("P19")
+
+from torch._C._profiler import _ExperimentalConfig  # noqa: E402
 
 
 class ProfileMode(enum.Enum):

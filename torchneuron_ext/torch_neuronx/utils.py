@@ -19,6 +19,8 @@ import numpy as np
 import torch
 from packaging.version import Version
 
+from .. import _torch_internals
+
 __all__ = [
     "MXFP8", "TORCH_VERSION", "cast_dtype_if_needed", "convert_for_neuron", "flatten_tensors",
     "get_device_from_tensors", "get_gmm_align", "get_lnc_setting", "get_logical_neuron_cores",
@@ -332,6 +334,7 @@ def get_neuron_registered_ops(as_sorted: bool = False, keep_variant: bool = Fals
     Names without their namespace: "add" (or "add.Tensor" with ``keep_variant``). Every operator that
     reaches the emulator runs (the generic path takes the rest), so this lists the specialised kernels.
     """
+    _torch_internals.require("P21")
     names = set()
     for reg in torch._C._dispatch_get_registrations_for_dispatch_key("PrivateUse1"):
         if "::" in reg:
