@@ -327,6 +327,11 @@ def _check_sdp_stub() -> None:
     _attr("torch", "_fused_sdp_choice")
 
 
+def _check_autograd_thread() -> None:
+    # The flag the C++ side sets is the one these read and write (c10::AutogradState's thread-local).
+    _attr("torch", "autograd.is_multithreading_enabled", "autograd.set_multithreading_enabled")
+
+
 # -- the inventory ------------------------------------------------------------------------------------
 
 INTERNALS: tuple[Internal, ...] = (
@@ -444,6 +449,11 @@ INTERNALS: tuple[Internal, ...] = (
              _check_composite_routing),
     Internal("C6", "fused-SDP choice stub", "csrc/aten/native_special.cpp",
              "REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, ...)", "native_special.cpp", _check_sdp_stub),
+    Internal("C7", "backward on the calling thread", "csrc/backend/autograd_thread.cpp",
+             "c10::AutogradState's thread-local multithreading flag, which the autograd Engine's ready_queue "
+             "reads to run a device's backward on the calling thread instead of the device's worker thread",
+             "autograd_thread.cpp (TORCHNEURON_EXT_AUTOGRAD_THREADS=device meanwhile keeps torch's threads)",
+             _check_autograd_thread),
 )
 
 _BY_KEY = {i.key: i for i in INTERNALS}
