@@ -100,12 +100,29 @@ at::Tensor& set_source_storage_offset(at::Tensor& self, c10::Storage source, int
   return at::native::set_storage_cpu_(self, std::move(source), storage_offset, size, stride);
 }
 
+// A neuron tensor's memory is neuron memory: set_ onto a CPU (or other
+// device's) storage is refused before PyTorch's own storage check, with
+// TorchNeuron's message ("set_: expected neuron ...") and what to do.
+void check_set_source_device(c10::DeviceType type, const char* what, const c10::Device& device) {
+  TORCH_CHECK(type == kNeuron, "set_: expected neuron ", what, ", but got ", what, " on device ", device,
+              ": a neuron tensor can only be set to neuron memory; move the source to neuron first "
+              "(source.to(\"neuron\"))");
+}
+
+at::Tensor& set_source_storage_checked(at::Tensor& self, c10::Storage source, int64_t storage_offset,
+                                       c10::IntArrayRef size, c10::IntArrayRef stride) {
+  check_set_source_device(source.device_type(), "storage", source.device());
+  return set_source_storage_offset(self, std::move(source), storage_offset, size, stride);
+}
+
 at::Tensor& set_source_storage(at::Tensor& self, c10::Storage source) {
+  check_set_source_device(source.device_type(), "storage", source.device());
   const int64_t numel = static_cast<int64_t>(source.nbytes() / self.dtype().itemsize());
   return set_source_storage_offset(self, std::move(source), 0, {numel}, {});
 }
 
 at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
+  check_set_source_device(source.device().type(), "source tensor", source.device());
   return set_source_storage_offset(self, source.storage(), source.storage_offset(), source.sizes(),
                                    source.strides());
 }
@@ -167,14 +184,23 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
   return dst;
 }
 
+// TorchNeuron's semantics (its CopyKernel.cpp): a CPU source into a neuron
+// destination only, and the destination is resized only when it is empty;
+// otherwise the sizes must already agree. (PyTorch's CPU fallback, the caller
+// this operator exists for, copies host results back into neuron outputs.)
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
-  TORCH_CHECK(dst.defined(), "dst is undefined");
+  TORCH_CHECK(dst.defined(), "_copy_from_and_resize: dst is undefined");
+  TORCH_CHECK(self.defined(), "_copy_from_and_resize: self (the source) is undefined");
+  TORCH_CHECK(self.device().type() == c10::DeviceType::CPU && dst.device().type() == kNeuron,
+              "_copy_from_and_resize now only support copy from cpu tensor to neuron tensor, but got src tensor "
+              "device is ", self.device(), " and dst device is ", dst.device(),
+              ": use dst.copy_(src) (after dst.resize_(src.shape) if needed) for other copies");
   NEURON_RECORD("aten::_copy_from_and_resize");
-  if (dst.device().type() == kNeuron) {
-    resize_(dst, self.sizes(), std::nullopt);
-  } else {
-    dst.resize_(self.sizes());
-  }
+  if (dst.numel() == 0) resize_(dst, self.sizes(), std::nullopt);
+  TORCH_CHECK(self.sizes() == dst.sizes(),
+              "_copy_from_and_resize now only support copy with same size, or dst.numel() == 0! Got src size ",
+              self.sizes(), " and dst size ", dst.sizes(), ": resize dst first (dst.resize_(src.shape)) or pass an "
+              "empty dst");
   return copy_from(self, dst, false);
 }
 
@@ -211,7 +237,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_reshape_alias", reshape_alias);
   m.impl("resize_", resize_);
   m.impl("set_.source_Storage", set_source_storage);
-  m.impl("set_.source_Storage_storage_offset", set_source_storage_offset);
+  m.impl("set_.source_Storage_storage_offset", set_source_storage_checked);
   m.impl("set_.source_Tensor", set_source_tensor);
   m.impl("set_", set_empty);
   m.impl("_copy_from", copy_from);
