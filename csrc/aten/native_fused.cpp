@@ -5,6 +5,7 @@
 #include <ATen/Functions.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/Operators.h>
+#include <ATen/native/layer_norm.h>
 #include <ATen/record_function.h>
 #include <torch/library.h>
 
@@ -43,7 +44,10 @@ std::tuple<at::Tensor, at::Tensor> rms_norm_backward_on_host(const at::Tensor& g
     return {output_mask[0] ? at::zeros_like(input) : at::Tensor(),
             output_mask[1] && has_weight ? input.new_zeros(normalized_shape) : at::Tensor()};
   }
-  const at::ScalarType ct = rms_norm_computation_type(input.scalar_type());
+  // The forward's arithmetic type: the input's computation type, promoted with the weight's
+  // (a bfloat16 input with a float32 weight is computed in float32, as the CPU's composite does).
+  at::ScalarType ct = rms_norm_computation_type(input.scalar_type());
+  if (has_weight) ct = c10::promoteTypes(ct, rms_norm_computation_type(weight->scalar_type()));
   const at::Tensor g = grad_out.to(ct).contiguous();
   const at::Tensor x = input.to(ct).contiguous();
   at::Tensor r = rstd;
@@ -59,7 +63,12 @@ std::tuple<at::Tensor, at::Tensor> rms_norm_backward_on_host(const at::Tensor& g
   }
   if (output_mask[1] && has_weight) {
     at::Tensor full = g * x_hat;
-    d_weight = (outer.empty() ? full : full.sum(outer, /*keepdim=*/false)).to(input.scalar_type());
+    // In the weight's dtype: with mixed dtypes (autocast's bfloat16 activations, float32 weights) the
+    // float32 gradient is not rounded through bfloat16, so it equals the CPU's (whose composite
+    // differentiates a float32 multiply by the weight). torch._decomp's formula, the operator's Meta
+    // kernel, casts to the input's dtype instead; autograd casts a gradient to the weight's dtype
+    // either way, so only the rounding differs.
+    d_weight = (outer.empty() ? full : full.sum(outer, /*keepdim=*/false)).to(weight->scalar_type());
   }
   return {d_input, d_weight};
 }
@@ -89,10 +98,36 @@ std::tuple<at::Tensor, at::Tensor> fused_rms_norm_backward(const at::Tensor& gra
                                                          input, rstd, weight);
 }
 
+// torch.rms_norm itself (CompositeImplicitAutograd): PyTorch's composite calls
+// _fused_rms_norm only when input and weight have one dtype, and otherwise
+// (a bfloat16 input with a float32 weight, as autocast and mixed-precision
+// training produce) decomposes into six ops with a warning. TorchNeuron
+// overrides rms_norm for PrivateUse1 and AutogradPrivateUse1 so both cases are
+// _fused_rms_norm (it upcasts mixed inputs around the call); here the fused
+// kernel takes mixed dtypes as they are (its host computation is the CPU's
+// composite, which promotes them), so the mixed case is one kernel each way,
+// with the CPU's numbers and dtypes. Registered at AutogradPrivateUse1 as a
+// composite (no autograd of its own: _fused_rms_norm's derivative formula
+// records the backward) and at PrivateUse1 for inference mode; an NKI route
+// (nki/aten_routing.py) for aten::rms_norm is installed above it at both keys
+// and falls back to it.
+at::Tensor rms_norm(const at::Tensor& input, c10::SymIntArrayRef normalized_shape,
+                    const std::optional<at::Tensor>& weight, std::optional<double> eps) {
+  c10::MaybeOwned<at::Tensor> w = at::borrow_from_optional_tensor(weight);
+  at::native::_check_rms_norm_inputs_symint(input, normalized_shape, *w);
+  std::vector<int64_t> shape;
+  shape.reserve(normalized_shape.size());
+  for (const c10::SymInt& s : normalized_shape) shape.push_back(s.guard_int(__FILE__, __LINE__));
+  return std::get<0>(at::_fused_rms_norm(input, shape, weight, eps));
+}
+
 }  // namespace
 }  // namespace torchneuron
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_fused_rms_norm", TORCH_FN(torchneuron::fused_rms_norm));
   m.impl("_fused_rms_norm_backward", TORCH_FN(torchneuron::fused_rms_norm_backward));
+  m.impl("rms_norm", TORCH_FN(torchneuron::rms_norm));
 }
+
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) { m.impl("rms_norm", TORCH_FN(torchneuron::rms_norm)); }

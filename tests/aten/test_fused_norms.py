@@ -3,6 +3,8 @@ nn.RMSNorm as aten::_fused_rms_norm and aten::_fused_rms_norm_backward, one devi
 (csrc/aten/native_fused.cpp); layer_norm and group_norm as native_layer_norm / native_group_norm
 and their backwards. Results and gradients against CPU, op tracking, torch.profiler, autocast and
 torch.compile."""
+import warnings
+
 import pytest
 import torch
 from torch import nn
@@ -200,3 +202,110 @@ def test_layer_norm_and_group_norm_are_one_kernel_each_way(dtype):
         torch.testing.assert_close(out_d.cpu(), out_c, **TOL[dtype])
         for td, tc in zip(d, c):
             torch.testing.assert_close(td.grad.cpu(), tc.grad, **TOL[dtype])
+
+
+MIXED = [(torch.bfloat16, torch.float32), (torch.float16, torch.float32), (torch.float32, torch.bfloat16),
+         (torch.float16, torch.bfloat16)]
+
+
+@pytest.mark.parametrize("x_dtype,w_dtype", MIXED)
+@pytest.mark.parametrize("shape,normalized_shape", [((4, 6, 32), (32,)), ((3, 4, 8), (4, 8))])
+def test_rms_norm_mixed_dtypes_are_one_kernel_each_way_and_match_cpu(x_dtype, w_dtype, shape, normalized_shape):
+    """PyTorch's composite decomposes a mixed-dtype rms_norm (with a "Cannot dispatch to fused implementation"
+    warning); on neuron, as on TorchNeuron, it is _fused_rms_norm forward and _fused_rms_norm_backward."""
+    torch.manual_seed(7)
+    x, w = torch.randn(shape, dtype=x_dtype), torch.randn(normalized_shape, dtype=w_dtype)
+    grad = torch.randn(shape, dtype=x_dtype)
+    xc, wc, xd, wd = leaf(x), leaf(w), leaf(x, "neuron"), leaf(w, "neuron")
+    ops.clear_op_tracking()
+    out_d = torch.rms_norm(xd, normalized_shape, wd, 1e-6)
+    assert ops.get_op_counts() == {"aten::_fused_rms_norm": {"native": 1}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "Cannot dispatch to fused implementation" (once per process)
+        out_c = torch.rms_norm(xc, normalized_shape, wc, 1e-6)
+    assert out_d.dtype == out_c.dtype
+    torch.testing.assert_close(out_d.cpu(), out_c, rtol=0, atol=0)  # the CPU's composite, on host views
+    grad_d = grad.to("neuron")
+    ops.clear_op_tracking()
+    out_d.backward(grad_d)
+    assert ops.get_op_counts() == {"aten::_fused_rms_norm_backward": {"native": 1}}
+    out_c.backward(grad)
+    assert xd.grad.dtype == xc.grad.dtype == x_dtype and wd.grad.dtype == wc.grad.dtype == w_dtype
+    tol = TOL[x_dtype] if x_dtype != torch.float32 else TOL[w_dtype]
+    torch.testing.assert_close(xd.grad.cpu(), xc.grad, **tol)
+    torch.testing.assert_close(wd.grad.cpu(), wc.grad, **tol)
+
+
+def test_rms_norm_mixed_weight_gradient_is_not_rounded_through_the_input_dtype():
+    """bfloat16 activations, float32 weight: the weight's gradient is the CPU's float32 one, not a bfloat16
+    value widened (the rounding the decomposition's cast to the input dtype would add)."""
+    torch.manual_seed(8)
+    x, w, g = torch.randn(64, 48, dtype=torch.bfloat16), torch.randn(48), torch.randn(64, 48, dtype=torch.bfloat16)
+    xc, wc, xd, wd = leaf(x), leaf(w), leaf(x, "neuron"), leaf(w, "neuron")
+    torch.rms_norm(xd, (48,), wd).backward(g.to("neuron"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.rms_norm(xc, (48,), wc).backward(g)
+    torch.testing.assert_close(wd.grad.cpu(), wc.grad, rtol=1e-5, atol=1e-5)
+    assert not torch.equal(wc.grad, wc.grad.bfloat16().float())  # the check can tell the two apart
+
+
+def test_rms_norm_mixed_dtypes_under_no_grad_inference_and_compile():
+    torch.manual_seed(9)
+    x, w = torch.randn(2, 5, 16, dtype=torch.bfloat16), torch.randn(16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = torch.rms_norm(x, (16,), w, 1e-5)
+    xd, wd = x.to("neuron"), w.to("neuron")
+    for ctx in (torch.no_grad, torch.inference_mode):
+        ops.clear_op_tracking()
+        with ctx():
+            out = torch.rms_norm(xd, (16,), wd, 1e-5)
+        assert ops.get_op_counts() == {"aten::_fused_rms_norm": {"native": 1}}
+        torch.testing.assert_close(out.cpu(), ref, rtol=0, atol=0)
+    torch._dynamo.reset()
+    xl, wl = leaf(x, "neuron"), leaf(w, "neuron")
+    compiled = torch.compile(lambda a, b: torch.rms_norm(a, (16,), b, 1e-5), backend="neuron", fullgraph=True)
+    out = compiled(xl, wl)
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.cpu(), ref, **TOL[torch.bfloat16])
+    out.float().sum().backward()
+    assert xl.grad.dtype == torch.bfloat16 and wl.grad.dtype == torch.float32
+    xc, wc = leaf(x), leaf(w)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.rms_norm(xc, (16,), wc, 1e-5).float().sum().backward()
+    torch.testing.assert_close(xl.grad.cpu(), xc.grad, **TOL[torch.bfloat16])
+    torch.testing.assert_close(wl.grad.cpu(), wc.grad, **TOL[torch.bfloat16])
+    torch._dynamo.reset()
+
+
+def test_an_nki_route_for_rms_norm_still_takes_mixed_and_plain_calls():
+    """route_aten installs above neuron's own rms_norm kernel at both autograd and backend keys: routed calls
+    run the route (with its autograd), declined ones fall back to the one-kernel path."""
+    from torchneuron_ext.nki.aten_routing import route_aten
+
+    seen = []
+
+    def route(x, normalized_shape, weight=None, eps=None):
+        seen.append((x.dtype, None if weight is None else weight.dtype))
+        if weight is not None and weight.dtype != x.dtype:
+            return NotImplemented
+        return torch.ops.aten._fused_rms_norm(x, list(normalized_shape), weight, eps)[0] + 0
+
+    torch.manual_seed(10)
+    xb, w = torch.randn(4, 16, dtype=torch.bfloat16), torch.randn(16)
+    with route_aten("aten::rms_norm", route) as r:
+        assert r.keys == ("AutogradPrivateUse1", "PrivateUse1")
+        xd, wd = leaf(xb, "neuron"), leaf(w, "neuron")
+        ops.clear_op_tracking()
+        out = torch.rms_norm(xd, (16,), wd)
+        assert r.fallbacks == 1 and ops.get_op_counts() == {"aten::_fused_rms_norm": {"native": 1}}
+        out.float().sum().backward()
+        assert wd.grad is not None
+        x32 = leaf(xb.float(), "neuron")
+        out32 = torch.rms_norm(x32, (16,), leaf(w, "neuron"))
+        assert r.routed == 1 and "aten::add.Tensor" in ops.get_executed_ops()  # the route's own "+ 0"
+        out32.sum().backward()
+        assert x32.grad is not None
+    assert seen == [(torch.bfloat16, torch.float32), (torch.float32, torch.float32)]

@@ -246,8 +246,11 @@ def _route_keys(op: torch._ops.OpOverload) -> tuple:
         raise ValueError(f"{name} returns a view of its input ({schema}); an NKI kernel writes new memory, so it "
                          f"cannot implement a view operator")
     has = torch._C._dispatch_has_kernel_for_dispatch_key
-    if has(name, "CompositeImplicitAutograd") and not has(name, "Autograd") and \
-            not has(name, "AutogradPrivateUse1"):
+    # A composite operator keeps no derivative formula even when neuron registers a kernel of its own at
+    # AutogradPrivateUse1 (csrc/aten does for rms_norm, linear, pad, ...: the composite again, so op
+    # tracking names the operator); that kernel runs above PrivateUse1, so a route there would be
+    # bypassed whenever autograd is on. The route replaces it, and falls back to it.
+    if has(name, "CompositeImplicitAutograd") and not has(name, "Autograd"):
         return ("AutogradPrivateUse1", "PrivateUse1")
     return ("PrivateUse1",)
 
