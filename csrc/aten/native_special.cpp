@@ -68,27 +68,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
   return result;
 }
 
-// scaled_dot_product_attention picks its backend through a per-device stub;
-// answering as the CPU does sends neuron to the CPU's fused flash kernel
-// (_scaled_dot_product_flash_attention_for_cpu, native tier) instead of the
-// unfused math path.
-int64_t sdp_choice(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
-                   const std::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal,
-                   std::optional<double> scale, bool enable_gqa) {
-  // The choice depends on shapes, strides and dtypes only, so it is made on
-  // meta tensors: that also serves FakeTensor tracing (torch.compile), whose
-  // tensors have no data to view.
-  auto meta = [](const at::Tensor& t) {
-    // requires_grad is part of the choice (the fused CPU kernel has no gradient for the mask).
-    return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::DeviceType::Meta))
-        .requires_grad_(t.requires_grad());
-  };
-  std::optional<at::Tensor> mask;
-  if (attn_mask.has_value() && attn_mask->defined()) mask = meta(*attn_mask);
-  return at::native::_fused_sdp_choice_cpp(meta(query), meta(key), meta(value), mask, dropout_p, is_causal, scale,
-                                           enable_gqa);
-}
-
 // CUDA's histc takes integer tensors (counts come back in the input's dtype) and
 // the CPU kernel does not; libraries that treat neuron like CUDA rely on it
 // (Hugging Face's mixture-of-experts routing counts expert ids with it). The
@@ -374,10 +353,6 @@ at::Tensor multilabel_margin_loss_backward(const at::Tensor& grad_output, const 
 
 }  // namespace
 }  // namespace torchneuron
-
-namespace at::native {
-REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &torchneuron::sdp_choice)
-}  // namespace at::native
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("convolution_overrideable", TORCH_FN(torchneuron::convolution_overrideable));
