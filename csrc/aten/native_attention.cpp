@@ -9,13 +9,15 @@
 // The kernels compute with the CPU's own attention kernels on host views, so
 // results are the CPU's: the CPU's flash kernel where the CPU itself would
 // choose it (no dropout, no grouped-query heads, a mask that needs no
-// gradient), otherwise the CPU's math kernel forward and its gradient formula
-// written out backward. Dropout is the CPU's math kernel drawing from the
-// device's generator, so a seeded program draws the CPU's mask (as every
-// random op here does); the generator's state before the draw travels with the
-// result in the storage of philox_seed (a 0-dim int64 view, as the meta
-// kernel has it; philox_offset is 0), and the backward regenerates exactly
-// that mask from it. GQA: key and
+// gradient), otherwise the CPU's math kernel step by step forward and its
+// gradient formula written out backward. Dropout draws at::dropout's noise from
+// the device's generator, so a seeded program draws the CPU's mask (as every
+// random op here does). Under autograd the math path hands its softmax weights
+// and noise to the backward in cum_seq_q / cum_seq_k (undefined for dense
+// inputs otherwise), as the CPU's decomposition saves them; without them (a
+// compiled graph) the backward recomputes the weights and redraws the noise
+// from the generator state that travels in the storage of philox_seed (a 0-dim
+// int64 view, as the meta kernel has it; philox_offset is 0). GQA: key and
 // value may have fewer heads than the query when they divide its count (the
 // choice sends enable_gqa=False with unequal heads to the CPU's choice, and so
 // to the CPU's error). The host ops inside are the kernels' internals, hidden
@@ -257,33 +259,40 @@ ForwardResult forward(const at::Tensor& query, const at::Tensor& key, const at::
               "_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True");
   const c10::DeviceIndex device = query.device().index();
   const at::Tensor rng_state = dropout_p > 0.0 ? generator_state(device) : at::Tensor();
+  // What the CPU's math decomposition saves for autograd (the softmax weights and the dropout noise)
+  // goes back in cum_seq_q and cum_seq_k, which the backward receives and which are otherwise undefined
+  // for dense inputs: recomputing the weights and redrawing the noise there made T5's eager training
+  // step 15% slower than on CPU. Only while autograd records a graph that needs them; compiled graphs
+  // (whose forward runs without grad, with the meta kernel's undefined cum_seq) recompute instead.
+  const bool keep_for_backward =
+      at::GradMode::is_enabled() && (query.requires_grad() || key.requires_grad() || value.requires_grad() ||
+                                     (defined(attn_bias) && attn_bias->requires_grad()));
   const c10::SymInt max_q = query.sym_size(-2), max_k = key.sym_size(-2);
   auto fn = [&](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                 const std::optional<at::Tensor>& bias) -> ForwardResult {
     at::DisableRecordFunctionGuard internals;
-    at::Tensor out, lse;
+    at::Tensor out, lse, weights, noise;
     const double s = softmax_scale(q, scale);
     if (flash) {
       std::tie(out, lse) = at::_scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, is_causal, bias, scale);
     } else {
+      // The CPU's math kernel step by step (its scaling, _safe_softmax, at::dropout's noise on the weights,
+      // the product with value), so the numbers are the CPU's and the weights and noise are at hand.
       const at::ScalarType ct = opmath_type(q.scalar_type());
       const at::Tensor sc = scores(q, expand_heads(k, geo.groups), bias, is_causal, s, ct);
       lse = at::logsumexp(sc, -1);
-      if (dropout_p == 0.0) {
-        // The CPU's math kernel itself (what the CPU runs for these inputs).
-        out = std::get<0>(at::_scaled_dot_product_attention_math(q, k, v, bias, 0.0, is_causal, std::nullopt, scale,
-                                                                 /*enable_gqa=*/geo.groups > 1));
-      } else {
-        // The CPU's math kernel, its dropout drawing from (and advancing) the device's generator.
-        DeviceRngScope rng(device);
-        out = std::get<0>(at::_scaled_dot_product_attention_math(q, k, v, bias, dropout_p, is_causal, std::nullopt,
-                                                                 scale, /*enable_gqa=*/geo.groups > 1));
+      weights = at::_safe_softmax(sc, -1);
+      if (dropout_p > 0.0) {
+        noise = dropout_noise(host_engine_for(std::nullopt, device), weights.sizes(), dropout_p, weights.options());
       }
+      out = at::matmul(noise.defined() ? weights * noise : weights, expand_heads(v, geo.groups).to(ct))
+                .to(q.scalar_type());
+      if (!keep_for_backward) weights = noise = at::Tensor();
     }
     std::tie(out, lse) = with_batch(q, like_query_layout(q, out), lse);
     const auto i64 = q.options().dtype(at::kLong);
     at::Tensor seed = rng_state.defined() ? pack_generator_state(rng_state) : at::scalar_tensor(0, i64);
-    return {out, lse, at::Tensor(), at::Tensor(), max_q, max_k, seed, at::scalar_tensor(0, i64), at::Tensor()};
+    return {out, lse, weights, noise, max_q, max_k, seed, at::scalar_tensor(0, i64), at::Tensor()};
   };
   (void)return_debug_mask;  // the meta kernel returns no debug mask either
   return run_on_host<ForwardResult>("aten::_scaled_dot_product_fused_attention_overrideable", counter, fn, query, key,
@@ -294,8 +303,8 @@ using BackwardResult = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor
 
 BackwardResult backward(const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key,
                         const at::Tensor& value, const at::Tensor& attn_bias, std::array<bool, 4> grad_input_mask,
-                        const at::Tensor& out, const at::Tensor& logsumexp, const at::Tensor& /*cum_seq_q*/,
-                        const at::Tensor& /*cum_seq_k*/, int64_t /*max_q*/, int64_t /*max_k*/, double dropout_p,
+                        const at::Tensor& out, const at::Tensor& logsumexp, const at::Tensor& cum_seq_q,
+                        const at::Tensor& cum_seq_k, int64_t /*max_q*/, int64_t /*max_k*/, double dropout_p,
                         bool is_causal, const at::Tensor& philox_seed, const at::Tensor& /*philox_offset*/,
                         std::optional<double> scale) {
   static OpCounter* counter =
@@ -315,10 +324,17 @@ BackwardResult backward(const at::Tensor& grad_out, const at::Tensor& query, con
                      cpu_would_use_flash(query, key, value, bias_opt, is_causal, scale,
                                          {grad_input_mask[0], grad_input_mask[1], grad_input_mask[2], false});
   TORCH_CHECK(dropout_p == 0.0 || philox_seed.defined(), kOp, ": dropout needs the forward's philox_seed");
+  // The forward's weights and noise when it kept them (see the forward), else recomputed and redrawn.
+  const at::ScalarType ct = opmath_type(query.scalar_type());
+  const bool kept = !flash && cum_seq_q.defined() && cum_seq_q.scalar_type() == ct &&
+                    cum_seq_q.dim() == query.dim() && cum_seq_q.size(-2) == query.size(-2) &&
+                    cum_seq_q.size(-1) == key.size(-2) &&
+                    (dropout_p == 0.0 || (cum_seq_k.defined() && cum_seq_k.sizes() == cum_seq_q.sizes()));
   std::optional<at::Generator> mask_gen;
-  if (dropout_p > 0.0 && dropout_p < 1.0) mask_gen = unpack_generator_state(kOp, philox_seed);
+  if (!kept && dropout_p > 0.0 && dropout_p < 1.0) mask_gen = unpack_generator_state(kOp, philox_seed);
   auto fn = [&](const at::Tensor& g, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                const at::Tensor& bias, const at::Tensor& o, const at::Tensor& lse) -> BackwardResult {
+                const at::Tensor& bias, const at::Tensor& o, const at::Tensor& lse, const at::Tensor& kept_weights,
+                const at::Tensor& kept_noise) -> BackwardResult {
     at::DisableRecordFunctionGuard internals;
     std::optional<at::Tensor> b;
     if (bias.defined()) b = bias;
@@ -328,15 +344,14 @@ BackwardResult backward(const at::Tensor& grad_out, const at::Tensor& query, con
       return {like(q, gq), like(k, gk), like(v, gv), at::Tensor()};
     }
     // The math kernel's gradient: P = softmax(S), O = (P * D) V with D the scaled dropout mask.
-    const at::ScalarType ct = opmath_type(q.scalar_type());
     const double s = softmax_scale(q, scale);
     const at::Tensor k_full = expand_heads(k, geo.groups).to(ct), v_full = expand_heads(v, geo.groups).to(ct);
     const at::Tensor qf = q.to(ct), gf = g.to(ct);
-    const at::Tensor p = at::_safe_softmax(scores(q, k_full, b, is_causal, s, ct), -1);
-    at::Tensor d;  // the forward's noise, regenerated: drawn like the weights in the input's dtype
+    const at::Tensor p = kept ? kept_weights : at::_safe_softmax(scores(q, k_full, b, is_causal, s, ct), -1);
+    at::Tensor d;  // the forward's noise: kept, or redrawn like the weights from the state it started from
     if (dropout_p > 0.0) {
-      d = dropout_noise(mask_gen.has_value() ? *mask_gen : at::Generator(), p.sizes(), dropout_p,
-                        p.options().dtype(q.scalar_type())).to(ct);
+      d = kept ? kept_noise
+               : dropout_noise(mask_gen.has_value() ? *mask_gen : at::Generator(), p.sizes(), dropout_p, p.options());
     }
     const at::Tensor dropped = d.defined() ? p * d : p;
     at::Tensor gv = at::matmul(dropped.transpose(-2, -1), gf);
@@ -355,7 +370,8 @@ BackwardResult backward(const at::Tensor& grad_out, const at::Tensor& query, con
     return {like(q, gq.to(q.scalar_type())), like(k, gk.to(k.scalar_type())), like(v, gv.to(v.scalar_type())), gb};
   };
   return run_on_host<BackwardResult>("aten::_scaled_dot_product_fused_attention_overrideable_backward", counter, fn,
-                                     grad_out, query, key, value, attn_bias, out, logsumexp);
+                                     grad_out, query, key, value, attn_bias, out, logsumexp,
+                                     kept ? cum_seq_q : at::Tensor(), kept ? cum_seq_k : at::Tensor());
 }
 
 }  // namespace sdpa_overrideable

@@ -306,3 +306,35 @@ class TestErrors(TestCase):
             F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=True, dropout_p=0.5)
         self.assertEqual(str(cm.exception).splitlines()[0], str(cpu.exception).splitlines()[0])
         self.assertExpectedInline(str(cm.exception).splitlines()[0], """_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True""")
+
+
+@pytest.mark.parametrize("dropout_p", [0.0, 0.3])
+def test_math_backward_uses_the_forwards_weights_under_autograd(dropout_p):
+    """Under autograd the math path returns its softmax weights and dropout noise in cum_seq_q / cum_seq_k
+    (the CPU decomposition's saved tensors) for the backward; without grad it returns none. The backward
+    from them equals the one that recomputes the weights and redraws the noise (what a compiled graph,
+    whose forward runs without grad, gets)."""
+    q, k, v = qkv(lq=5, lk=7)
+    bias = torch.randn(2, 1, 5, 7)
+    op = torch.ops.aten._scaled_dot_product_fused_attention_overrideable
+    bwd = torch.ops.aten._scaled_dot_product_fused_attention_overrideable_backward
+    dq, dk, dv, db = (leaf(t, "neuron") for t in (q, k, v, bias))
+    torch.neuron.manual_seed(3)
+    res = op(dq, dk, dv, db, dropout_p)
+    weights, noise = res[2], res[3]
+    assert weights is not None and weights.shape == (2, 4, 5, 7)
+    assert (noise is not None) == (dropout_p > 0)
+    if dropout_p == 0:
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(8) + bias
+        torch.testing.assert_close(weights.cpu(), scores.softmax(-1))
+    g = torch.randn(2, 4, 5, 8).to("neuron")
+    args = (g, dq.detach(), dk.detach(), dv.detach(), db.detach(), [True, True, True, True], res[0].detach(),
+            res[1])
+    tail = (res[4], res[5], dropout_p, False, res[6], res[7])
+    kept = bwd(*args, weights, noise, *tail)
+    recomputed = bwd(*args, None, None, *tail)
+    for a, b in zip(kept, recomputed):
+        torch.testing.assert_close(a.cpu(), b.cpu(), rtol=1e-6, atol=1e-6)
+    with torch.no_grad():
+        plain = op(dq, dk, dv, db, dropout_p)
+    assert plain[2] is None and plain[3] is None
