@@ -45,12 +45,20 @@ CLOCKS = {"wall": time.perf_counter, "cpu": time.thread_time}
 clock = CLOCKS["wall"]
 
 
+# Each side is measured for at least this long: a compiled forward of a small model takes a few
+# milliseconds, and 20 rounds of it are over before the machine settles after the compile.
+MIN_SECONDS = 1.5
+
+
 def side_by_side(cpu: Callable[[], Any], neuron: Callable[[], Any], rounds: int) -> tuple[float, float]:
-    """Median seconds per call of each, alternating which goes first."""
+    """Median seconds per call of each, alternating which goes first, over at least `rounds` rounds and
+    MIN_SECONDS of each side."""
     for f in (cpu, neuron, cpu, neuron):  # warm-up: caches, allocator pools, lazy inits
         f()
     times: dict[str, list[float]] = {"cpu": [], "neuron": []}
-    for r in range(rounds):
+    r = 0
+    while r < rounds or min(sum(times["cpu"]), sum(times["neuron"])) < MIN_SECONDS:
+        r += 1
         order = [("cpu", cpu), ("neuron", neuron)]
         for device, f in order if r % 2 == 0 else reversed(order):
             start = clock()

@@ -447,8 +447,8 @@ INTERNALS: tuple[Internal, ...] = (
              "walking the dispatcher (getAllOpNamesForDispatchKey, hasKernelForDispatchKey) to register the "
              "generic path at PrivateUse1 for ~230 composite operators", "host_kernel_routing.cpp",
              _check_composite_routing),
-    Internal("C6", "fused-SDP choice stub", "csrc/aten/native_special.cpp",
-             "REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, ...)", "native_special.cpp", _check_sdp_stub),
+    Internal("C6", "fused-SDP choice stub", "csrc/aten/native_attention.cpp",
+             "REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, ...)", "native_attention.cpp", _check_sdp_stub),
     Internal("C7", "backward on the calling thread", "csrc/backend/autograd_thread.cpp",
              "c10::AutogradState's thread-local multithreading flag, which the autograd Engine's ready_queue "
              "reads to run a device's backward on the calling thread instead of the device's worker thread",

@@ -172,6 +172,7 @@ _TENSOR_OPS = frozenset({
     "matmul", "linear", "convolution", "convolution_overrideable", "_convolution",
     "convolution_backward_overrideable", "convolution_backward", "_scaled_dot_product_flash_attention_for_cpu",
     "_scaled_dot_product_flash_attention_for_cpu_backward", "scaled_dot_product_attention",
+    "_scaled_dot_product_fused_attention_overrideable", "_scaled_dot_product_fused_attention_overrideable_backward",
 })
 # Transcendentals and activations: the Scalar (activation) engine's lookup tables.
 _SCALAR_OPS = frozenset({

@@ -253,11 +253,17 @@ int64_t KernelCall::estimate_flops() const {
     if (w.dim() < 2) return 0;
     return 2 * output_numel_ * dims_product(w, 1, w.dim());
   }
-  if (n == "aten::_scaled_dot_product_flash_attention_for_cpu" && noted_.size() >= 3) {
-    const at::Tensor& q = *noted_[0];  // (B, H, L, D) and k (B, H, S, D)
-    const at::Tensor& k = *noted_[1];
+  // Attention: QK^T and PV, 2 FLOPs per multiply-add each; the backward's four products (dV, dP, dQ,
+  // dK) twice that. A backward's first argument is the output's gradient.
+  const bool attention_fwd = n == "aten::_scaled_dot_product_flash_attention_for_cpu" ||
+                             n == "aten::_scaled_dot_product_fused_attention_overrideable";
+  const bool attention_bwd = n == "aten::_scaled_dot_product_flash_attention_for_cpu_backward" ||
+                             n == "aten::_scaled_dot_product_fused_attention_overrideable_backward";
+  if ((attention_fwd || attention_bwd) && noted_.size() >= (attention_bwd ? 3u : 2u)) {
+    const at::Tensor& q = *noted_[attention_bwd ? 1 : 0];  // (B, H, L, D) and k (B, H, S, D)
+    const at::Tensor& k = *noted_[attention_bwd ? 2 : 1];
     if (q.dim() != 4 || k.dim() != 4) return 0;
-    return 4 * q.size(0) * q.size(1) * q.size(2) * k.size(2) * q.size(3);
+    return (attention_bwd ? 8 : 4) * q.size(0) * q.size(1) * q.size(2) * k.size(2) * q.size(3);
   }
   return 0;
 }

@@ -27,6 +27,20 @@ def test_timing_records_host_device_bytes_and_flops():
     assert not timing_enabled()
 
 
+def test_attention_flops_are_its_products():
+    """QK^T and PV forward (2 FLOPs per multiply-add each), twice that backward (dV, dP, dQ, dK), so the
+    cost model runs attention on the Tensor Engine."""
+    q = torch.randn(2, 3, 5, 4, device="neuron", requires_grad=True)
+    k = torch.randn(2, 3, 7, 4, device="neuron", requires_grad=True)
+    v = torch.randn(2, 3, 7, 4, device="neuron", requires_grad=True)
+    reset_timing()
+    with timing():
+        torch.nn.functional.scaled_dot_product_attention(q, k, v).sum().backward()
+    forward = 4 * 2 * 3 * 5 * 7 * 4
+    assert _stat("aten::_scaled_dot_product_fused_attention_overrideable").flops == forward
+    assert _stat("aten::_scaled_dot_product_fused_attention_overrideable_backward").flops == 2 * forward
+
+
 def test_timing_off_records_nothing_but_counts():
     reset_timing()
     torchneuron_ext.clear_op_tracking()
