@@ -529,14 +529,16 @@ def project_trace(trace: dict[str, Any], target: Optional[Target | str] = None,
         graph = graphs.get(core)
         inside = graph is not None and ts < graph[0]
         # Traces without the split (older exports) give the total under "bytes".
+        # A collective's own group (a subgroup is not the world); older traces: the trace's world size.
+        ranks = int(args.get("group size", 0) or group_size) if tier == "collective" else 1
         key = (name, tier, args.get("bytes read", args.get("bytes", 0)), args.get("bytes written", 0),
                args.get("flops", 0), args.get("elements", 0), args.get("dtype", ""), args.get("model ns", 0),
-               inside, is_copy)
+               inside, is_copy, ranks)
         proj = memo.get(key)
         if proj is None:  # a loop's kernels repeat: project each distinct one once
             proj = memo[key] = project(
                 op_name(name), tier, int(key[2]), int(key[3]), int(key[4]), int(key[5]), str(key[6]), t,
-                int(key[7]), group_size, launch=not inside, copy_direction=_copy_direction(name) if is_copy else "")
+                int(key[7]), ranks, launch=not inside, copy_direction=_copy_direction(name) if is_copy else "")
         # A graph's kernels were dispatched with it (one launch).
         dispatch = graph[1].dispatch_us if inside else compressed(ts)
         key = (core, -1 if tier == "collective" else stream)
@@ -604,16 +606,37 @@ def add_projected_lanes(trace: dict[str, Any], target: Optional[Target | str] = 
     return timeline
 
 
-def project_stats(stats: Iterable[Any], target: Optional[Target | str] = None) -> dict[tuple[str, str], float]:
-    """Projected total seconds per (op, tier) of op_stats() rows, from each op's mean call."""
+def world_size() -> int:
+    """The default process group's size when torch.distributed is initialized, else WORLD_SIZE, else 1."""
+    try:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_world_size()
+    except (ImportError, RuntimeError):
+        pass
+    try:
+        return max(int(os.environ.get("WORLD_SIZE", "1") or 1), 1)
+    except ValueError:
+        return 1
+
+
+def project_stats(stats: Iterable[Any], target: Optional[Target | str] = None,
+                  group_size: Optional[int] = None) -> dict[tuple[str, str], float]:
+    """Projected total seconds per (op, tier) of op_stats() rows, from each op's mean call.
+
+    A row sums an operator's calls over every process group, so collectives are projected over
+    `group_size` ranks (default: the world, `world_size()`).
+    """
     t = resolve_target(target)
+    ranks = world_size() if group_size is None else group_size
     out = {}
     for s in stats:
         n = s.calls_timed
         if not n:
             continue
         p = project(s.name, s.tier, s.bytes_read // n, s.bytes_written // n, s.flops // n,
-                    getattr(s, "elements", 0) // n, getattr(s, "dtype", ""), t,
+                    getattr(s, "elements", 0) // n, getattr(s, "dtype", ""), t, group_size=ranks,
                     copy_direction="DtoD" if s.name == "aten::_copy_from" else "")
         out[(s.name, s.tier)] = p.duration_s * n
     return out

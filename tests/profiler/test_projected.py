@@ -125,6 +125,20 @@ class TestProjectedTimeline(TestCase):
         names = {e["tid"]: e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "thread_name"}
         self.assertEqual(names[costmodel.PROJECTED_TID_BASE + 1], "NC0 projected collectives (trn2 LNC=2)")
 
+    def test_collective_projects_over_its_own_group(self):
+        # A 2-rank subgroup of an 8-rank world: the record's group size, not the world's, is N.
+        trace = {"distributedInfo": {"rank": 0, "world_size": 8}, "traceEvents": []}
+        for i, group in enumerate((2, None)):
+            args = {"tier": "collective", "device": 0, "stream": 0, "bytes read": 64 * MiB, "bytes written": 64 * MiB}
+            if group:
+                args["group size"] = group
+            trace["traceEvents"].append({"ph": "X", "cat": "kernel", "name": "neuron::c10d::allreduce",
+                                         "ts": 1000.0 + 1000 * i, "dur": 900.0, "pid": PID, "tid": 62, "args": args})
+        sub, world = costmodel.project_trace(trace, "trn2").kernels
+        self.assertAlmostEqual(sub.duration_us, 212.715, places=2)  # docs/cost_model.md, case 5
+        # Without the field (older traces): the world, 2 x 7/8 of the buffer and 14 steps.
+        self.assertAlmostEqual(world.duration_us, (2 * 7 / 8 * 64 * MiB / 320e9 + 14 * 1.5e-6) * 1e6, places=3)
+
 
 class TestTables(TestCase):
     def test_timing_table_projected_columns(self):
@@ -150,6 +164,16 @@ Host and Device: measured on this machine. Projected: cost model for trn2 LNC=2 
         self.assertEqual(mul.bound, "memory")
         self.assertAlmostEqual(mul.projected_us, 2 * 81.423, places=2)
         self.assertIn("device-bound", json.dumps(s.to_dict()["projected"]))
+
+
+def test_op_stats_project_collectives_over_the_world(monkeypatch):
+    # An op_stats row sums an operator's calls over every group: projected over the world's ranks.
+    row = OpStat("c10d::allreduce", "collective", 2, 2, 10.0, 1800.0, 2 * 64 * MiB, 2 * 64 * MiB, 0)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    got = costmodel.project_stats([row], "trn2")[("c10d::allreduce", "collective")]
+    assert abs(got * 1e6 - 2 * 212.715) < 0.01  # docs/cost_model.md, case 5, twice
+    monkeypatch.setenv("WORLD_SIZE", "1")  # one rank: an all-reduce moves nothing
+    assert costmodel.project_stats([row], "trn2")[("c10d::allreduce", "collective")] == 0.0
 
 
 def test_exported_trace_has_a_projected_lane(tmp_path):
