@@ -123,3 +123,50 @@ def test_demo_runs(tmp_path):
     traces = [os.path.join(d, f) for d, _, fs in os.walk(tmp_path) for f in fs if f == "trace.json"]
     assert len(traces) == 3
     assert "torch.compile fuses" in r.stdout
+
+
+class TestDemoComparison(TestCase):
+    def test_both_clocks_and_the_reading(self):
+        from torchneuron_ext.profiler.demo import comparison
+        from torchneuron_ext.profiler.report import OpRow, ProjectedSummary, TraceSummary
+
+        MiB = 1 << 20
+
+        def summary(kernels, nbytes, device_us, p_device_us, p_wall_us, verdict):
+            # 5 iterations, one kernel per launch.
+            return TraceSummary(wall_us=1.05 * device_us, device_busy_us=device_us, host_dispatch_us=device_us,
+                                ops=[OpRow("aten::x", "native", 5 * kernels, device_us, device_us, 5 * nbytes)],
+                                generic_ops={}, transfers={}, peak_hbm_bytes={}, kernels=5 * kernels, cores=[0],
+                                projected=ProjectedSummary("trn2 LNC=2", p_wall_us, p_device_us, 5 * kernels * 12.0,
+                                                           5 * kernels, verdict))
+
+        results = {"naive": (7.35e-3, summary(6, 112 * MiB, 35000.0, 1170.0, 1580.0, "device-bound"), "n"),
+                   "torch.rms_norm": (7.81e-3, summary(1, 32 * MiB, 37900.0, 291.5, 947.0, "host-bound"), "r"),
+                   "torch.compile": (13.3e-3, summary(1, 32 * MiB, 64200.0, 291.5, 2040.0, "host-bound"), "c")}
+        self.assertExpectedInline(comparison(results, 5), """\
+== comparison per call: measured on this host | projected on trn2 LNC=2 (cost model, docs/cost_model.md) ==
+variant          kernels launches      bytes  host ms device ms  wall ms | device ms  wall ms  verdict
+naive                6.0      6.0  112.0 MiB     7.00      7.00     7.35 |     0.234    0.316  device-bound
+                trace: n/trace.json
+torch.rms_norm       1.0      1.0   32.0 MiB     7.58      7.58     7.81 |     0.058    0.189  host-bound
+                trace: r/trace.json
+torch.compile        1.0      1.0   32.0 MiB    12.84     12.84    13.30 |     0.058    0.408  host-bound
+                trace: c/trace.json
+
+torch.compile fuses the naive version into 1 device kernel per call (one launch of the compiled graph; its generated C++ kernels run inside it) instead of 6.
+
+against naive, per call (device time: projected on the target, measured on this host):
+  torch.rms_norm  saves 5 kernels, 5 launches, 80.0 MiB of traffic; device time projected 234.0 us -> 58.3 us (4.01x less), measured 7.00 ms -> 7.58 ms (1.08x more)
+  torch.compile   saves 5 kernels, 5 launches, 80.0 MiB of traffic; device time projected 234.0 us -> 58.3 us (4.01x less), measured 7.00 ms -> 12.84 ms (1.83x more)
+
+Reading the projection: on this host every variant is dominated by the host computing the kernels, so the
+measured verdicts mostly describe the emulator. On trn2 LNC=2 the naive version would be device-bound: its 6
+kernels move 112.0 MiB per call, 234 us of device time of which 31% is launch overhead (busy 74% of its
+projected wall). torch.rms_norm needs 1 kernel and 32.0 MiB: 58 us of device time, so it would be host-bound:
+the device would be busy only 31% of its 189 us projected wall per call, waiting for the host's own work
+(Python, dispatch, the framework: measured here, profiler on, with the emulated kernels taken out).
+torch.compile runs 1 kernel (one launch for the whole graph) and 32.0 MiB: 58 us of device time, so it would
+be host-bound: the device would be busy only 14% of its 408 us projected wall per call, waiting for the host.
+Fastest projected wall: torch.rms_norm (189 us against naive's 316 us). On the device the cost is bytes
+through HBM and launches, so fewer kernels and fewer passes over memory are what count there; once a variant
+is host-bound, what is left to save is the host's work per call.""")

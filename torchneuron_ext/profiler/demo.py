@@ -12,7 +12,7 @@ import torch
 from torch.profiler import ProfilerActivity
 
 from .config import NeuronConfig, NeuronProfiler
-from ._format import format_bytes
+from ._format import format_bytes, format_us
 from .report import TraceSummary, format_report, summarize_trace
 
 
@@ -60,24 +60,40 @@ def comparison(results: dict[str, tuple[float, TraceSummary, str]], iters: int) 
         lines.append(f"{'':<16}trace: {path}/trace.json")
     base = per.get("naive")
     if base and "torch.compile" in per and per["torch.compile"]["kernels"]:
+        n = per["torch.compile"]["kernels"]
         lines.append("")
-        lines.append(f"torch.compile fuses the naive version into {per['torch.compile']['kernels']:.0f} device kernel(s) "
-                     f"per call (one launch of the compiled graph; its generated C++ kernels run inside it) "
-                     f"instead of {base['kernels']:.0f}.")
+        lines.append(f"torch.compile fuses the naive version into {n:.0f} device {_plural(n, 'kernel')} per call (one "
+                     f"launch of the compiled graph; its generated C++ kernels run inside it) instead of "
+                     f"{base['kernels']:.0f}.")
     if base:
         lines.append("")
-        lines.append("against naive, per call:")
+        lines.append("against naive, per call (device time: projected on the target, measured on this host):")
         for name, row in per.items():
             if name == "naive":
                 continue
             lines.append(f"  {name:<16}saves {base['kernels'] - row['kernels']:.0f} kernels, "
                          f"{base['launches'] - row['launches']:.0f} launches, "
-                         f"{format_bytes(max(base['bytes'] - row['bytes'], 0))} of traffic; projected device time "
-                         f"{base['p_device'] / max(row['p_device'], 1e-9):.2f}x less, measured "
-                         f"{base['device'] / max(row['device'], 1e-9):.2f}x less")
+                         f"{format_bytes(max(base['bytes'] - row['bytes'], 0))} of traffic; device time projected "
+                         f"{format_us(base['p_device'])} -> {format_us(row['p_device'])} "
+                         f"({_ratio(base['p_device'], row['p_device'])}), measured {format_us(base['device'])} -> "
+                         f"{format_us(row['device'])} ({_ratio(base['device'], row['device'])})")
         lines.append("")
         lines.append(_reading(per, results, target))
     return "\n".join(lines)
+
+
+def _plural(n: float, word: str) -> str:
+    return word if round(n) == 1 else word + "s"
+
+
+def _ratio(before: float, after: float) -> str:
+    """4.0x less, 1.08x more, or the same: the change from `before` to `after` in words."""
+    if before <= 0 or after <= 0:
+        return "-"
+    r = before / after
+    if abs(r - 1) < 0.005:
+        return "the same"
+    return f"{r:.2f}x less" if r > 1 else f"{1 / r:.2f}x more"
 
 
 def _reading(per: dict[str, dict[str, float]], results: dict[str, tuple[float, TraceSummary, str]],
@@ -85,28 +101,42 @@ def _reading(per: dict[str, dict[str, float]], results: dict[str, tuple[float, T
     naive = per["naive"]
     verdicts = {name: (s.projected.verdict if s.projected else "-") for name, (_, s, _) in results.items()}
     launch_share = naive["p_launch"] / naive["p_device"] if naive["p_device"] else 0.0
-    best = min(per, key=lambda n: per[n]["p_wall"])
+
+    def busy(row: dict[str, float]) -> str:
+        return f"{100 * row['p_device'] / row['p_wall']:.0f}%" if row["p_wall"] else "-"
+
+    explained: list[bool] = []
+
+    def host_bound(row: dict[str, float]) -> str:
+        text = f": the device would be busy only {busy(row)} of its {row['p_wall']:.0f} us projected wall per call"
+        if explained:
+            return text + ", waiting for the host"
+        explained.append(True)
+        return text + (", waiting for the host's own work (Python, dispatch, the framework: measured here, "
+                       "profiler on, with the emulated kernels taken out)")
+
     text = (f"Reading the projection: on this host every variant is dominated by the host computing the "
             f"kernels, so the measured verdicts mostly describe the emulator. On {target} the naive version "
             f"would be {verdicts['naive']}: its {naive['kernels']:.0f} kernels move "
             f"{format_bytes(naive['bytes'])} per call, {naive['p_device']:.0f} us of device time of which "
             f"{100 * launch_share:.0f}% is launch overhead")
-    if verdicts["naive"] == "host-bound" and naive["kernels"]:
-        text += (f", while the host's own work between kernels (measured here, the emulated kernels taken out) "
-                 f"is {(naive['p_wall'] - naive['p_device']) / naive['kernels']:.0f} us per kernel: the device "
-                 "would wait for the host")
+    text += host_bound(naive) if verdicts["naive"] == "host-bound" else f" (busy {busy(naive)} of its projected wall)"
     text += ". "
-    if "torch.rms_norm" in per:
-        f = per["torch.rms_norm"]
-        text += (f"torch.rms_norm ({verdicts['torch.rms_norm']}) needs {f['kernels']:.0f} kernel(s) and "
-                 f"{format_bytes(f['bytes'])}, {f['p_device']:.0f} us. ")
-    if "torch.compile" in per:
-        c = per["torch.compile"]
-        text += (f"torch.compile ({verdicts['torch.compile']}) pays {c['launches']:.0f} launch(es) for the whole "
-                 f"graph, {c['p_device']:.0f} us. ")
-    text += (f"Fastest projected wall: {best} ({per[best]['p_wall']:.0f} us against naive's {naive['p_wall']:.0f} us): "
-             "on the device the cost is bytes through HBM and launches, so fewer kernels and fewer passes over "
-             "memory are what count there.")
+    for name in ("torch.rms_norm", "torch.compile"):
+        if name not in per:
+            continue
+        row = per[name]
+        kernels = f"{row['kernels']:.0f} {_plural(row['kernels'], 'kernel')}"
+        how = f"runs {kernels} (one launch for the whole graph)" if name == "torch.compile" else f"needs {kernels}"
+        text += (f"{name} {how} and {format_bytes(row['bytes'])}: {row['p_device']:.0f} us of device time, so it "
+                 f"would be {verdicts[name]}")
+        text += (host_bound(row) if verdicts[name] == "host-bound" else f" (busy {busy(row)} of its projected wall)")
+        text += ". "
+    best = min(per, key=lambda n: per[n]["p_wall"])
+    text += (f"Fastest projected wall: {best} ({per[best]['p_wall']:.0f} us against naive's {naive['p_wall']:.0f} us). "
+             "On the device the cost is bytes through HBM and launches, so fewer kernels and fewer passes over "
+             "memory are what count there; once a variant is host-bound, what is left to save is the host's work "
+             "per call.")
     return textwrap.fill(text, width=110)
 
 
