@@ -400,8 +400,10 @@ def project(name: str, tier: str, bytes_read: int = 0, bytes_written: int = 0, f
 
 # Projected lanes live past kineto_plugin.cpp's 64 lanes per core (hardware, runtime streams,
 # collectives, transfers): tid = PROJECTED_TID_BASE + 2 * core (+1: the core's collectives, which
-# run on their own queues beside compute).
+# run on their own queues beside compute); a non-default stream's kernels: PROJECTED_STREAM_TID_BASE + i.
 PROJECTED_TID_BASE = 1 << 16
+# Lanes of the non-default streams that ran kernels, one per (core, stream), in order of appearance.
+PROJECTED_STREAM_TID_BASE = PROJECTED_TID_BASE + (1 << 12)
 _NEURON_PID = 0x4E43
 
 
@@ -569,15 +571,29 @@ def project_trace(trace: dict[str, Any], target: Optional[Target | str] = None,
 
 
 def projected_lane_events(timeline: ProjectedTimeline) -> list[dict[str, Any]]:
-    """Chrome-trace events of the projected lanes: "NC<i> projected (<target>)" per core."""
+    """Chrome-trace events of the projected lanes: "NC<i> projected (<target>)" per core.
+
+    Kernels of another stream than the default may overlap the default stream's on the projection
+    (each stream is its own queue), so each such stream gets a lane of its own beside its core's,
+    "NC<i> projected stream <s> (<target>)": a lane never holds overlapping kernels.
+    """
     events: list[dict[str, Any]] = []
     label = timeline.target.label
-    lanes: set[int] = set()
+    lanes: dict[int, tuple[int, str]] = {}  # tid -> (sort index, name)
+    stream_tids: dict[tuple[int, int], int] = {}
     base: dict[int, dict[str, Any]] = {}  # per distinct projection (project_trace shares them)
     for k in timeline.kernels:
         collective = k.tier == "collective"
-        tid = PROJECTED_TID_BASE + 2 * k.core + collective
-        lanes.add((k.core, collective))
+        if collective or k.stream == 0:
+            tid = PROJECTED_TID_BASE + 2 * k.core + collective
+            what = "projected collectives" if collective else "projected"
+            lanes.setdefault(tid, (tid, f"NC{k.core} {what} ({label})"))
+        else:
+            tid = stream_tids.get((k.core, k.stream))
+            if tid is None:
+                tid = stream_tids[(k.core, k.stream)] = PROJECTED_STREAM_TID_BASE + len(stream_tids)
+                # Sorted after its core's lanes (ties keep tid order).
+                lanes[tid] = (PROJECTED_TID_BASE + 2 * k.core + 1, f"NC{k.core} projected stream {k.stream} ({label})")
         model_args = base.get(id(k.projection))
         if model_args is None:
             model_args = base[id(k.projection)] = k.projection.args(timeline.target)
@@ -586,13 +602,10 @@ def projected_lane_events(timeline: ProjectedTimeline) -> list[dict[str, Any]]:
                      "dispatch ts": round(k.dispatch_us, 3), "measured us": round(k.measured_us, 3)})
         events.append({"ph": "X", "cat": "neuron_projected", "name": k.name, "pid": _NEURON_PID, "tid": tid,
                        "ts": round(k.start_us, 3), "dur": round(k.duration_us, 3), "args": args})
-    for core, collective in sorted(lanes):
-        tid = PROJECTED_TID_BASE + 2 * core + collective
-        what = "projected collectives" if collective else "projected"
-        events.append({"ph": "M", "name": "thread_name", "pid": _NEURON_PID, "tid": tid,
-                       "args": {"name": f"NC{core} {what} ({label})"}})
+    for tid, (sort_index, name) in sorted(lanes.items()):
+        events.append({"ph": "M", "name": "thread_name", "pid": _NEURON_PID, "tid": tid, "args": {"name": name}})
         events.append({"ph": "M", "name": "thread_sort_index", "pid": _NEURON_PID, "tid": tid,
-                       "args": {"sort_index": tid}})
+                       "args": {"sort_index": sort_index}})
     return events
 
 
@@ -600,7 +613,7 @@ def add_projected_lanes(trace: dict[str, Any], target: Optional[Target | str] = 
     """Project the trace and append the projected lanes to its events (idempotent)."""
     events = trace.setdefault("traceEvents", [])
     events[:] = [e for e in events if e.get("cat") != "neuron_projected" and not (
-        e.get("ph") == "M" and "projected (" in str(e.get("args", {}).get("name", "")))]
+        e.get("ph") == "M" and e.get("pid") == _NEURON_PID and int(e.get("tid", 0) or 0) >= PROJECTED_TID_BASE)]
     timeline = project_trace(trace, target)
     events.extend(projected_lane_events(timeline))
     return timeline

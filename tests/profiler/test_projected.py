@@ -109,6 +109,22 @@ class TestProjectedTimeline(TestCase):
                          ("dma", "memory", 48 * MiB, "trn2 LNC=2"))
         self.assertEqual(lane[0]["tid"], costmodel.PROJECTED_TID_BASE)  # no measured lane has it
 
+    def test_streams_get_lanes_of_their_own(self):
+        # Two multiplies on two streams of one core, dispatched 10 us apart: each stream is its own
+        # queue, so they overlap on the projection, each on its own lane.
+        trace = _trace([("mul.Tensor", "native", 5.0, 32 * MiB, 16 * MiB)] * 2, host_gap_us=1.0)
+        kernels = [e for e in trace["traceEvents"] if e["cat"] == "kernel"]
+        kernels[1]["args"]["stream"] = 7
+        costmodel.add_projected_lanes(trace, "trn2")
+        costmodel.add_projected_lanes(trace, "trn2")  # idempotent
+        lane = [e for e in trace["traceEvents"] if e.get("cat") == "neuron_projected"]
+        names = {e["tid"]: e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "thread_name"}
+        self.assertEqual(names, {costmodel.PROJECTED_TID_BASE: "NC0 projected (trn2 LNC=2)",
+                                 costmodel.PROJECTED_STREAM_TID_BASE: "NC0 projected stream 7 (trn2 LNC=2)"})
+        a, b = lane
+        self.assertEqual((a["tid"], b["tid"]), (costmodel.PROJECTED_TID_BASE, costmodel.PROJECTED_STREAM_TID_BASE))
+        self.assertLess(b["ts"], a["ts"] + a["dur"])  # they overlap in time, on different lanes
+
     def test_collectives_run_beside_compute(self):
         big = ("mul.Tensor", "native", 1000.0, 32 * MiB, 16 * MiB)
         trace = _trace([big, big], 10.0)
