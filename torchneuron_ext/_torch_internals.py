@@ -374,7 +374,9 @@ INTERNALS: tuple[Internal, ...] = (
              "constants hold the 'cpu' device-type literal (its co_consts are replaced)",
              "CPU_LITERAL_SITES (audit the new torch's 'cpu' tests against LEFT_AS_CPU)", _check_cpu_literals),
     Internal("P10", "Inductor CPU-parity predicates", "torchneuron_ext/compiler/cpu_parity.py (PREDICATE_SITES)",
-             "torch._inductor.utils.is_cpu_device, rebound in torch._inductor.fx_passes.pre_grad",
+             "torch._inductor.utils.is_cpu_device, rebound in torch._inductor.fx_passes.pre_grad; "
+             "torch._inductor.fx_passes.post_grad._is_nondeterministic_seeded_node(node), looked up as a "
+             "module global by _chain_random_ops_for_ordering",
              "PREDICATE_SITES", _check_cpu_predicates),
     Internal("P11", "fake convolution impls", "torchneuron_ext/compiler/cpu_parity.py (_install_fake_conv)",
              "torch._subclasses.fake_impls.op_implementations_dict entries for the convolution ops, "

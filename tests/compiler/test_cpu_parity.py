@@ -408,6 +408,53 @@ def test_only_neuron_graphs_get_eager_random():
     assert seen["patches"] == {"fallback_random": True}
 
 
+def _two_attention_layers(q, k, v, mask, dropout_p):
+    # One boolean mask turned into an additive bias for every layer, as Hugging Face decoders do.
+    bias = torch.where(mask, 0.0, float("-inf"))
+    h = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout_p)
+    return F.scaled_dot_product_attention(h, k, v, attn_mask=bias, dropout_p=dropout_p)
+
+
+def _chained_calls(*args):
+    """How many calls of the graph traced from the args post-grad chains as random ops."""
+    from torch._inductor import config
+    from torch._inductor.fx_passes import post_grad
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    cpu_parity.install()  # as the first neuron compile does
+    gm = make_fx(_two_attention_layers, tracing_mode="fake")(*args)
+    with config.patch(fallback_random=True):
+        post_grad._chain_random_ops_for_ordering(gm.graph)
+    return sum(1 for n in gm.graph.nodes if n.target is torch.ops.higher_order.control_deps)
+
+
+def test_sdpa_without_dropout_is_not_chained_as_a_random_op():
+    # Under fallback_random (neuron graphs), post-grad chains nondeterministic_seeded ops in program
+    # order. Neuron's fused SDPA is tagged so for its dropout; without dropout it draws nothing.
+    # Chained, each call's inputs were realized apart (Llama's attention mask was recomputed in
+    # each layer's kernel, where the CPU's graph computes both in one).
+    q, k, v = (torch.randn(2, 4, 16, 8, device="neuron") for _ in range(3))
+    mask = torch.rand(2, 1, 16, 16, device="neuron") > 0.3
+    assert _chained_calls(q, k, v, mask, 0.0) == 0
+    assert _chained_calls(q, k, v, mask, 0.1) == 1  # dropout draws: the order is kept
+    # CPU graphs keep the op's tags, as upstream (CPU Inductor does not chain without fallback_random)
+    assert _chained_calls(q.cpu(), k.cpu(), v.cpu(), mask.cpu(), 0.0) == 1
+    torch.testing.assert_close(torch.compile(_two_attention_layers, backend="neuron")(q, k, v, mask, 0.0).cpu(),
+                               _two_attention_layers(q, k, v, mask, 0.0).cpu())
+
+
+def test_sdpa_dropout_in_a_graph_draws_what_eager_draws():
+    q, k, v = (torch.randn(2, 4, 16, 8, device="neuron") for _ in range(3))
+    mask = torch.ones(2, 1, 16, 16, dtype=torch.bool, device="neuron")
+    torch.manual_seed(3)
+    eager = _two_attention_layers(q, k, v, mask, 0.25)
+    after = torch.rand(2, device="neuron")
+    torch.manual_seed(3)
+    compiled = torch.compile(_two_attention_layers, backend="neuron")(q, k, v, mask, 0.25)
+    assert torch.equal(compiled.cpu(), eager.cpu())
+    assert torch.equal(torch.rand(2, device="neuron").cpu(), after.cpu())
+
+
 def test_random_ops_in_a_graph_without_inputs():
     fn = lambda: torch.randn(4, 4, device="neuron").relu() + torch.rand(4, device="neuron")  # noqa: E731
     torch.manual_seed(5)

@@ -19,7 +19,8 @@ Mechanisms, each installed once (idempotent) from registration.py:
    decomposition tables, decorators' wrappers, names bound by `from ... import`) sees the change.
    Nested functions (code constants) are rewritten too. Each entry says why.
 2. `PREDICATE_SITES`: predicates that compare `torch.device` objects, which a literal cannot
-   change; they are wrapped and rebound in the modules that imported them.
+   change, or whose answer for a neuron graph's node is not the one its op's tags give; they are
+   wrapped and rebound in the modules that imported them.
 3. Fake kernels: the FakeTensor convolution impl asks C++ which convolution backend a tensor's
    device uses (cudnn/mkldnn/overrideable) to pick the output memory format; neuron gets the CPU's
    answer, because neuron's eager convolution is the CPU's.
@@ -216,6 +217,36 @@ def _predicate_is_cpu_device(original: Callable[..., bool]) -> Callable[..., boo
     return is_cpu_device
 
 
+def _dropout_p_is_zero(node: Any) -> bool:
+    """The node's `dropout_p` argument (SDPA's fused kernels) is the literal 0."""
+    schema = getattr(node.target, "_schema", None)
+    for i, arg in enumerate(schema.arguments if schema is not None else ()):
+        if arg.name == "dropout_p":
+            value = node.args[i] if i < len(node.args) else node.kwargs.get("dropout_p", arg.default_value)
+            return type(value) in (int, float) and value == 0
+    return False
+
+
+def _on_neuron(node: Any) -> bool:
+    val = node.meta.get("val")
+    first = val[0] if isinstance(val, (list, tuple)) and val else val
+    return getattr(getattr(first, "device", None), "type", None) == NEURON
+
+
+def _predicate_is_nondeterministic_seeded_node(original: Callable[..., bool]) -> Callable[..., bool]:
+    @functools.wraps(original)
+    def is_nondeterministic_seeded_node(node: Any) -> bool:
+        # The fused SDPA kernels are tagged nondeterministic_seeded for their dropout. Without it
+        # neuron's draw nothing (csrc/aten/native_attention.cpp), so they need no place in the chain
+        # of random ops; chained, each call's inputs are realized apart from the others' (a shared
+        # attention mask is recomputed per layer) where the CPU's graph, never chained, shares them.
+        if original(node) and _on_neuron(node) and _dropout_p_is_zero(node):
+            return False
+        return original(node)
+
+    return is_nondeterministic_seeded_node
+
+
 @dataclasses.dataclass(frozen=True)
 class PredicateSite:
     module: str
@@ -230,6 +261,11 @@ PREDICATE_SITES: tuple[PredicateSite, ...] = (
                   ("torch._inductor.fx_passes.pre_grad",),
                   "Pre-grad inference passes of the CPU (with config.freezing: identity removal, conv-bn "
                   "folding). Not rebound in aoti_eager (AOTI eager kernels are CPU/CUDA only)."),
+    PredicateSite("torch._inductor.fx_passes.post_grad", "_is_nondeterministic_seeded_node",
+                  _predicate_is_nondeterministic_seeded_node, (),
+                  "Under fallback_random (neuron graphs) post-grad chains random ops in program order; "
+                  "neuron's fused SDPA kernels with dropout_p=0 draw nothing and stay out of the chain, "
+                  "so their inputs are shared and fused as in the CPU's graph."),
 )
 
 
