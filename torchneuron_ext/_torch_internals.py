@@ -146,6 +146,9 @@ def _check_wrapper_codegen() -> None:
             label="PythonWrapperCodegen._generate_kernel_call_helper")
     _params(cls.make_allocation, "name", "device", "dtype", "shape", "stride", "allocation_shape", "is_pinned",
             label="PythonWrapperCodegen.make_allocation")
+    _params(cls.define_kernel, "kernel_name", "kernel_body", "metadata", "gpu", "cpp_definition",
+            label="PythonWrapperCodegen.define_kernel")
+    _source_mentions("_inductor/codegen/common.py", '"in_ptr"', '"out_ptr"', 'f"in_out_ptr')
     for name in ("write_header", "codegen_python_shape_tuple", "writeline"):
         if not hasattr(cls, name):
             raise _Broken(f"PythonWrapperCodegen.{name} does not exist")
@@ -367,7 +370,9 @@ INTERNALS: tuple[Internal, ...] = (
     Internal("P8", "wrapper-codegen override", "torchneuron_ext/compiler/wrapper_codegen.py",
              "PythonWrapperCodegen.create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures), the "
              "private _generate_kernel_call_helper(kernel_name, call_args, *, device, triton), "
-             "make_allocation(..., allocation_shape, is_pinned), config.test_configs.track_memory_lifecycle",
+             "make_allocation(..., allocation_shape, is_pinned), define_kernel(kernel_name, kernel_body, metadata, "
+             "gpu, cpp_definition) with C++ kernels' parameters named in_ptr/out_ptr/in_out_ptr (which buffers a "
+             "kernel reads and writes), config.test_configs.track_memory_lifecycle",
              "NeuronWrapperCodegen's overrides (match the new signatures)", _check_wrapper_codegen),
     Internal("P9", "Inductor CPU-parity literal rewrites", "torchneuron_ext/compiler/cpu_parity.py (CPU_LITERAL_SITES)",
              "each listed Inductor/decomposition/meta function being a plain Python function whose code "

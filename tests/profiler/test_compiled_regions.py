@@ -105,6 +105,24 @@ def test_op_stats_list_children_apart(compiled):
     assert graph.name[:41] in head and "aten::mm.out" not in head and "aten::mm.out" in rest
 
 
+def test_generated_kernel_bytes_read_and_written_as_inductor_says(compiled):
+    # The fused kernel's parameters (Inductor's names): in_ptr0 = x (read), out_ptr0 = the row
+    # means, out_ptr1 = the normalized x (written); the call's tensors alone cannot tell which.
+    f, x, w = compiled
+    with timing():
+        f(x, w)
+    fused = next(s for s in op_stats(nested=True) if s.name.startswith("compiled::cpp_fused") and s.calls_timed)
+    assert (fused.bytes_read, fused.bytes_written) == (64 * 64 * 4, 64 * 4 + 64 * 64 * 4)
+
+
+def test_kernel_access_from_inductor_parameter_names():
+    from torchneuron_ext.compiler.wrapper_codegen import kernel_access
+
+    assert kernel_access('extern "C"  void  kernel(float* in_out_ptr0, const float* in_ptr0, float* out_ptr0, '
+                         'const int64_t ks0)') == "brw-"
+    assert kernel_access("not a definition") == ""
+
+
 def test_op_tracking_still_names_the_children(compiled):
     f, x, w = compiled
     torchneuron_ext.clear_op_tracking()

@@ -17,23 +17,39 @@ _SCALAR_TYPE = {torch.uint8: 0, torch.int8: 1, torch.int16: 2, torch.int32: 3, t
 
 
 def run_kernel(name: str, kernel: Callable[..., Any], *args: Any) -> Any:
+    """Call a generated kernel whose arguments' access is unknown (code generated before it was
+    kept, e.g. from Inductor's cache: torch.compile's default backend does not salt its key):
+    every tensor argument is counted once, as read."""
+    return run_kernel_rw(name, kernel, "", *args)
+
+
+def run_kernel_rw(name: str, kernel: Callable[..., Any], access: str, *args: Any) -> Any:
     """Call a generated kernel; while timing or tracing is on, record it as a device kernel with
-    its tensors' bytes, largest element count and dtype (what the cost model projects from)."""
+    the bytes it reads and writes, its largest element count and dtype (what the cost model
+    projects from).
+
+    `access` has one letter per argument, from Inductor's parameter names (wrapper_codegen.
+    kernel_access): r read, w written, b both (in place), - not a buffer. Empty when unknown:
+    every tensor argument is then counted once, as read.
+    """
     if not _timing_mode():
         return kernel(*args)
     start = _now_ns()
     out = kernel(*args)
     end = _now_ns()
-    # Which arguments the kernel writes is Inductor's knowledge, not the call's: every tensor
-    # argument is counted once, as read.
-    nbytes, elements, dtype = 0, 0, -1
-    for a in args:
+    read, written, elements, dtype = 0, 0, 0, -1
+    for i, a in enumerate(args):
         if isinstance(a, _Tensor):
             n = a.numel()
-            nbytes += n * a.element_size()
+            nbytes = n * a.element_size()
+            how = access[i] if access else "r"
+            if how in "rb":
+                read += nbytes
+            if how in "wb":
+                written += nbytes
             if n > elements:
                 elements = n
             if dtype < 0:
                 dtype = _SCALAR_TYPE.get(a.dtype, -1)
-    _record(f"compiled::{name}", "compiled", _C._current_device(), start, end, nbytes, 0, 0, elements, dtype)
+    _record(f"compiled::{name}", "compiled", _C._current_device(), start, end, read, written, 0, elements, dtype)
     return out

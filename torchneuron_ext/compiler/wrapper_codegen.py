@@ -1,5 +1,6 @@
 """Inductor's wrapper code generation for neuron: host C++ kernels (CppScheduling) called on
-device memory, each call going through `run_kernel` so that it is timed and traced."""
+device memory, each call going through `run_kernel_rw` so that it is timed and traced, with which of
+its arguments the kernel reads and writes (Inductor's knowledge, kept from the kernel's definition)."""
 from __future__ import annotations
 
 from typing import Any, Optional
@@ -21,7 +22,7 @@ class NeuronWrapperCodegen(PythonWrapperCodegen):
 
     def write_header(self) -> None:
         super().write_header()
-        self.imports.splice("from torchneuron_ext.compiler.runtime import run_kernel as _neuron_run_kernel\n"
+        self.imports.splice("from torchneuron_ext.compiler.runtime import run_kernel_rw as _neuron_run_kernel_rw\n"
                             "from torchneuron_ext._C import _empty_strided as _neuron_empty_strided",
                             strip=True)
 
@@ -42,10 +43,42 @@ class NeuronWrapperCodegen(PythonWrapperCodegen):
             out += f".as_strided({shape_code}, {stride_code})"
         return out
 
+    def define_kernel(self, kernel_name: str, kernel_body: str, metadata: Optional[str] = None, gpu: bool = True,
+                      cpp_definition: Optional[str] = None) -> None:
+        """Also keeps what each argument of a C++ kernel is, from Inductor's own parameter names."""
+        if cpp_definition is not None:
+            self._neuron_access()[kernel_name] = kernel_access(cpp_definition)
+        super().define_kernel(kernel_name, kernel_body, metadata, gpu, cpp_definition)
+
+    def _neuron_access(self) -> dict[str, str]:
+        if not hasattr(self, "_neuron_kernel_access"):
+            self._neuron_kernel_access: dict[str, str] = {}
+        return self._neuron_kernel_access
+
     def _generate_kernel_call_helper(self, kernel_name: str, call_args: Any, *, device: Any = None,
                                      triton: bool = True, **kwargs: Any) -> None:
         if device is not None and device.type == "neuron" and not triton:
             args = ", ".join(str(a) for a in call_args)
-            self.writeline(f"_neuron_run_kernel({kernel_name!r}, {kernel_name}, {args})")
+            access = self._neuron_access().get(kernel_name, "")
+            if len(access) != len(call_args):
+                access = ""  # unknown: run_kernel counts every tensor as read
+            self.writeline(f"_neuron_run_kernel_rw({kernel_name!r}, {kernel_name}, {access!r}, {args})")
             return
         super()._generate_kernel_call_helper(kernel_name, call_args, device=device, triton=triton, **kwargs)
+
+
+def kernel_access(cpp_definition: str) -> str:
+    """One letter per parameter of a generated C++ kernel, from Inductor's names for them: r for an
+    input (in_ptr), w for an output (out_ptr), b for a buffer read and written in place (in_out_ptr),
+    - for anything else (sizes). `extern "C" void kernel(float* in_out_ptr0, const float* in_ptr0,
+    const int64_t ks0)` -> "br-"."""
+    open_, close = cpp_definition.find("("), cpp_definition.rfind(")")
+    if open_ < 0 or close < open_:
+        return ""
+    params = [p.strip() for p in cpp_definition[open_ + 1:close].split(",") if p.strip()]
+    out = []
+    for p in params:
+        name = p.replace("*", " ").replace("&", " ").split()[-1]
+        out.append("b" if name.startswith("in_out_ptr") else "r" if name.startswith("in_ptr") else
+                   "w" if name.startswith("out_ptr") else "-")
+    return "".join(out)
