@@ -23,6 +23,7 @@ void CollectiveEvent::finish(int64_t end_ns) const {
     r.kernel_end = end_ns;
     r.bytes_read = static_cast<uint64_t>(bytes_read);
     r.bytes_written = static_cast<uint64_t>(bytes_written);
+    r.group_size = group_size;
     r.name = counter->name.c_str();
     neuron_rt::record(r);
   }

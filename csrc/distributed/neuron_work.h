@@ -29,6 +29,7 @@ struct CollectiveEvent {
   uint32_t timing_mode = 0;      // captured at launch: 0 = record nothing
   int64_t launch_start = 0, launch_end = 0;
   int64_t bytes_read = 0, bytes_written = 0;
+  int group_size = 1;            // ranks in the process group
   void finish(int64_t end_ns) const;
 };
 

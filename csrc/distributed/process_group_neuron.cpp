@@ -196,6 +196,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::launch(const char* op, OpType
     event.correlation = neuron_rt::current_correlation();
     event.bytes_read = nbytes(inputs);
     event.bytes_written = nbytes(outputs);
+    event.group_size = getSize();
     event.launch_start = neuron_rt::now_ns();
   }
   c10::intrusive_ptr<c10d::Work> inner = start();

@@ -218,6 +218,8 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
         if (r.elements) a.addMetadata("elements", r.elements);
         if (r.dtype >= 0) a.addMetadataQuoted("dtype", c10::toString(static_cast<c10::ScalarType>(r.dtype)));
         if (r.model_ns) a.addMetadata("model ns", r.model_ns);
+        // The group's ranks: a collective's steps and bandwidth (a subgroup is not the world).
+        if (collective && r.group_size > 0) a.addMetadata("group size", r.group_size);
         seen_.insert({r.device, lane});
         buffer_->gpuOpCount++;
       }

@@ -30,6 +30,7 @@ struct TraceRecord {
   int8_t dtype = -1;  // c10::ScalarType of the first tensor argument, -1 unknown (for the cost model)
   int16_t device = 0;
   int16_t dst_device = -1;
+  int32_t group_size = 0;  // collectives: ranks in the process group (the cost model's N)
   int64_t stream = 0;
   uint64_t correlation = 0;
   int64_t host_start = 0, kernel_start = 0, kernel_end = 0, host_end = 0;  // ns, steady clock

@@ -270,6 +270,21 @@ def main() -> None:
         assert lanes[mm["tid"]] == "NC0 hardware (kernel execution)"
         rows = {e.key: e for e in prof.key_averages()}
         assert rows["neuron::c10d::allreduce"].self_device_time_total > 0, list(rows)
+        # The cost model's N is each collective's own group: the world's 2 ranks, a 1-rank subgroup's 1.
+        from torchneuron_ext import costmodel
+        single = [dist.new_group([r]) for r in range(world)][rank]
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+            dist.all_reduce(x)
+            dist.all_reduce(x, group=single)
+        prof.export_chrome_trace(path)
+        trace = json.load(open(path))
+        coll = [e for e in trace["traceEvents"] if e.get("cat") == "kernel" and e["name"] == "neuron::c10d::allreduce"]
+        assert [e["args"]["group size"] for e in coll] == [world, 1], [e["args"] for e in coll]
+        projected = [k for k in costmodel.project_trace(trace, "trn2").kernels if k.tier == "collective"]
+        want = costmodel.collective("c10d::allreduce", 256 * 256 * 4, 256 * 256 * 4, world, "trn2").duration_s
+        assert abs(projected[0].duration_us - want * 1e6) < 1e-6 and projected[1].duration_us == 0.0, projected
+        # op_stats rows sum every group's calls: projected over the world's ranks (not as one rank's).
+        assert stats["c10d::allreduce"].projected_total_us > 0, stats["c10d::allreduce"]
 
     for name, fn in list(locals().items()):
         if callable(fn) and name not in ("c",) and fn.__code__.co_argcount == 0 and name != "main":
