@@ -216,6 +216,9 @@ PYBIND11_MODULE(_C, m) {
       d["flops"] = t.flops;
       d["elements"] = t.elements;
       d["nested"] = t.nested;
+      d["host_transfer_calls"] = t.host_transfer_calls;
+      d["host_transfer_read"] = t.host_transfer_read;
+      d["host_transfer_written"] = t.host_transfer_written;
       d["dtype"] = t.dtype < 0 ? std::string() : std::string(c10::toString(static_cast<c10::ScalarType>(t.dtype)));
       out.append(d);
     }

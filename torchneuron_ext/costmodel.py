@@ -3,7 +3,8 @@
 Every time the profiler measures here is the host CPU's. This module is the model that says what
 the same work would cost on the chosen target (``NEURON_EMU_TARGET``: ``trn1``, ``trn2`` (default)
 or ``trn3``, with ``:lnc=1`` / ``:lnc=2`` on trn2/trn3; ``NKI_TARGET`` is used when it is set and
-``NEURON_EMU_TARGET`` is not). One table of public hardware numbers (``TARGETS``) serves every
+``NEURON_EMU_TARGET`` is not). One table of public hardware numbers (``_BASE``, per physical core;
+``get_target`` scales it to the logical-core size) serves every
 kind of kernel: eager ATen kernels, compiled graphs, NKI kernels (``nki/cost_model.py``), copies,
 collectives and custom C++ ops. docs/cost_model.md gives every constant's source, the formulas,
 worked cases and a validation against public measurements.
@@ -648,8 +649,17 @@ def project_stats(stats: Iterable[Any], target: Optional[Target | str] = None,
         n = s.calls_timed
         if not n:
             continue
+        if s.name == "aten::_copy_from":
+            # The row's host <-> device calls over PCIe, the others device to device through HBM.
+            h = min(getattr(s, "host_transfer_calls", 0), n)
+            h_read, h_written = getattr(s, "host_transfer_read", 0), getattr(s, "host_transfer_written", 0)
+            total = copy("HtoD", h_read // h, h_written // h, t).duration_s * h if h else 0.0
+            if n - h:
+                total += copy("DtoD", (s.bytes_read - h_read) // (n - h), (s.bytes_written - h_written) // (n - h),
+                              t).duration_s * (n - h)
+            out[(s.name, s.tier)] = total
+            continue
         p = project(s.name, s.tier, s.bytes_read // n, s.bytes_written // n, s.flops // n,
-                    getattr(s, "elements", 0) // n, getattr(s, "dtype", ""), t, group_size=ranks,
-                    copy_direction="DtoD" if s.name == "aten::_copy_from" else "")
+                    getattr(s, "elements", 0) // n, getattr(s, "dtype", ""), t, group_size=ranks)
         out[(s.name, s.tier)] = p.duration_s * n
     return out

@@ -146,6 +146,11 @@ void record_copy(OpCounter* counter, uint32_t mode, int64_t start, const at::Ten
   const int64_t read = static_cast<int64_t>(src.numel() * src.element_size());
   const int64_t written = static_cast<int64_t>(dst.numel() * dst.element_size());
   counter->add_timing(end - start, end - start, read, written, 0, dst.numel(), static_cast<int8_t>(dst.scalar_type()));
+  if (copy_kind(src, dst) != neuron_rt::CopyKind::kDeviceToDevice) {
+    counter->host_transfer_calls.fetch_add(1, std::memory_order_relaxed);
+    counter->host_transfer_read.fetch_add(read, std::memory_order_relaxed);
+    counter->host_transfer_written.fetch_add(written, std::memory_order_relaxed);
+  }
   if (mode & neuron_rt::kTimingTrace) {
     neuron_rt::TraceRecord r;
     r.kind = neuron_rt::TraceKind::kMemcpy;

@@ -45,7 +45,9 @@ OpCounter* counter_locked(Registry& r, const std::string& name, ExecutionTier ti
 }
 
 void reset_timing_fields(OpCounter& c) {
-  for (auto* f : {&c.calls_timed, &c.host_ns, &c.device_ns, &c.bytes_read, &c.bytes_written, &c.flops, &c.elements}) f->store(0);
+  for (auto* f : {&c.calls_timed, &c.host_ns, &c.device_ns, &c.bytes_read, &c.bytes_written, &c.flops, &c.elements,
+                  &c.host_transfer_calls, &c.host_transfer_read, &c.host_transfer_written})
+    f->store(0);
 }
 
 }  // namespace
@@ -124,7 +126,8 @@ std::vector<OpTiming> op_timings() {
     const int64_t n = c.nested ? c.calls_timed.load(std::memory_order_relaxed) : c.calls.load(std::memory_order_relaxed);
     if (n == 0) continue;
     out.push_back({c.name, c.tier, n, c.calls_timed.load(), c.host_ns.load(), c.device_ns.load(), c.bytes_read.load(),
-                   c.bytes_written.load(), c.flops.load(), c.elements.load(), c.dtype.load(), c.nested});
+                   c.bytes_written.load(), c.flops.load(), c.elements.load(), c.dtype.load(), c.nested,
+                   c.host_transfer_calls.load(), c.host_transfer_read.load(), c.host_transfer_written.load()});
   }
   return out;
 }

@@ -44,6 +44,11 @@ struct OpCounter {
   std::atomic<int64_t> flops{0};
   std::atomic<int64_t> elements{0};
   std::atomic<int8_t> dtype{-1};  // the last timed call's (c10::ScalarType), for the cost model
+  // Copies (aten::_copy_from): the timed calls that crossed between host and device and their bytes,
+  // the rest being device to device (the cost model's PCIe against HBM).
+  std::atomic<int64_t> host_transfer_calls{0};
+  std::atomic<int64_t> host_transfer_read{0};
+  std::atomic<int64_t> host_transfer_written{0};
   // Set on the twin that holds this operator's calls inside compiled regions.
   bool nested = false;
   std::atomic<OpCounter*> nested_twin{nullptr};
@@ -67,6 +72,7 @@ struct OpTiming {
   int64_t calls, calls_timed, host_ns, device_ns, bytes_read, bytes_written, flops, elements;
   int dtype;
   bool nested;  // calls inside compiled regions (children of a compiled graph's launch)
+  int64_t host_transfer_calls, host_transfer_read, host_transfer_written;  // copies: host <-> device part
 };
 std::vector<OpTiming> op_timings();
 void reset_op_timings();

@@ -192,6 +192,23 @@ def test_op_stats_project_collectives_over_the_world(monkeypatch):
     assert costmodel.project_stats([row], "trn2")[("c10d::allreduce", "collective")] == 0.0
 
 
+def test_op_stats_project_copies_by_direction():
+    from torchneuron_ext.profiler import op_stats, timing
+
+    t = costmodel.get_target("trn2")
+    with timing():
+        x = torch.ones(1 << 20).to("neuron")  # 4 MiB host -> device
+        y = torch.empty_like(x)
+        y.copy_(x)  # device -> device
+        x.cpu()  # device -> host
+    s = next(s for s in op_stats(target=t) if s.name == "aten::_copy_from")
+    assert (s.calls_timed, s.host_transfer_calls, s.host_transfer_read, s.host_transfer_written) == (3, 2, 8 * MiB,
+                                                                                                     8 * MiB)
+    pcie = costmodel.copy("HtoD", 4 * MiB, 4 * MiB, t).duration_s  # 1.3 us + 4 MiB / 16 GB/s = 263.4 us
+    hbm = costmodel.copy("DtoD", 4 * MiB, 4 * MiB, t).duration_s  # 1.3 us + 8 MiB / 725 GB/s = 12.9 us
+    assert abs(s.projected_total_us - (2 * pcie + hbm) * 1e6) < 1e-6
+
+
 def test_exported_trace_has_a_projected_lane(tmp_path):
     x = torch.randn(256, 256, device="neuron")
     cfg = NeuronConfig(profile_output_dir=str(tmp_path))
@@ -210,6 +227,10 @@ def test_exported_trace_has_a_projected_lane(tmp_path):
     assert mm["args"]["dtype"] == "Float" and mm["args"]["elements"] == 256 * 256
     mm_proj = next(e for e in lane if e["name"] == "neuron::mm")
     assert mm_proj["args"]["flops"] == 2 * 256 ** 3 and mm_proj["args"]["bound"] == "launch"
+    # The copy to the host: over PCIe (16 GB/s), no launch (a transfer is not a NEFF execution).
+    dtoh = next(e for e in lane if e["name"].startswith("Memcpy DtoH"))
+    assert (dtoh["args"]["engine"], dtoh["args"]["launch us"], dtoh["args"]["bytes"]) == ("pcie", 0.0, 256 * 256 * 4)
+    assert abs(dtoh["dur"] - (1.3 + 256 * 256 * 4 / 16e3)) < 1e-3
     ends = {}
     for e in sorted(lane, key=lambda e: e["ts"]):
         key = (e["args"]["device"], e["args"]["stream"])

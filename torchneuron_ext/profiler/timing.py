@@ -35,6 +35,11 @@ class OpStat:
     projected_total_us: float = 0.0  # the cost model's projection on the target (a model, not a measurement)
     # Ran inside a compiled graph's launch: a part of that graph's row, which already counts its time.
     nested: bool = False
+    # Copies (aten::_copy_from): the timed calls between host and device and their bytes; the rest
+    # of the row is device to device (projected over PCIe and HBM respectively).
+    host_transfer_calls: int = 0
+    host_transfer_read: int = 0
+    host_transfer_written: int = 0
 
     @property
     def projected_mean_us(self) -> float:
@@ -97,6 +102,8 @@ def op_stats(sort_by: str = "device_total_us", target: Optional[Union[str, "cost
             host_total_us=d["host_ns"] / 1e3, device_total_us=d["device_ns"] / 1e3,
             bytes_read=d["bytes_read"], bytes_written=d["bytes_written"], flops=d["flops"],
             elements=d.get("elements", 0), dtype=d.get("dtype", ""), nested=bool(d.get("nested", False)),
+            host_transfer_calls=d.get("host_transfer_calls", 0), host_transfer_read=d.get("host_transfer_read", 0),
+            host_transfer_written=d.get("host_transfer_written", 0),
         )
         for d in _C._op_timings() if nested or not d.get("nested", False)
     ]
