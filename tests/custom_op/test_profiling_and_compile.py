@@ -72,3 +72,24 @@ def test_compiled_with_changing_shapes():
     for n in (5, 6, 7):  # the shape function needs sizes: each shape gets its graph
         x = torch.randn(n, device="neuron")
         torch.testing.assert_close(f(x).cpu(), (x.cpu() + 1) * 3 + 2)
+
+
+def test_projected_on_gpsimd_with_a_launch(tmp_path):
+    # A custom op's kernel is projected as GpSimd work (8 cores x 512 bit) or its bytes, plus one
+    # launch; split_sign streams 4 B in and 8 B out per element, so its bytes bound it.
+    from torchneuron_ext import costmodel
+
+    x = torch.randn(1 << 20, device="neuron")
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        ops.split_sign(x)
+    prof.export_chrome_trace(str(tmp_path / "trace.json"))
+    trace = json.loads((tmp_path / "trace.json").read_text())
+    (k,) = [k for k in costmodel.project_trace(trace, "trn2").kernels if k.name == "neuron::test_ops::split_sign"]
+    # Elements: its two outputs' (the larger of the outputs' total and the largest input).
+    assert (k.tier, k.projection.engine, k.projection.elements) == ("custom", "dma", 2 << 20)
+    want = costmodel.custom_kernel(4 << 20, 8 << 20, 2 << 20, "Float", "trn2")
+    assert want.launch_s == 12e-6 and abs(k.duration_us - want.duration_s * 1e6) < 1e-6
+    # Its GpSimd time, the other candidate: 2**21 fp32 elements / (8 x 16 lanes x 1.2 GHz x 2) = 6.83 us,
+    # under the 12 MiB / 725 GB/s = 17.36 us of its bytes.
+    assert abs(costmodel.gpsimd_s(2 << 20, "Float", costmodel.get_target("trn2")) * 1e6 - 6.827) < 1e-3
+    assert abs(want.work_s * 1e6 - 17.355) < 1e-3

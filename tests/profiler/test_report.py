@@ -118,7 +118,7 @@ def test_demo_runs(tmp_path):
     r = _cli("demo", "--out", str(tmp_path), "--size", "256")
     assert r.returncode == 0, r.stderr
     assert "== comparison per call: measured on this host | projected on trn2 LNC=2" in r.stdout
-    assert "Self NEURON" in r.stdout and "against naive, per call:" in r.stdout
+    assert "Self NEURON" in r.stdout and "against naive, per call (device time: projected" in r.stdout
     assert "Reading the projection: on this host" in r.stdout
     traces = [os.path.join(d, f) for d, _, fs in os.walk(tmp_path) for f in fs if f == "trace.json"]
     assert len(traces) == 3

@@ -41,6 +41,28 @@ def test_attention_flops_are_its_products():
     assert _stat("aten::_scaled_dot_product_fused_attention_overrideable_backward").flops == 2 * forward
 
 
+def test_tensor_engine_flops_of_bmm_linear_and_convolution():
+    """The other Tensor Engine kernels (issue 14: matmul, bmm, linear, convolution): 2 FLOPs per
+    multiply-add, so the cost model runs them at the Tensor Engine's rate, not as Vector work."""
+    from torchneuron_ext import costmodel
+
+    a, b = torch.randn(2, 4, 8, device="neuron"), torch.randn(2, 8, 5, device="neuron")
+    x, w, bias = torch.randn(4, 32, device="neuron"), torch.randn(16, 32, device="neuron"), torch.randn(16, device="neuron")
+    img, filt = torch.randn(2, 3, 16, 16, device="neuron"), torch.randn(8, 3, 3, 3, device="neuron")
+    reset_timing()
+    with timing():
+        torch.bmm(a, b)
+        torch.nn.functional.linear(x, w, bias)  # addmm on neuron
+        torch.nn.functional.conv2d(img, filt, padding=1)
+    assert _stat("aten::bmm").flops == 2 * 2 * 4 * 5 * 8
+    assert _stat("aten::addmm").flops == 2 * 4 * 16 * 32
+    conv = _stat("aten::convolution_overrideable")
+    assert conv.flops == 2 * (2 * 8 * 16 * 16) * (3 * 3 * 3)  # output elements x (in channels x kernel)
+    # ... which the cost model runs on the Tensor Engine.
+    big = costmodel.eager_kernel(conv.name, 0, 0, 10 ** 12, conv.elements, conv.dtype, "trn2")
+    assert big.engine == "tensor"
+
+
 def test_timing_off_records_nothing_but_counts():
     reset_timing()
     torchneuron_ext.clear_op_tracking()

@@ -1,7 +1,8 @@
 """The instruction-level latency model of ``nki.benchmark`` (docs/cost_model.md, "NKI kernels").
 
 Every instruction is charged to the engine that runs it, at that engine's clock from the shared
-hardware table (torchneuron_ext.costmodel.TARGETS, one physical NeuronCore of the launch's target).
+hardware table (torchneuron_ext.costmodel._BASE via get_target, one physical NeuronCore of the launch's
+target).
 Engines run concurrently on the device, so the estimate is the busiest engine's total (perfect
 overlap); the serial sum is reported too, as the bound with no overlap at all. The per-instruction
 costs are the NKI ISA reference's (Neuron 2.26) for NeuronCore-v2, carried to v3/v4 by clock:

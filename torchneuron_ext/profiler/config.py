@@ -167,7 +167,7 @@ class NeuronProfiler:
         add_device_counters(trace)
         add_dispatch_flows(trace["traceEvents"])
         # Trace consumers such as HolisticTraceAnalysis read the rank from here; the cost model
-        # projects collectives over world_size ranks.
+        # projects a collective over its record's group size, world_size for traces without it.
         info = trace.setdefault("distributedInfo", {"rank": int(os.environ.get("RANK", "0"))})
         info.setdefault("world_size", int(os.environ.get("WORLD_SIZE", "1")))
         costmodel.add_projected_lanes(trace)
