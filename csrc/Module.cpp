@@ -169,6 +169,9 @@ PYBIND11_MODULE(_C, m) {
     const at::Generator& gen = default_generator(static_cast<c10::DeviceIndex>(d));
     return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(gen));
   });
+  // Forgets the generator states handed out so far (tests of restoring a state
+  // from another process: it is rebuilt from its seed and offset).
+  m.def("_clear_rng_state_memo", &clear_rng_state_memo);
 
   m.def("_memory_stats", &memory_stats);
   m.def("_memory_snapshot", &memory_snapshot);

@@ -80,6 +80,8 @@ def test_seed_changes_initial_seed():
     assert torch.neuron.initial_seed() != 1 or s != 1
 
 
-def test_offset_is_unsupported_with_a_clear_error():
-    with pytest.raises(RuntimeError, match="does not support"):
-        torch.Generator("neuron").get_offset()
+def test_offset_counts_draws():
+    g = torch.Generator("neuron")
+    assert g.get_offset() == 0
+    torch.rand(3, device="neuron", generator=g)
+    assert g.get_offset() == 3  # the state's layout and round trips: test_rng_state.py

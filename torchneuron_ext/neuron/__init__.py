@@ -76,4 +76,9 @@ def __getattr__(name: str):
         from ..compiler.registration import inductor_classes
 
         return inductor_classes()[name]
+    if name == "_initialized":
+        # torch.cuda's module global, which torch.utils.checkpoint reads (getattr(device_module,
+        # "_initialized", False)) to decide whether to save and restore the device RNG state around
+        # recomputation: without it, recomputed dropout drew new masks and gradients were wrong.
+        return is_initialized()
     raise AttributeError(f"module 'torch.neuron' has no attribute '{name}'")
