@@ -643,12 +643,14 @@ def project_stats(stats: Iterable[Any], target: Optional[Target | str] = None,
     `group_size` ranks (default: the world, `world_size()`).
     """
     t = resolve_target(target)
-    ranks = world_size() if group_size is None else group_size
+    ranks = group_size
     out = {}
     for s in stats:
         n = s.calls_timed
         if not n:
             continue
+        if ranks is None and s.tier == "collective":
+            ranks = world_size()  # only when needed: it costs microseconds
         if s.name == "aten::_copy_from":
             # The row's host <-> device calls over PCIe, the others device to device through HBM.
             h = min(getattr(s, "host_transfer_calls", 0), n)
@@ -660,6 +662,6 @@ def project_stats(stats: Iterable[Any], target: Optional[Target | str] = None,
             out[(s.name, s.tier)] = total
             continue
         p = project(s.name, s.tier, s.bytes_read // n, s.bytes_written // n, s.flops // n,
-                    getattr(s, "elements", 0) // n, getattr(s, "dtype", ""), t, group_size=ranks)
+                    getattr(s, "elements", 0) // n, getattr(s, "dtype", ""), t, group_size=ranks or 1)
         out[(s.name, s.tier)] = p.duration_s * n
     return out
