@@ -158,10 +158,13 @@ class TestTargets(TestCase):
 
 
 @pytest.mark.parametrize("env,label", [({}, "trn2 LNC=2"), ({"NKI_TARGET": "trn1"}, "trn1"),
-                                       ({"NKI_TARGET": "trn1", "NEURON_EMU_TARGET": "trn3:lnc=1"}, "trn3 LNC=1")])
+                                       ({"NKI_TARGET": "trn1", "NEURON_EMU_TARGET": "trn3:lnc=1"}, "trn3 LNC=1"),
+                                       # The NKI simulator's other variable, after NKI_TARGET as it reads them.
+                                       ({"NEURON_PLATFORM_TARGET_OVERRIDE": "trn3"}, "trn3 LNC=2"),
+                                       ({"NEURON_PLATFORM_TARGET_OVERRIDE": "trn3", "NKI_TARGET": "inf2"}, "trn1")])
 def test_environment_chooses_the_target(monkeypatch, env, label):
-    monkeypatch.delenv("NEURON_EMU_TARGET", raising=False)
-    monkeypatch.delenv("NKI_TARGET", raising=False)
+    for var in ("NEURON_EMU_TARGET", "NKI_TARGET", "NEURON_PLATFORM_TARGET_OVERRIDE"):
+        monkeypatch.delenv(var, raising=False)
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     assert cm.default_target().label == label

@@ -146,8 +146,9 @@ def parse_target(spec: str) -> Target:
 
 
 def default_target() -> Target:
-    """NEURON_EMU_TARGET, else NKI_TARGET (the NKI simulator's generation), else trn2 at LNC=2."""
-    for var in ("NEURON_EMU_TARGET", "NKI_TARGET"):
+    """NEURON_EMU_TARGET, else the NKI simulator's generation (NKI_TARGET, else
+    NEURON_PLATFORM_TARGET_OVERRIDE, in the simulator's order), else trn2 at LNC=2."""
+    for var in ("NEURON_EMU_TARGET", "NKI_TARGET", "NEURON_PLATFORM_TARGET_OVERRIDE"):
         spec = os.environ.get(var, "").strip()
         if spec:
             try:
