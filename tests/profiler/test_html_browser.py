@@ -174,6 +174,11 @@ def test_measured_projected_switches(browser, demo):
     open_report(browser, report, "tab=summary&profile=naive")
     text = browser.evaluate("document.getElementById('tab-summary').innerText")
     assert f"Projected on {s.projected.target}" in text and s.projected.verdict in text
+    # The summary cards of both clocks: measured, and the projection's own.
+    cards = browser.evaluate("[...document.querySelectorAll('#tab-summary .cards.projected .card')].map(c => c.innerText)")
+    assert [c.split("\n")[0] for c in cards] == ["projected wall", "projected device busy", "projected verdict",
+                                                  "launches"], cards
+    assert s.projected.verdict in cards[2] and str(s.projected.launches) in cards[3], cards
     open_report(browser, report, "tab=timeline&profile=naive")
     lanes = "tnx.timeline().items.filter(it => it.kind === 'lane').map(it => tnx.timeline().p.lanes[it.lane].group)"
     switch = ("(() => { const c = document.querySelector('#tab-timeline select.clock'); c.value = '%s';"
