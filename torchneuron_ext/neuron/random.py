@@ -1,5 +1,6 @@
 """Per-device random number generators. They use the CPU's engine, so a seeded
-program draws the same numbers on neuron as on CPU."""
+program draws the same numbers on neuron as on CPU; their states are 16 bytes,
+(seed, offset), as TorchNeuron's and CUDA's are."""
 from __future__ import annotations
 
 from typing import Iterable
@@ -21,7 +22,10 @@ def default_generator(device: DeviceLike = None) -> torch.Generator:
 
 
 def get_rng_state(device: DeviceLike = "neuron") -> torch.Tensor:
-    """The RNG state of a device as a ByteTensor (on CPU)."""
+    """The RNG state of a device: 16 bytes (torch.uint8, on CPU) in TorchNeuron's and CUDA's philox layout,
+    the seed (uint64) then the offset (uint64: the 32-bit draws since seeding, and in bits 48..62 where the
+    CPU generator's cached normal sample was drawn). The numbers are the CPU's for one seed; layout and costs
+    in docs/architecture.md (RNG parity)."""
     _lazy_init()
     return _generator(device).get_state()
 
@@ -32,9 +36,13 @@ def get_rng_state_all() -> list[torch.Tensor]:
 
 
 def set_rng_state(new_state: torch.Tensor, device: DeviceLike = "neuron") -> None:
-    """Restore a device's RNG state from get_rng_state()."""
+    """Restore a device's RNG state from get_rng_state(): exact, in O(1) for a state this process handed
+    out, else rebuilt from its seed and offset (about 1 us per 624 draws). An 8-byte seed-only state and
+    the CPU generator's own format are accepted too."""
     if not isinstance(new_state, torch.Tensor) or new_state.dtype != torch.uint8:
-        raise TypeError("set_rng_state expects a torch.ByteTensor returned by get_rng_state()")
+        raise TypeError("set_rng_state expects a torch.ByteTensor returned by get_rng_state() (16 bytes: "
+                        f"seed and offset as two uint64), got {type(new_state).__name__}"
+                        + (f" of dtype {new_state.dtype}" if isinstance(new_state, torch.Tensor) else ""))
     _lazy_init()
     with torch.no_grad():
         _generator(device).set_state(new_state.clone().cpu())
