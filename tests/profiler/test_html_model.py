@@ -250,3 +250,20 @@ def test_args_encoding_without_orjson(real_trace, tmp_path):
     plain = json.loads(r.stdout)
     fast = build_profile(real_trace, "x")
     assert [e[4] for e in events_of(plain)] == [e[4] for e in events_of(fast)]
+
+
+def test_plain_torch_export_gets_projected_lanes(tmp_path):
+    # prof.export_chrome_trace (torch's own, without NeuronProfiler) writes no projected lanes: the
+    # page adds them, so its measured/projected switch works on any neuron trace.
+    from torchneuron_ext.profiler.html.page import profile_payload
+
+    x = torch.randn(64, 64, device="neuron")
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        (x @ x).relu()
+    path = tmp_path / "plain.json"
+    prof.export_chrome_trace(str(path))
+    data = json.loads(path.read_text())
+    assert not any(e.get("cat") == "neuron_projected" for e in data["traceEvents"])
+    p = profile_payload(data, "plain")
+    assert [lane["label"] for lane in p["lanes"] if lane["group"] == "projected"] == ["NC0 projected (trn2 LNC=2)"]
+    assert not any(e.get("cat") == "neuron_projected" for e in data["traceEvents"])  # the caller's dict unchanged

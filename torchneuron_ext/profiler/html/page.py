@@ -8,6 +8,7 @@ import re
 from importlib import resources
 from typing import Optional, Sequence, Union
 
+from ... import costmodel
 from ..report import _load, summarize_trace
 from .findings import find
 from .model import build_profile
@@ -47,6 +48,12 @@ def _resolve(trace: TraceLike) -> tuple[dict, Optional[str]]:
 def profile_payload(trace: TraceLike, name: Optional[str] = None, index: int = 0) -> dict:
     """Everything the page shows about one trace: events in columns, summary, findings, op table."""
     data, path = _resolve(trace)
+    events = data.get("traceEvents") if isinstance(data, dict) else None
+    if isinstance(events, list) and not any(e.get("cat") == "neuron_projected" for e in events):
+        # A trace from torch's own export_chrome_trace (NeuronProfiler adds these at export): its
+        # projected lanes, on a copy (the caller's dict stays as it was).
+        data = dict(data, traceEvents=list(events))
+        costmodel.add_projected_lanes(data)
     summary = summarize_trace(data)
     profile = build_profile(data, name or _default_name(trace, index, path), source=path or "")
     profile["summary"] = summary.to_dict()
