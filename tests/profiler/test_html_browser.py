@@ -15,6 +15,7 @@ import zlib
 
 import pytest
 
+from torchneuron_ext import costmodel
 from torchneuron_ext.profiler import summarize_trace
 from torchneuron_ext.profiler._format import format_bytes
 from torchneuron_ext.profiler.html import write_html_report
@@ -319,11 +320,15 @@ def test_many_events_draw_by_level_of_detail(browser, tmp_path):
     path = write_html_report([_synthetic(n)], tmp_path / "many.html")
     open_report(browser, path, "tab=timeline")
     stats = browser.evaluate("(() => { const tl = tnx.timeline(); tl.drawNow(); return {...tl.stats, w: tl.plotWidth()}; })()")
-    assert stats["inView"] == n
-    assert 0 < stats["drawn"] <= stats["w"] + 1  # at most one rectangle per pixel column
-    # Zoomed in far enough, every event gets its own rectangle.
+    # Each kernel and its projection (the page adds the projected lane the trace lacks).
+    assert stats["inView"] == 2 * n
+    assert 0 < stats["drawn"] <= 2 * (stats["w"] + 1)  # at most one rectangle per pixel column per lane
+    # Zoomed in far enough, every event gets its own rectangle: 51 kernels, and the projected ones
+    # (12 us launches back to back) that overlap the window.
+    projected = costmodel.project_trace(_synthetic(n)).kernels
+    overlapping = sum(1 for k in projected if k.start_us < 1100 and k.start_us + k.duration_us > 1000)
     stats = browser.evaluate("(() => { const tl = tnx.timeline(); tl.setView(1000, 1100); tl.drawNow(); return tl.stats; })()")
-    assert stats["inView"] == stats["drawn"] == 51
+    assert overlapping == 9 and stats["inView"] == stats["drawn"] == 51 + overlapping
     pt = _event_point(browser, "tnx.findEvent('neuron::op3', 4000)")
     browser.click(pt["x"], pt["y"])
     assert browser.evaluate("tnx.timeline().selected") == pt["i"]
