@@ -171,6 +171,8 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
           a.addMetadataQuoted("tier", tier_name(static_cast<ExecutionTier>(r.tier)));
           a.addMetadataQuoted("in", "compiled region");
           a.addMetadata("bytes", r.bytes_read + r.bytes_written);
+          a.addMetadata("bytes read", r.bytes_read);
+          a.addMetadata("bytes written", r.bytes_written);
           if (r.flops) a.addMetadata("flops", r.flops);
           if (r.elements) a.addMetadata("elements", r.elements);
           if (r.dtype >= 0) a.addMetadataQuoted("dtype", c10::toString(static_cast<c10::ScalarType>(r.dtype)));

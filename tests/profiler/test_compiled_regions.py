@@ -115,6 +115,17 @@ def test_generated_kernel_bytes_read_and_written_as_inductor_says(compiled):
     assert (fused.bytes_read, fused.bytes_written) == (64 * 64 * 4, 64 * 4 + 64 * 64 * 4)
 
 
+def test_trace_children_carry_the_read_write_split(trace):
+    # The same split on the trace's child annotations, which the projected lane's args follow.
+    _, data = trace
+    fused = [e for e in data["traceEvents"] if e.get("cat") == "gpu_user_annotation"
+             and e["name"].startswith("neuron::compiled::cpp_fused")]
+    assert fused and all((e["args"]["bytes read"], e["args"]["bytes written"]) == (64 * 64 * 4, 64 * 4 + 64 * 64 * 4)
+                         for e in fused), [e["args"] for e in fused]
+    lane = {k.name: k for k in costmodel.project_trace(data, "trn2").kernels}
+    assert lane[fused[0]["name"]].projection.bytes == 64 * 64 * 4 * 2 + 64 * 4
+
+
 def test_kernel_access_from_inductor_parameter_names():
     from torchneuron_ext.compiler.wrapper_codegen import kernel_access
 
