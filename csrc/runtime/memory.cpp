@@ -105,11 +105,10 @@ void* CoreAllocator::malloc(size_t nbytes) {
   stats_.allocation_requests++;
   auto& free_list = small ? free_small_ : free_large_;
   // Best fit among cached blocks, accepting at most 25% slack.
-  auto it = free_list.lower_bound(rounded);
-  if (it != free_list.end() && it->first <= rounded + rounded / 4) {
-    void* ptr = it->second;
-    free_list.erase(it);
-    Block& b = blocks_.at(reinterpret_cast<uintptr_t>(ptr));
+  BlockMap::iterator cached;
+  if (free_list.take(rounded, rounded + rounded / 4, &cached)) {
+    void* ptr = reinterpret_cast<void*>(cached->first);
+    Block& b = cached->second;
     b.in_use = true;
     b.requested = nbytes;
     count_alloc_locked(b);
@@ -158,10 +157,7 @@ void CoreAllocator::free(void* ptr) {
     stats_.allocation[p].decrease(1);
     stats_.active[p].decrease(1);
   }
-  // First among blocks of its size, so the next request of that size gets the
-  // block freed last: it is still in the host's caches, as malloc's LIFO bins keep it.
-  auto& free_list = b.small ? free_small_ : free_large_;
-  free_list.emplace_hint(free_list.lower_bound(b.size), b.size, ptr);
+  (b.small ? free_small_ : free_large_).put(b.size, it);
   notify(device_, ptr, -static_cast<int64_t>(b.size), stats_);
 }
 
@@ -215,19 +211,36 @@ void CoreAllocator::release_adopted(size_t nbytes) {
   }
 }
 
+bool CoreAllocator::FreeList::take(size_t lo, size_t hi, BlockMap::iterator* out) {
+  if (count_ == 0) return false;
+  for (auto it = by_size_.lower_bound(lo); it != by_size_.end() && it->first <= hi; ++it) {
+    if (it->second.empty()) continue;
+    *out = it->second.back();
+    it->second.pop_back();
+    --count_;
+    return true;
+  }
+  return false;
+}
+
+void CoreAllocator::FreeList::put(size_t size, BlockMap::iterator block) {
+  by_size_[size].push_back(block);
+  ++count_;
+}
+
 void CoreAllocator::release_cached_locked() {
   for (auto* list : {&free_small_, &free_large_}) {
-    for (auto& [size, ptr] : *list) {
-      const bool small = list == &free_small_;
+    const bool small = list == &free_small_;
+    list->drain([&](BlockMap::iterator b) {
       for (int p : {int(kAll), small ? int(kSmall) : int(kLarge)}) {
-        stats_.reserved_bytes[p].decrease(size);
+        stats_.reserved_bytes[p].decrease(b->second.size);
         stats_.segment[p].decrease(1);
       }
       stats_.num_device_free++;
-      blocks_.erase(reinterpret_cast<uintptr_t>(ptr));
+      void* ptr = reinterpret_cast<void*>(b->first);
+      blocks_.erase(b);
       std::free(ptr);
-    }
-    list->clear();
+    });
   }
 }
 

@@ -37,6 +37,43 @@ def test_cached_block_is_reused():
     assert c.data_ptr() != b.data_ptr()
 
 
+def test_cached_blocks_best_fit_and_last_freed_first():
+    torch.neuron.empty_cache()
+    kib = lambda n: torch.empty(n * 256, device="neuron")  # noqa: E731  (n KiB of float32)
+    # Size classes between 64 and 128 KiB are 16 KiB apart: 64, 80, 96, 112, 128.
+    blocks = [kib(64), kib(64), kib(80), kib(96), kib(128)]
+    p64a, p64b, p80, p96, p128 = (t.data_ptr() for t in blocks)
+    for i in range(len(blocks)):  # freed in order: the second 64 KiB block after the first
+        blocks[i] = None
+    first, second = kib(64), kib(64)
+    assert (first.data_ptr(), second.data_ptr()) == (p64b, p64a)  # the block freed last comes first
+    # The smallest cached size that fits, within 25% (80 KiB: up to 100 KiB), never the 128 KiB block.
+    fits = [kib(70), kib(80), kib(80)]
+    assert [t.data_ptr() for t in fits[:2]] == [p80, p96]
+    assert fits[2].data_ptr() not in (p64a, p64b, p80, p96, p128)
+
+
+def test_cache_churn_keeps_blocks_apart_and_stats_balanced():
+    torch.neuron.empty_cache()
+    base = torch.neuron.memory_allocated()
+    rng = random.Random(0)
+    live = {}
+    for i in range(3000):
+        if live and rng.random() < 0.5:
+            del live[rng.choice(list(live))]
+        else:
+            t = torch.empty(rng.choice([64, 1000, 4096, 5000, 2**18, 300000]), device="neuron")
+            spans = [(k.data_ptr(), k.data_ptr() + k.nbytes) for k in live.values()]
+            assert all(t.data_ptr() + t.nbytes <= lo or t.data_ptr() >= hi for lo, hi in spans)
+            live[i] = t
+    live.clear()
+    t = None
+    assert torch.neuron.memory_allocated() == base
+    torch.neuron.empty_cache()
+    assert torch.neuron.memory_reserved() == torch.neuron.memory_allocated()  # every cached block released
+    assert torch.zeros(10, device="neuron").add_(1).sum().item() == 10  # and the device still allocates
+
+
 def test_devices_never_share_pointers():
     a = [torch.empty(100, device="neuron:0") for _ in range(10)]
     b = [torch.empty(100, device="neuron:1") for _ in range(10)]
