@@ -316,3 +316,17 @@ def test_states_taken_while_another_thread_draws():
             x = torch.rand(8, device="neuron").cpu()
             torch.neuron.set_rng_state(state)
             assert torch.equal(torch.rand(8, device="neuron").cpu(), x)
+
+
+def test_generators_pickle_and_deepcopy():
+    # Generator.__reduce__ carries (seed, get_offset(), get_state()); get_offset used to raise on neuron.
+    import copy
+    import pickle
+
+    g = torch.Generator("neuron").manual_seed(5)
+    torch.randn(5, device="neuron", generator=g)
+    h = pickle.loads(pickle.dumps(g))
+    k = copy.deepcopy(g)
+    want = torch.randn(4, device="neuron", generator=g).cpu()
+    assert torch.equal(torch.randn(4, device="neuron", generator=h).cpu(), want)
+    assert torch.equal(torch.randn(4, device="neuron", generator=k).cpu(), want)
