@@ -222,14 +222,6 @@ at::Tensor& KernelCall::to_device_ref(at::Tensor& r) {
   return r;
 }
 
-namespace {
-int64_t dims_product(const at::Tensor& t, int64_t from, int64_t to) {
-  int64_t p = 1;
-  for (int64_t i = from; i < to; ++i) p *= t.size(i);
-  return p;
-}
-}  // namespace
-
 // Multiply-adds of the matmul-like operators, counted as 2 FLOPs each; other
 // operators report none (their cost is bytes, not arithmetic).
 int64_t KernelCall::estimate_flops() const {
@@ -248,11 +240,7 @@ int64_t KernelCall::estimate_flops() const {
     const int64_t n_cols = b->dim() >= 2 ? b->size(-1) : 1;
     return 2 * (a->numel() / std::max<int64_t>(k, 1)) * n_cols * k;
   }
-  if (n == "aten::convolution_overrideable" && noted_.size() >= 2) {
-    const at::Tensor& w = *noted_[1];  // (out, in/groups, k...)
-    if (w.dim() < 2) return 0;
-    return 2 * output_numel_ * dims_product(w, 1, w.dim());
-  }
+  // Convolutions set theirs (native_special.cpp: which side is larger, which gradients).
   // Attention: QK^T and PV, 2 FLOPs per multiply-add each; the backward's four products (dV, dP, dQ,
   // dK) twice that. A backward's first argument is the output's gradient.
   const bool attention_fwd = n == "aten::_scaled_dot_product_flash_attention_for_cpu" ||
@@ -279,7 +267,7 @@ void KernelCall::finish_timed(OpCounter* counter) {
     read += static_cast<int64_t>(numel * s.host.element_size());
     elements = std::max(elements, numel);
   }
-  const int64_t flops = estimate_flops();
+  const int64_t flops = flops_ >= 0 ? flops_ : estimate_flops();
   // From an owned slot: noted_ may point into a boxed stack the kernel has overwritten.
   const int8_t dtype = slots_.empty() ? int8_t{-1} : static_cast<int8_t>(slots_[0].host.scalar_type());
   if (counter->nested) neuron_rt::region().add_child(read, bytes_written_, flops, elements, dtype);

@@ -140,6 +140,8 @@ class KernelCall {
     if (C10_UNLIKELY(timing_ != 0)) finish_timed(counter);
   }
   const char* name() const { return name_; }
+  // The kernel's FLOPs where its tensors alone do not tell them (which gradients it computes).
+  void set_flops(int64_t flops) { flops_ = flops; }
 
  private:
   struct Slot {
@@ -175,6 +177,7 @@ class KernelCall {
   int64_t host_start_ = 0, kernel_start_ = 0, kernel_end_ = 0;
   int64_t bytes_written_ = 0;
   int64_t output_numel_ = 0;
+  int64_t flops_ = -1;  // set_flops, else estimate_flops
   c10::DeviceIndex device_ = -1;
   std::optional<c10::Device> device_arg_;
   bool cpu_tensor_seen_ = false;

@@ -16,6 +16,16 @@
 namespace torchneuron {
 namespace {
 
+// A convolution's multiply-adds, 2 FLOPs each (the cost model puts them on the Tensor Engine): every
+// element of the larger side (the output, or a transposed convolution's input) times the weight's
+// (channels / groups) x kernel size.
+int64_t convolution_flops(const at::Tensor& larger_side, const at::Tensor& weight) {
+  if (weight.dim() < 2) return 0;
+  int64_t per_element = 1;
+  for (int64_t i = 1; i < weight.dim(); ++i) per_element *= weight.size(i);
+  return 2 * larger_side.numel() * per_element;
+}
+
 // Convolutions on backends other than CPU/CUDA reach convolution_overrideable;
 // here it runs the CPU's convolution (oneDNN and all) on zero-copy views.
 at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& weight,
@@ -36,6 +46,7 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
     out = at::convolution(c.host(input), c.host(weight), c.host(bias), stride, padding, dilation, transposed,
                           output_padding, groups);
   }
+  c.set_flops(convolution_flops(transposed ? input : out, weight));
   at::Tensor result = c.to_device(out);
   c.finish(counter);
   return result;
@@ -51,6 +62,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
   c.note(grad_output);
   c.note(input);
   c.note(weight);
+  // The input's and the weight's gradients are each as many multiply-adds as the forward.
+  c.set_flops(convolution_flops(transposed ? input : grad_output, weight) *
+              (int64_t{output_mask[0]} + int64_t{output_mask[1]}));
   CurrentDeviceScope scope(c.resolve());
   std::tuple<at::Tensor, at::Tensor, at::Tensor> grads;
   {

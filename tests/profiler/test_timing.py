@@ -63,6 +63,33 @@ def test_tensor_engine_flops_of_bmm_linear_and_convolution():
     assert big.engine == "tensor"
 
 
+def test_convolution_backward_and_transposed_flops():
+    """Each gradient a convolution's backward computes is the forward's multiply-adds again; a
+    transposed convolution's are counted from its (larger) input."""
+    from torchneuron_ext import costmodel
+
+    img = torch.randn(2, 3, 16, 16, device="neuron", requires_grad=True)
+    filt = torch.randn(8, 3, 3, 3, device="neuron", requires_grad=True)
+    forward = 2 * (2 * 8 * 16 * 16) * (3 * 3 * 3)
+    reset_timing()
+    with timing():
+        torch.nn.functional.conv2d(img, filt, padding=1).sum().backward()  # both gradients
+    backward = _stat("aten::convolution_backward_overrideable")
+    assert backward.flops == 2 * forward
+    assert costmodel.eager_kernel(backward.name, 0, 0, 10 ** 12, backward.elements, backward.dtype,
+                                  "trn2").engine == "tensor"
+    reset_timing()
+    with timing():
+        torch.nn.functional.conv2d(img.detach(), filt, padding=1).sum().backward()  # the weight's only
+    assert _stat("aten::convolution_backward_overrideable").flops == forward
+    small, up = torch.randn(1, 8, 5, 5, device="neuron"), torch.randn(8, 4, 2, 2, device="neuron")
+    reset_timing()
+    with timing():
+        out = torch.nn.functional.conv_transpose2d(small, up, stride=2)  # (1, 4, 10, 10)
+    assert out.shape == (1, 4, 10, 10)
+    assert _stat("aten::convolution_overrideable").flops == 2 * (8 * 5 * 5) * (4 * 2 * 2)
+
+
 def test_timing_off_records_nothing_but_counts():
     reset_timing()
     torchneuron_ext.clear_op_tracking()
