@@ -235,3 +235,44 @@ def test_direct_allocation_arguments():
     with pytest.raises(RuntimeError):
         _empty_strided((1,), (1,), torch.float32, 99)
     assert (torch.ones(2, device="neuron") + 1).cpu().tolist() == [2.0, 2.0]
+
+
+def test_generated_kernels_are_called_directly_unless_timed():
+    """Compiled graphs call their C++ kernels through _C._run_kernel: the kernel itself while timing is
+    off, compiler.runtime.run_kernel_rw (which records it) while it is on."""
+    from torchneuron_ext import _C
+    from torchneuron_ext.compiler import runtime
+    from torchneuron_ext.profiler import reset_timing, timing
+
+    seen = []
+
+    def kernel(*args):
+        seen.append(args)
+        return "done"
+
+    x = torch.ones(3, device="neuron")
+    assert _C._run_kernel("k", kernel, "r", x, 2) == "done" and seen[-1] == (x, 2)
+    calls = []
+    original = runtime.run_kernel_rw
+    runtime.run_kernel_rw = lambda *a: calls.append(a) or original(*a)
+    try:
+        reset_timing()
+        with timing():
+            assert _C._run_kernel("k", kernel, "r", x, 2) == "done"
+        assert [a[0] for a in calls] == ["k"] and seen[-1] == (x, 2)
+    finally:
+        runtime.run_kernel_rw = original
+
+    def failing(*args):
+        raise ValueError("kernel failed")
+
+    with pytest.raises(ValueError, match="kernel failed"):
+        _C._run_kernel("k", failing, "")
+    with pytest.raises(TypeError, match="at least 3 arguments"):
+        _C._run_kernel("k", kernel)
+    from torch._inductor.utils import run_and_get_code
+
+    torch._dynamo.reset()
+    y, codes = run_and_get_code(torch.compile(lambda t: (t * 2).relu() + 1, backend="neuron"), x)
+    assert "import _run_kernel as _neuron_run_kernel_rw" in "\n".join(codes)
+    assert y.cpu().tolist() == [3.0, 3.0, 3.0]

@@ -13,7 +13,7 @@ from . import metrics
 
 
 # Bump when the generated code changes (wrapper_codegen.py, runtime.py, cpu_parity.py).
-_CODEGEN_VERSION = 5
+_CODEGEN_VERSION = 6
 _CACHE_TAG = f"torchneuron_ext-codegen-{_CODEGEN_VERSION}"
 
 
