@@ -98,6 +98,36 @@ std::tuple<at::Tensor, at::Tensor> fused_rms_norm_backward(const at::Tensor& gra
                                                          input, rstd, weight);
 }
 
+// aten::linear_backward: PyTorch has kernels for it only with oneDNN tensors (MkldnnCPU), so the generic
+// path, which runs the CPU's kernel, cannot run it; TorchNeuron runs it on the device (its own suite calls
+// it directly). Here it is the CPU's linear gradient: grad_input = grad_output @ weight, grad_weight =
+// grad_output^T @ input and grad_bias = grad_output summed over the leading dimensions flattened, each
+// only when output_mask asks for it (undefined otherwise, as an autograd formula returns them).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward(const at::Tensor& self, const at::Tensor& grad_output,
+                                                               const at::Tensor& weight,
+                                                               std::array<bool, 3> output_mask) {
+  static OpCounter* counter = op_counter("aten::linear_backward", "", ExecutionTier::kNative);
+  TORCH_CHECK(weight.dim() == 2, "linear_backward: expected weight of shape (out_features, in_features), got ",
+              weight.sizes());
+  TORCH_CHECK(self.dim() >= 1 && self.size(-1) == weight.size(1), "linear_backward: input of shape ", self.sizes(),
+              " does not match weight of shape ", weight.sizes(), " (its last dimension must be in_features)");
+  TORCH_CHECK(grad_output.dim() == self.dim() && grad_output.size(-1) == weight.size(0) &&
+                  grad_output.sizes().slice(0, self.dim() - 1) == self.sizes().slice(0, self.dim() - 1),
+              "linear_backward: grad_output of shape ", grad_output.sizes(), " is not the shape of the output of input ",
+              self.sizes(), " and weight ", weight.sizes());
+  auto fn = [&](const at::Tensor& x, const at::Tensor& g, const at::Tensor& w) {
+    at::DisableRecordFunctionGuard internals;
+    const at::Tensor g2 = g.reshape({-1, g.size(-1)});
+    at::Tensor d_input, d_weight, d_bias;
+    if (output_mask[0]) d_input = at::matmul(g, w);
+    if (output_mask[1]) d_weight = g2.t().mm(x.reshape({-1, x.size(-1)}));
+    if (output_mask[2]) d_bias = g2.sum(0);
+    return std::tuple<at::Tensor, at::Tensor, at::Tensor>{d_input, d_weight, d_bias};
+  };
+  return run_on_host<std::tuple<at::Tensor, at::Tensor, at::Tensor>>("aten::linear_backward", counter, fn, self,
+                                                                     grad_output, weight);
+}
+
 // torch.rms_norm itself (CompositeImplicitAutograd): PyTorch's composite calls
 // _fused_rms_norm only when input and weight have one dtype, and otherwise
 // (a bfloat16 input with a float32 weight, as autocast and mixed-precision
@@ -128,6 +158,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_fused_rms_norm", TORCH_FN(torchneuron::fused_rms_norm));
   m.impl("_fused_rms_norm_backward", TORCH_FN(torchneuron::fused_rms_norm_backward));
   m.impl("rms_norm", TORCH_FN(torchneuron::rms_norm));
+  m.impl("linear_backward", TORCH_FN(torchneuron::linear_backward));
 }
 
 TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) { m.impl("rms_norm", TORCH_FN(torchneuron::rms_norm)); }
