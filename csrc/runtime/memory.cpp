@@ -124,7 +124,21 @@ void* CoreAllocator::malloc(size_t nbytes) {
   if (posix_memalign(&ptr, kAlignment, rounded) != 0 || ptr == nullptr) {
     stats_.num_alloc_retries++;
     release_cached_locked();
-    if (posix_memalign(&ptr, kAlignment, rounded) != 0 || ptr == nullptr) throw_oom_locked(nbytes, rounded);
+    if (posix_memalign(&ptr, kAlignment, rounded) != 0 || ptr == nullptr) {
+      // Within the emulated capacity, but the host has not got the memory: saying "out of HBM, N GiB
+      // free" here would send the user to the wrong knob.
+      stats_.num_ooms++;
+      const uint64_t reserved = stats_.reserved_bytes[kAll].current;
+      std::ostringstream msg;
+      msg << "neuron:" << device_ << " out of memory. Tried to allocate " << format_bytes(nbytes)
+          << ": the emulated HBM of NeuronCore " << device_ << " has room for it ("
+          << format_bytes(capacity_ > reserved ? capacity_ - reserved : 0) << " of " << format_bytes(capacity_)
+          << " free), but the host refused the memory, and emulated HBM is host memory. Free tensors you no "
+             "longer need, reduce the batch size, or set the emulated capacity (NEURON_EMU_HBM_SIZE or "
+             "torchneuron_ext.set_hbm_capacity()) to what this machine can hold, so out-of-memory errors name "
+             "the capacity the program ran into.";
+      throw OutOfMemory(msg.str());
+    }
   }
   Block b{rounded, nbytes, small, true};
   blocks_.emplace(reinterpret_cast<uintptr_t>(ptr), b);

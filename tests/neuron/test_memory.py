@@ -183,6 +183,21 @@ def test_default_oom_at_24_gib():
     assert torch.ones(3, device="neuron").sum().item() == 3
 
 
+def test_host_refusing_memory_says_so():
+    # Emulated HBM is host memory: within a capacity larger than the machine's memory, the host can
+    # refuse an allocation the core has room for, and the error says which limit was hit.
+    torch.neuron.empty_cache()
+    torch.neuron.set_hbm_capacity(2**50, device=1)
+    try:
+        with pytest.raises(torch.OutOfMemoryError, match="the host refused the memory") as info:
+            torch.empty(2**46, dtype=torch.uint8, device="neuron:1")  # 64 TiB
+        assert "Tried to allocate 64.00 TiB" in str(info.value) and "free), but" in str(info.value)
+        assert torch.ones(3, device="neuron:1").sum().item() == 3
+    finally:
+        torch.neuron.empty_cache()
+        torch.neuron.set_hbm_capacity(24 * 2**30, device=1)
+
+
 def test_capacity_from_environment():
     r = run_python("""
         import torch
