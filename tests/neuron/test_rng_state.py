@@ -21,6 +21,14 @@ def _state_of(seed: int, offset: int) -> torch.Tensor:
     return torch.tensor(list(struct.pack("<QQ", seed, offset)), dtype=torch.uint8)
 
 
+def _assert_refused(state: torch.Tensor, match: str) -> None:
+    """set_rng_state refuses the state with a clear error and leaves the generator as it was."""
+    before = torch.neuron.get_rng_state()
+    with pytest.raises(RuntimeError, match=match):
+        torch.neuron.set_rng_state(state)
+    assert torch.equal(torch.neuron.get_rng_state(), before)
+
+
 def test_state_is_16_bytes_seed_then_offset():
     torch.neuron.manual_seed(2**63 + 5)
     state = torch.neuron.get_rng_state()
@@ -139,10 +147,7 @@ def test_cached_sample_far_back():
     torch.neuron.set_rng_state(state)
     assert torch.equal(torch.randn(3, device="neuron").cpu(), x)
     _C._clear_rng_state_memo()
-    before = torch.neuron.get_rng_state()
-    with pytest.raises(RuntimeError, match="cannot place"):
-        torch.neuron.set_rng_state(state)
-    assert torch.equal(torch.neuron.get_rng_state(), before)
+    _assert_refused(state, "cannot place")
 
 
 def test_rebuild_of_a_long_stream():
@@ -283,10 +288,7 @@ def test_cpu_format_state_is_still_accepted():
     # An mt19937 array its seed never reaches: a clear error, the state unchanged.
     bad = cpu_state.clone()
     bad[24 + 8 * 5] ^= 1  # the low byte of state word 5 (the legacy layout stores words as uint64)
-    before = torch.neuron.get_rng_state()
-    with pytest.raises(RuntimeError, match="no \\(seed, offset\\) form"):
-        torch.neuron.set_rng_state(bad)
-    assert torch.equal(torch.neuron.get_rng_state(), before)
+    _assert_refused(bad, "no \\(seed, offset\\) form")
 
 
 def test_states_taken_while_another_thread_draws():
