@@ -87,6 +87,28 @@ def test_forward_equals_the_cpu_kernel_cpu_would_run():
         torch.testing.assert_close(out.cpu(), F.scaled_dot_product_attention(q, k, v, **kw), rtol=0, atol=0)
 
 
+def test_the_kept_cpu_choice_follows_what_it_depends_on():
+    """The CPU's choice is kept per thread for the last inputs' shapes, strides, dtypes, gradients and the
+    sdpa_kernel switches: for the same shapes, a mask that needs its gradient (no CPU flash) or the flash
+    backend switched off (no flash) get the CPU's math kernel, and flash again after."""
+    q, k, v = qkv(lq=8, lk=8, e=4, ev=4)
+    mask = torch.randn(8, 8)
+    dev = [t.to("neuron") for t in (q, k, v, mask)]
+    flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, attn_mask=mask)[0]
+    with sdpa_kernel([SDPBackend.MATH]):
+        math_out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    assert not torch.equal(flash, math_out)  # the two kernels round differently here: the check can tell them apart
+
+    def run(*args):
+        return torch.ops.aten._scaled_dot_product_fused_attention_overrideable(*args)[0].detach().cpu()
+
+    assert torch.equal(run(*dev), flash)
+    assert torch.equal(run(*dev[:3], dev[3].clone().requires_grad_()), math_out)
+    with sdpa_kernel([SDPBackend.MATH, SDPBackend.OVERRIDEABLE]):
+        assert torch.equal(run(*dev), math_out)
+    assert torch.equal(run(*dev), flash)
+
+
 def test_a_mask_that_requires_grad_gets_its_gradient():
     q, k, v = qkv()
     for mask in (torch.randn(6, 6), torch.randn(2, 1, 6, 6), torch.randn(2, 4, 6, 6)):
