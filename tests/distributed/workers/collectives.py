@@ -278,9 +278,12 @@ def main() -> None:
             dist.all_reduce(x, group=single)
         prof.export_chrome_trace(path)
         trace = json.load(open(path))
-        coll = [e for e in trace["traceEvents"] if e.get("cat") == "kernel" and e["name"] == "neuron::c10d::allreduce"]
+        # A trace lists its events in no particular order: in the order they ran.
+        coll = sorted((e for e in trace["traceEvents"] if e.get("cat") == "kernel"
+                       and e["name"] == "neuron::c10d::allreduce"), key=lambda e: e["ts"])
         assert [e["args"]["group size"] for e in coll] == [world, 1], [e["args"] for e in coll]
-        projected = [k for k in costmodel.project_trace(trace, "trn2").kernels if k.tier == "collective"]
+        projected = sorted((k for k in costmodel.project_trace(trace, "trn2").kernels if k.tier == "collective"),
+                           key=lambda k: k.dispatch_us)
         want = costmodel.collective("c10d::allreduce", 256 * 256 * 4, 256 * 256 * 4, world, "trn2").duration_s
         assert abs(projected[0].duration_us - want * 1e6) < 1e-6 and projected[1].duration_us == 0.0, projected
         # op_stats rows sum every group's calls: projected over the world's ranks (not as one rank's).
