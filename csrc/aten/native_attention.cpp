@@ -89,12 +89,9 @@ int64_t sdp_choice(const at::Tensor& query, const at::Tensor& key, const at::Ten
                     {query.requires_grad(), key.requires_grad(), value.requires_grad(), mask_grad});
 }
 
-// Whether the CPU would run its flash kernel for these inputs (the kernels then run
-// it too, so the numbers are the CPU's). Not when the user's sdpa_kernel(...) turned
-// the CPU's flash backend off: then the CPU's math kernel, which no switch turns off.
-// The CPU's choice depends only on what this key holds; a model asks it for the same shapes in every layer
-// and step, so the last answer is kept per thread (asking builds four meta tensors: ~4 us of the kernel's
-// overhead, 1% of a small T5's compiled forward).
+// What the CPU's choice depends on. A model asks it for the same shapes in every layer and step, so
+// cpu_would_use_flash keeps the last answer per thread (asking builds four meta tensors: 6 us of the
+// kernel's overhead on a T5-shaped call, measured).
 std::vector<int64_t> flash_choice_key(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
                                       const std::optional<at::Tensor>& attn_mask, bool is_causal,
                                       std::optional<double> scale, std::array<bool, 4> requires_grad) {
@@ -120,6 +117,9 @@ std::vector<int64_t> flash_choice_key(const at::Tensor& query, const at::Tensor&
   return k;
 }
 
+// Whether the CPU would run its flash kernel for these inputs (the kernels then run
+// it too, so the numbers are the CPU's). Not when the user's sdpa_kernel(...) turned
+// the CPU's flash backend off: then the CPU's math kernel, which no switch turns off.
 bool cpu_would_use_flash(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
                          const std::optional<at::Tensor>& attn_mask, bool is_causal, std::optional<double> scale,
                          std::array<bool, 4> requires_grad) {

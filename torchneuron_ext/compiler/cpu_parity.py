@@ -240,9 +240,8 @@ def _predicate_is_nondeterministic_seeded_node(original: Callable[..., bool]) ->
         # neuron's draw nothing (csrc/aten/native_attention.cpp), so they need no place in the chain
         # of random ops; chained, each call's inputs are realized apart from the others' (a shared
         # attention mask is recomputed per layer) where the CPU's graph, never chained, shares them.
-        if original(node) and _on_neuron(node) and _dropout_p_is_zero(node):
-            return False
-        return original(node)
+        seeded = original(node)
+        return seeded and not (_on_neuron(node) and _dropout_p_is_zero(node))
 
     return is_nondeterministic_seeded_node
 
