@@ -124,21 +124,7 @@ void* CoreAllocator::malloc(size_t nbytes) {
   if (posix_memalign(&ptr, kAlignment, rounded) != 0 || ptr == nullptr) {
     stats_.num_alloc_retries++;
     release_cached_locked();
-    if (posix_memalign(&ptr, kAlignment, rounded) != 0 || ptr == nullptr) {
-      // Within the emulated capacity, but the host has not got the memory: saying "out of HBM, N GiB
-      // free" here would send the user to the wrong knob.
-      stats_.num_ooms++;
-      const uint64_t reserved = stats_.reserved_bytes[kAll].current;
-      std::ostringstream msg;
-      msg << "neuron:" << device_ << " out of memory. Tried to allocate " << format_bytes(nbytes)
-          << ": the emulated HBM of NeuronCore " << device_ << " has room for it ("
-          << format_bytes(capacity_ > reserved ? capacity_ - reserved : 0) << " of " << format_bytes(capacity_)
-          << " free), but the host refused the memory, and emulated HBM is host memory. Free tensors you no "
-             "longer need, reduce the batch size, or set the emulated capacity (NEURON_EMU_HBM_SIZE or "
-             "torchneuron_ext.set_hbm_capacity()) to what this machine can hold, so out-of-memory errors name "
-             "the capacity the program ran into.";
-      throw OutOfMemory(msg.str());
-    }
+    if (posix_memalign(&ptr, kAlignment, rounded) != 0 || ptr == nullptr) throw_oom_locked(nbytes, rounded, true);
   }
   Block b{rounded, nbytes, small, true};
   blocks_.emplace(reinterpret_cast<uintptr_t>(ptr), b);
@@ -258,12 +244,22 @@ void CoreAllocator::release_cached_locked() {
   }
 }
 
-void CoreAllocator::throw_oom_locked(size_t requested, size_t rounded) {
+void CoreAllocator::throw_oom_locked(size_t requested, size_t rounded, bool host_refused) {
   stats_.num_ooms++;
   const uint64_t reserved = stats_.reserved_bytes[kAll].current;
   const uint64_t allocated = stats_.allocated_bytes[kAll].current;
   std::ostringstream msg;
   msg << "neuron:" << device_ << " out of memory. Tried to allocate " << format_bytes(requested);
+  if (host_refused) {
+    // Saying "out of HBM, N GiB free" here would send the user to the wrong knob.
+    msg << ": the emulated HBM of NeuronCore " << device_ << " has room for it ("
+        << format_bytes(capacity_ > reserved ? capacity_ - reserved : 0) << " of " << format_bytes(capacity_)
+        << " free), but the host refused the memory, and emulated HBM is host memory. Free tensors you no "
+           "longer need, reduce the batch size, or set the emulated capacity (NEURON_EMU_HBM_SIZE or "
+           "torchneuron_ext.set_hbm_capacity()) to what this machine can hold, so out-of-memory errors name "
+           "the capacity the program ran into.";
+    throw OutOfMemory(msg.str());
+  }
   if (rounded != requested) msg << " (" << format_bytes(rounded) << " after rounding)";
   msg << ". NeuronCore " << device_ << " has a total HBM capacity of " << format_bytes(capacity_) << ", of which "
       << format_bytes(allocated) << " is allocated by tensors and " << format_bytes(reserved - allocated)

@@ -131,7 +131,8 @@ class CoreAllocator {
   };
 
   void release_cached_locked();
-  [[noreturn]] void throw_oom_locked(size_t requested, size_t rounded);
+  // host_refused: within the capacity, but the host did not give the memory (emulated HBM is host memory).
+  [[noreturn]] void throw_oom_locked(size_t requested, size_t rounded, bool host_refused = false);
   void count_alloc_locked(const Block& b);
 
   int device_;
