@@ -21,6 +21,7 @@
 
 #include <map>
 #include "backend/allocator.h"
+#include "backend/errors.h"
 #include "backend/generator.h"
 #include "runtime/device.h"
 #include "runtime/memory.h"
@@ -29,18 +30,6 @@ namespace py = pybind11;
 
 namespace torchneuron {
 namespace {
-
-template <typename F>
-auto guarded(F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const c10::Error&) {
-    throw;
-  } catch (...) {
-    rethrow_runtime_error();
-  }
-  throw std::logic_error("unreachable");
-}
 
 void add_stat(py::dict& d, const std::string& name, const neuron_rt::Stat (&s)[neuron_rt::kNumPools]) {
   const char* pools[] = {"all", "small_pool", "large_pool"};
@@ -172,14 +161,13 @@ PYBIND11_MODULE(_C, m) {
     const auto& cfg = neuron_rt::core_config();
     if (!cfg.error.empty()) throw py::value_error(cfg.error);
     if (neuron_rt::in_bad_fork()) {
-      throw std::runtime_error(
-          "Cannot re-initialize neuron in forked subprocess. To use the neuron device with multiprocessing, "
-          "you must use the 'spawn' start method.");
+      throw std::runtime_error(std::string(neuron_rt::kBadForkMessage) + ".");
     }
     neuron_rt::mark_initialized();
   });
   m.def("_is_initialized", &neuron_rt::is_initialized);
   m.def("_is_in_bad_fork", &neuron_rt::in_bad_fork);
+  m.attr("_BAD_FORK_MESSAGE") = neuron_rt::kBadForkMessage;
   m.def("_config_error", [] { return neuron_rt::core_config().error; });
   m.def("_config_source", [] { return neuron_rt::core_config().source; });
   m.def("_physical_core_ids", [] { return neuron_rt::core_config().physical_ids; });

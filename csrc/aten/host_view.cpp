@@ -152,23 +152,4 @@ at::Tensor device_view_like(const at::Tensor& view, const c10::Storage& device_s
   return at::Tensor(std::move(impl));
 }
 
-CurrentDeviceScope::CurrentDeviceScope(c10::DeviceIndex device) : previous_(neuron_rt::current_device()) {
-  if (device >= 0 && device != previous_) {
-    try {
-      neuron_rt::set_device(device);
-    } catch (...) {
-      rethrow_runtime_error();
-    }
-  }
-}
-
-CurrentDeviceScope::~CurrentDeviceScope() {
-  if (previous_ != neuron_rt::current_device()) {
-    try {
-      neuron_rt::set_device(previous_);
-    } catch (...) {
-    }
-  }
-}
-
 }  // namespace torchneuron

@@ -9,6 +9,8 @@
 
 #include <string>
 
+#include "../backend/errors.h"  // CurrentDeviceScope
+
 namespace torchneuron {
 
 inline constexpr auto kNeuron = c10::DeviceType::PrivateUse1;
@@ -47,18 +49,5 @@ std::string quantized_unsupported_message(const char* where);
 
 // True when the DataPtr was produced by the neuron device allocator.
 bool is_neuron_dataptr(const c10::DataPtr& ptr);
-
-// Switches the runtime's current device for a scope (cheaper than a full
-// c10::DeviceGuard on the hot path).
-class CurrentDeviceScope {
- public:
-  explicit CurrentDeviceScope(c10::DeviceIndex device);
-  ~CurrentDeviceScope();
-  CurrentDeviceScope(const CurrentDeviceScope&) = delete;
-  CurrentDeviceScope& operator=(const CurrentDeviceScope&) = delete;
-
- private:
-  int previous_;
-};
 
 }  // namespace torchneuron

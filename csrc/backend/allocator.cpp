@@ -12,26 +12,9 @@
 #include "../runtime/device.h"
 #include "../runtime/memory.h"
 #include "../runtime/tracer.h"
+#include "errors.h"
 
 namespace torchneuron {
-
-void rethrow_runtime_error() {
-  try {
-    throw;
-  } catch (const neuron_rt::OutOfMemory& e) {
-    TORCH_CHECK_WITH(OutOfMemoryError, false, e.what());
-  } catch (const std::out_of_range& e) {
-    // A bad device index: torch.AcceleratorError (a RuntimeError), as CUDA
-    // raises for an invalid device ordinal.
-    throw c10::AcceleratorError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, /*code=*/101, e.what());
-  } catch (const std::invalid_argument& e) {
-    TORCH_CHECK_VALUE(false, e.what());
-  } catch (const c10::Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    TORCH_CHECK(false, e.what());
-  }
-}
 
 namespace {
 
@@ -47,7 +30,7 @@ template <int... Ds>
 constexpr std::array<c10::DeleterFnPtr, sizeof...(Ds)> make_deleters(std::integer_sequence<int, Ds...>) {
   return {&free_on_core<Ds>...};
 }
-constexpr auto kDeleters = make_deleters(std::make_integer_sequence<int, 64>{});
+constexpr auto kDeleters = make_deleters(std::make_integer_sequence<int, neuron_rt::kMaxCores>{});
 
 void free_any(void* ptr) {
   if (ptr == nullptr) return;
@@ -68,14 +51,7 @@ class NeuronDeviceAllocator final : public c10::DeviceAllocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override {
     const int device = neuron_rt::current_device();
-    void* ptr = nullptr;
-    if (nbytes > 0) {
-      try {
-        ptr = neuron_rt::core_allocator(device).malloc(nbytes);
-      } catch (...) {
-        rethrow_runtime_error();
-      }
-    }
+    void* ptr = nbytes > 0 ? guarded([&] { return neuron_rt::core_allocator(device).malloc(nbytes); }) : nullptr;
     return {ptr, ptr, kDeleters[device], c10::Device(c10::DeviceType::PrivateUse1, device)};
   }
 
@@ -94,12 +70,7 @@ class NeuronDeviceAllocator final : public c10::DeviceAllocator {
   void recordStream(const c10::DataPtr& /*ptr*/, c10::Stream /*stream*/) override {}
 
   DeviceStats getDeviceStats(c10::DeviceIndex device) override {
-    neuron_rt::MemoryStats s;
-    try {
-      s = neuron_rt::core_allocator(device).stats();
-    } catch (...) {
-      rethrow_runtime_error();
-    }
+    const neuron_rt::MemoryStats s = guarded([&] { return neuron_rt::core_allocator(device).stats(); });
     DeviceStats out;
     copy_stat(s.allocation, out.allocation);
     copy_stat(s.segment, out.segment);
@@ -116,29 +87,16 @@ class NeuronDeviceAllocator final : public c10::DeviceAllocator {
   }
 
   void resetAccumulatedStats(c10::DeviceIndex device) override {
-    try {
-      neuron_rt::core_allocator(device).reset_accumulated();
-    } catch (...) {
-      rethrow_runtime_error();
-    }
+    guarded([&] { neuron_rt::core_allocator(device).reset_accumulated(); });
   }
 
   void resetPeakStats(c10::DeviceIndex device) override {
-    try {
-      neuron_rt::core_allocator(device).reset_peak();
-    } catch (...) {
-      rethrow_runtime_error();
-    }
+    guarded([&] { neuron_rt::core_allocator(device).reset_peak(); });
   }
 
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
-    try {
-      auto [free, total] = neuron_rt::core_allocator(device).mem_info();
-      return {static_cast<size_t>(free), static_cast<size_t>(total)};
-    } catch (...) {
-      rethrow_runtime_error();
-    }
-    return {0, 0};
+    auto [free, total] = guarded([&] { return neuron_rt::core_allocator(device).mem_info(); });
+    return {static_cast<size_t>(free), static_cast<size_t>(total)};
   }
 };
 
@@ -304,11 +262,7 @@ bool is_neuron_deleter(c10::DeleterFnPtr deleter) {
 bool is_pinned_ptr(const void* ptr) { return g_host_allocator.contains(ptr); }
 
 c10::DataPtr adopt_host_buffer(c10::DataPtr&& cpu, size_t nbytes, c10::DeviceIndex device) {
-  try {
-    neuron_rt::core_allocator(device).adopt(nbytes);
-  } catch (...) {
-    rethrow_runtime_error();
-  }
+  guarded([&] { neuron_rt::core_allocator(device).adopt(nbytes); });
   void* data = cpu.get();
   auto* ctx = new AdoptedBuffer{std::move(cpu), nbytes, device};
   return {data, ctx, &release_adopted, c10::Device(c10::DeviceType::PrivateUse1, device)};

@@ -37,8 +37,4 @@ bool is_neuron_deleter(c10::DeleterFnPtr deleter);
 // True when `ptr` lies in a live pinned host allocation.
 bool is_pinned_ptr(const void* ptr);
 
-// Runs `fn` and turns runtime exceptions into PyTorch ones
-// (neuron_rt::OutOfMemory -> torch.OutOfMemoryError, bad index -> IndexError...).
-void rethrow_runtime_error();
-
 }  // namespace torchneuron

@@ -15,6 +15,7 @@
 
 #include "../runtime/device.h"
 #include "allocator.h"
+#include "errors.h"
 
 namespace torchneuron {
 
@@ -418,21 +419,13 @@ const at::Generator& default_generator(c10::DeviceIndex device) {
       generators->push_back(at::make_generator<NeuronGeneratorImpl>(static_cast<c10::DeviceIndex>(i)));
   });
   if (device < 0) device = static_cast<c10::DeviceIndex>(neuron_rt::current_device());
-  try {
-    neuron_rt::check_device_index(device);
-  } catch (...) {
-    rethrow_runtime_error();
-  }
+  guarded([&] { neuron_rt::check_device_index(device); });
   return (*generators)[device];
 }
 
 at::Generator new_generator(c10::DeviceIndex device) {
   if (device < 0) device = static_cast<c10::DeviceIndex>(neuron_rt::current_device());
-  try {
-    neuron_rt::check_device_index(device);
-  } catch (...) {
-    rethrow_runtime_error();
-  }
+  guarded([&] { neuron_rt::check_device_index(device); });
   return at::make_generator<NeuronGeneratorImpl>(device);
 }
 

@@ -8,6 +8,7 @@
 #include "../runtime/device.h"
 #include "../runtime/stream.h"
 #include "allocator.h"
+#include "errors.h"
 
 namespace torchneuron {
 namespace {
@@ -40,12 +41,7 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   Device exchangeDevice(Device d) const override {
     TORCH_CHECK(d.type() == kNeuron, "Expected a neuron device, but got ", d);
-    try {
-      return Device(kNeuron, static_cast<DeviceIndex>(neuron_rt::exchange_device(index_of(d))));
-    } catch (...) {
-      rethrow_runtime_error();
-    }
-    return d;
+    return Device(kNeuron, static_cast<DeviceIndex>(guarded([&] { return neuron_rt::exchange_device(index_of(d)); })));
   }
 
   Device getDevice() const override { return Device(kNeuron, static_cast<DeviceIndex>(neuron_rt::current_device())); }
@@ -53,11 +49,7 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void setDevice(Device d) const override {
     TORCH_CHECK(d.type() == kNeuron, "Expected a neuron device, but got ", d);
     if (!d.has_index()) return;
-    try {
-      neuron_rt::set_device(d.index());
-    } catch (...) {
-      rethrow_runtime_error();
-    }
+    guarded([&] { neuron_rt::set_device(d.index()); });
   }
 
   void uncheckedSetDevice(Device d) const noexcept override {
@@ -78,12 +70,7 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   Stream getNewStream(Device d, int priority) const override {
     const DeviceIndex i = index_of(d);
-    try {
-      return make_stream(i, neuron_rt::stream_from_pool(i, priority));
-    } catch (...) {
-      rethrow_runtime_error();
-    }
-    return make_stream(i, 0);
+    return make_stream(i, guarded([&] { return neuron_rt::stream_from_pool(i, priority); }));
   }
 
   Stream getStreamFromGlobalPool(Device d, bool high_priority) const override {
@@ -118,11 +105,7 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
       e->enable_timing = flag == c10::EventFlag::BACKEND_DEFAULT;
       *event = e;
     }
-    try {
-      neuron_rt::event_record(e, stream.device_index(), stream.id());
-    } catch (...) {
-      rethrow_runtime_error();
-    }
+    guarded([&] { neuron_rt::event_record(e, stream.device_index(), stream.id()); });
   }
 
   // Work on `stream` may not start before the event's work finished. With
@@ -138,22 +121,14 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void synchronizeStream(const Stream& stream) const override { check_stream(stream); }
   void synchronizeEvent(void* /*event*/) const override {}
   void synchronizeDevice(const DeviceIndex device_index) const override {
-    try {
-      neuron_rt::check_device_index(device_index == -1 ? neuron_rt::current_device() : device_index);
-    } catch (...) {
-      rethrow_runtime_error();
-    }
+    guarded([&] { neuron_rt::check_device_index(device_index == -1 ? neuron_rt::current_device() : device_index); });
   }
   void recordDataPtrOnStream(const c10::DataPtr& /*data_ptr*/, const Stream& /*stream*/) const override {}
 
   double elapsedTime(void* event1, void* event2, const DeviceIndex /*device_index*/) const override {
-    try {
-      return neuron_rt::event_elapsed_ms(static_cast<neuron_rt::Event*>(event1),
-                                         static_cast<neuron_rt::Event*>(event2));
-    } catch (...) {
-      rethrow_runtime_error();
-    }
-    return 0;
+    return guarded([&] {
+      return neuron_rt::event_elapsed_ms(static_cast<neuron_rt::Event*>(event1), static_cast<neuron_rt::Event*>(event2));
+    });
   }
 };
 

@@ -8,6 +8,7 @@
 #include "../runtime/device.h"
 #include "../runtime/memory.h"
 #include "allocator.h"
+#include "errors.h"
 #include "generator.h"
 
 namespace torchneuron {
@@ -27,22 +28,13 @@ struct NeuronHooks final : public at::PrivateUse1HooksInterface {
 
   c10::DeviceIndex deviceCount() const override { return static_cast<c10::DeviceIndex>(neuron_rt::device_count()); }
   void setCurrentDevice(c10::DeviceIndex device) const override {
-    try {
-      neuron_rt::set_device(device);
-    } catch (...) {
-      rethrow_runtime_error();
-    }
+    guarded([&] { neuron_rt::set_device(device); });
   }
   c10::DeviceIndex getCurrentDevice() const override {
     return static_cast<c10::DeviceIndex>(neuron_rt::current_device());
   }
   c10::DeviceIndex exchangeDevice(c10::DeviceIndex device) const override {
-    try {
-      return static_cast<c10::DeviceIndex>(neuron_rt::exchange_device(device));
-    } catch (...) {
-      rethrow_runtime_error();
-    }
-    return 0;
+    return static_cast<c10::DeviceIndex>(guarded([&] { return neuron_rt::exchange_device(device); }));
   }
   c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex device) const override { return exchangeDevice(device); }
 
@@ -64,15 +56,11 @@ struct NeuronHooks final : public at::PrivateUse1HooksInterface {
     auto* impl = storage.unsafeGetStorageImpl();
     TORCH_CHECK(impl->resizable(), "Trying to resize storage that is not resizable");
     const c10::DeviceIndex device = storage.device().index();
-    const int previous = neuron_rt::exchange_device(device < 0 ? neuron_rt::current_device() : device);
     c10::DataPtr fresh;
-    try {
+    {
+      CurrentDeviceScope scope(device);  // a negative index: the current core
       fresh = device_allocator()->allocate(newsize);
-    } catch (...) {
-      neuron_rt::exchange_device(previous);
-      throw;
     }
-    neuron_rt::exchange_device(previous);
     const size_t keep = std::min(newsize, impl->nbytes());
     if (keep > 0 && impl->data() != nullptr) std::memcpy(fresh.get(), impl->data(), keep);
     impl->set_data_ptr_noswap(std::move(fresh));

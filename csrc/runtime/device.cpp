@@ -12,8 +12,6 @@ namespace neuron_rt {
 namespace {
 
 constexpr int kDefaultCores = 2;
-// c10::DeviceIndex is an int8_t; keep well inside it.
-constexpr int kMaxCores = 64;
 constexpr int kMaxPhysicalId = 1023;
 
 bool parse_int(const std::string& s, long* out) {
@@ -147,6 +145,13 @@ int exchange_device(int index) {
   if (index != old) set_device(index);
   return old;
 }
+
+CurrentDeviceScope::CurrentDeviceScope(int device) : previous_(tls_current_device) {
+  if (device >= 0 && device != previous_) set_device(device);
+}
+
+// previous_ was the current core, so it needs no check again.
+CurrentDeviceScope::~CurrentDeviceScope() { tls_current_device = previous_; }
 
 bool in_bad_fork() noexcept { return g_bad_fork.load(std::memory_order_relaxed); }
 void mark_initialized() noexcept { g_initialized.store(true); }

@@ -9,6 +9,16 @@
 
 namespace neuron_rt {
 
+// The most logical cores a process can see (c10::DeviceIndex is an int8_t; kept well inside it).
+// Per-core tables elsewhere (stream counters, the allocator's per-core deleters) are sized by it.
+inline constexpr int kMaxCores = 64;
+
+// What touching the device in a forked child raises (memory.cpp, _C._init, torch.neuron's lazy
+// init; the Python side adds how to switch to spawn). No trailing period, so callers can extend it.
+inline constexpr const char* kBadForkMessage =
+    "Cannot re-initialize neuron in forked subprocess. To use the neuron device with multiprocessing, you must "
+    "use the 'spawn' start method";
+
 // Result of parsing NEURON_RT_VISIBLE_CORES / NEURON_RT_NUM_CORES once per
 // process. A bad value is remembered, not thrown from a noexcept path: the
 // device count becomes 0 and `config_error()` says what was wrong.
@@ -32,6 +42,21 @@ void check_device_index(int index);
 int current_device() noexcept;
 void set_device(int index);
 int exchange_device(int index);
+
+// Makes `device` the calling thread's current core for a scope (a negative index keeps the current
+// one) and restores the previous core on exit. Throws as set_device does for a core that is not
+// visible. Cheaper than a full c10::DeviceGuard on the hot path; the backend's CurrentDeviceScope
+// (backend/errors.h) is this one with runtime errors raised as PyTorch's.
+class CurrentDeviceScope {
+ public:
+  explicit CurrentDeviceScope(int device);
+  ~CurrentDeviceScope();
+  CurrentDeviceScope(const CurrentDeviceScope&) = delete;
+  CurrentDeviceScope& operator=(const CurrentDeviceScope&) = delete;
+
+ private:
+  int previous_;
+};
 
 // Parse a core list such as "0-3" or "1,3" (exposed for tests and messages).
 std::vector<int> parse_core_list(const std::string& text, std::string* error);

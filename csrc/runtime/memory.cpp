@@ -94,9 +94,7 @@ void CoreAllocator::count_alloc_locked(const Block& b) {
 
 void* CoreAllocator::malloc(size_t nbytes) {
   if (in_bad_fork()) {
-    throw std::runtime_error(
-        "Cannot re-initialize neuron in forked subprocess. To use the neuron device with "
-        "multiprocessing, you must use the 'spawn' start method.");
+    throw std::runtime_error(std::string(kBadForkMessage) + ".");
   }
   if (!is_initialized()) mark_initialized();
   const size_t rounded = round_size(nbytes);

@@ -11,9 +11,8 @@
 namespace neuron_rt {
 namespace {
 
-constexpr int kMaxDevices = 64;
-std::atomic<uint32_t> g_next_stream[kMaxDevices][kPriorityLevels];
-thread_local int64_t tls_current_stream[kMaxDevices] = {};
+std::atomic<uint32_t> g_next_stream[kMaxCores][kPriorityLevels];
+thread_local int64_t tls_current_stream[kMaxCores] = {};
 
 }  // namespace
 
@@ -25,11 +24,11 @@ int64_t stream_from_pool(int device, int priority) {
 }
 
 int64_t current_stream(int device) noexcept {
-  return device >= 0 && device < kMaxDevices ? tls_current_stream[device] : 0;
+  return device >= 0 && device < kMaxCores ? tls_current_stream[device] : 0;
 }
 
 void set_current_stream(int device, int64_t stream) noexcept {
-  if (device >= 0 && device < kMaxDevices) tls_current_stream[device] = stream;
+  if (device >= 0 && device < kMaxCores) tls_current_stream[device] = stream;
 }
 
 void event_record(Event* e, int device, int64_t stream) {

@@ -30,9 +30,7 @@ def _lazy_init() -> None:
             return
         if _C._is_in_bad_fork():
             raise RuntimeError(
-                "Cannot re-initialize neuron in forked subprocess. To use the neuron device with "
-                "multiprocessing, you must use the 'spawn' start method "
-                "(multiprocessing.set_start_method('spawn') or torch.multiprocessing.spawn)."
+                _C._BAD_FORK_MESSAGE + " (multiprocessing.set_start_method('spawn') or torch.multiprocessing.spawn)."
             )
         _C._numerics_mode()  # raises ValueError for a bad TORCHNEURON_EXT_NUMERICS
         _C._init()  # raises ValueError for a bad NEURON_RT_* configuration
