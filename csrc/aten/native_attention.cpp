@@ -23,6 +23,7 @@
 // to the CPU's error). The host ops inside are the kernels' internals, hidden
 // from the profiler as a NEFF's instructions are.
 #include <ATen/Context.h>
+#include <ATen/EmptyTensor.h>
 #include <ATen/Functions.h>
 #include <ATen/OpMathType.h>
 #include <ATen/TensorOperators.h>
@@ -32,6 +33,7 @@
 #include <ATen/record_function.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -89,15 +91,19 @@ int64_t sdp_choice(const at::Tensor& query, const at::Tensor& key, const at::Ten
                     {query.requires_grad(), key.requires_grad(), value.requires_grad(), mask_grad});
 }
 
-// What the CPU's choice depends on. A model asks it for the same shapes in every layer and step, so
-// cpu_would_use_flash keeps the last answer per thread (asking builds four meta tensors: 6 us of the
-// kernel's overhead on a T5-shaped call, measured).
-std::vector<int64_t> flash_choice_key(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
-                                      const std::optional<at::Tensor>& attn_mask, bool is_causal,
-                                      std::optional<double> scale, std::array<bool, 4> requires_grad) {
+// What the CPU's choice depends on, written into `k`. A model asks it for the same shapes in every
+// layer and step, so cpu_would_use_flash keeps its last few answers per thread (asking builds four meta
+// tensors: 6 us of the kernel's overhead on a T5-shaped call, measured).
+void flash_choice_key(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                      const std::optional<at::Tensor>& attn_mask, bool is_causal, std::optional<double> scale,
+                      std::array<bool, 4> requires_grad, std::vector<int64_t>& k) {
   const at::Context& ctx = at::globalContext();
-  std::vector<int64_t> k{is_causal, scale.has_value(), ctx.userEnabledMathSDP(), ctx.userEnabledMemEfficientSDP(),
-                         ctx.userEnabledCuDNNSDP(), ctx.deterministicAlgorithms()};
+  k.clear();
+  for (int64_t flag : {int64_t(is_causal), int64_t(scale.has_value()), int64_t(ctx.userEnabledMathSDP()),
+                       int64_t(ctx.userEnabledMemEfficientSDP()), int64_t(ctx.userEnabledCuDNNSDP()),
+                       int64_t(ctx.deterministicAlgorithms())}) {
+    k.push_back(flag);
+  }
   if (scale.has_value()) {
     int64_t bits = 0;
     std::memcpy(&bits, &*scale, sizeof(bits));
@@ -107,14 +113,13 @@ std::vector<int64_t> flash_choice_key(const at::Tensor& query, const at::Tensor&
     k.push_back(t.dim());
     k.push_back(static_cast<int64_t>(t.scalar_type()));
     k.push_back(grad);
-    k.insert(k.end(), t.sizes().begin(), t.sizes().end());
-    k.insert(k.end(), t.strides().begin(), t.strides().end());
+    for (int64_t d : t.sizes()) k.push_back(d);
+    for (int64_t d : t.strides()) k.push_back(d);
   };
   add(query, requires_grad[0]);
   add(key, requires_grad[1]);
   add(value, requires_grad[2]);
   if (attn_mask.has_value() && attn_mask->defined()) add(*attn_mask, requires_grad[3]);
-  return k;
 }
 
 // Whether the CPU would run its flash kernel for these inputs (the kernels then run
@@ -124,18 +129,34 @@ bool cpu_would_use_flash(const at::Tensor& query, const at::Tensor& key, const a
                          const std::optional<at::Tensor>& attn_mask, bool is_causal, std::optional<double> scale,
                          std::array<bool, 4> requires_grad) {
   if (!at::globalContext().userEnabledFlashSDP()) return false;
-  thread_local std::vector<int64_t> last_key;
-  thread_local bool last_answer = false;
-  std::vector<int64_t> k = flash_choice_key(query, key, value, attn_mask, is_causal, scale, requires_grad);
-  if (!last_key.empty() && k == last_key) return last_answer;
+  // The last few answers per thread: one model asks for several inputs in turn (T5's encoder, decoder
+  // and cross attention; a forward and its backward). Found entries move to the front; a miss replaces
+  // the oldest, whose buffer is reused, so a call allocates nothing once the buffers have grown.
+  struct Entry {
+    std::vector<int64_t> key;
+    bool answer = false;
+  };
+  constexpr size_t kEntries = 8;
+  thread_local std::vector<int64_t> k;
+  thread_local std::vector<Entry> kept;
+  flash_choice_key(query, key, value, attn_mask, is_causal, scale, requires_grad, k);
+  for (size_t i = 0; i < kept.size(); ++i) {
+    if (kept[i].key == k) {
+      std::rotate(kept.begin(), kept.begin() + static_cast<std::ptrdiff_t>(i),
+                  kept.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+      return kept.front().answer;
+    }
+  }
   bool answer = false;
   try {
     answer = cpu_choice(query, key, value, attn_mask, 0.0, is_causal, scale, false, requires_grad) == kSdpFlash;
   } catch (const c10::Error&) {  // no CPU backend left enabled (sdpa_kernel without MATH): the math kernel
     answer = false;
   }
-  last_key = std::move(k);
-  last_answer = answer;
+  if (kept.size() < kEntries) kept.emplace_back();
+  std::rotate(kept.begin(), kept.end() - 1, kept.end());  // the oldest (or the new one) to the front
+  kept.front().key.swap(k);
+  kept.front().answer = answer;
   return answer;
 }
 
@@ -265,7 +286,8 @@ at::Tensor like(const at::Tensor& x, const at::Tensor& r) {
 
 std::tuple<at::Tensor, at::Tensor> with_batch(const at::Tensor& q, at::Tensor out, at::Tensor lse) {
   if (q.dim() == 3 && lse.dim() == 2) lse = lse.unsqueeze(0);  // the meta kernel's (1, heads, seq_len)
-  return {out, lse.to(at::kFloat).contiguous()};
+  if (lse.scalar_type() != at::kFloat) lse = lse.to(at::kFloat);
+  return {out, lse.contiguous()};
 }
 
 at::Tensor generator_state(c10::DeviceIndex device) {
@@ -275,6 +297,14 @@ at::Tensor generator_state(c10::DeviceIndex device) {
 }
 
 bool defined(const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
+
+// A 0-dim int64 zero (philox_seed / philox_offset without dropout), allocated without a dispatch:
+// at::scalar_tensor's empty and fill cost 1 us each, and every forward makes two.
+at::Tensor zero_int64() {
+  at::Tensor t = at::detail::empty_cpu({}, at::kLong, std::nullopt, std::nullopt, std::nullopt, std::nullopt);
+  *t.data_ptr<int64_t>() = 0;
+  return t;
+}
 
 // ---------------------------------------------------------------------------
 // The kernels.
@@ -310,7 +340,7 @@ ForwardResult forward(const at::Tensor& query, const at::Tensor& key, const at::
   const c10::SymInt max_q = query.sym_size(-2), max_k = key.sym_size(-2);
   auto fn = [&](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                 const std::optional<at::Tensor>& bias) -> ForwardResult {
-    at::DisableRecordFunctionGuard internals;
+    HiddenInternals internals;
     at::Tensor out, lse, weights, noise;
     const double s = softmax_scale(q, scale);
     if (flash) {
@@ -330,9 +360,8 @@ ForwardResult forward(const at::Tensor& query, const at::Tensor& key, const at::
       if (!keep_for_backward) weights = noise = at::Tensor();
     }
     std::tie(out, lse) = with_batch(q, like_query_layout(q, out), lse);
-    const auto i64 = q.options().dtype(at::kLong);
-    at::Tensor seed = rng_state.defined() ? pack_generator_state(rng_state) : at::scalar_tensor(0, i64);
-    return {out, lse, weights, noise, max_q, max_k, seed, at::scalar_tensor(0, i64), at::Tensor()};
+    at::Tensor seed = rng_state.defined() ? pack_generator_state(rng_state) : zero_int64();
+    return {out, lse, weights, noise, max_q, max_k, seed, zero_int64(), at::Tensor()};
   };
   (void)return_debug_mask;  // the meta kernel returns no debug mask either
   return run_on_host<ForwardResult>("aten::_scaled_dot_product_fused_attention_overrideable", counter, fn, query, key,
@@ -375,7 +404,7 @@ BackwardResult backward(const at::Tensor& grad_out, const at::Tensor& query, con
   auto fn = [&](const at::Tensor& g, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                 const at::Tensor& bias, const at::Tensor& o, const at::Tensor& lse, const at::Tensor& kept_weights,
                 const at::Tensor& kept_noise) -> BackwardResult {
-    at::DisableRecordFunctionGuard internals;
+    HiddenInternals internals;
     std::optional<at::Tensor> b;
     if (bias.defined()) b = bias;
     if (flash) {

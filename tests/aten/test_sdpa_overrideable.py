@@ -88,9 +88,10 @@ def test_forward_equals_the_cpu_kernel_cpu_would_run():
 
 
 def test_the_kept_cpu_choice_follows_what_it_depends_on():
-    """The CPU's choice is kept per thread for the last inputs' shapes, strides, dtypes, gradients and the
-    sdpa_kernel switches: for the same shapes, a mask that needs its gradient (no CPU flash) or the flash
-    backend switched off (no flash) get the CPU's math kernel, and flash again after."""
+    """The CPU's choice is kept per thread for the last few inputs' shapes, strides, dtypes, gradients and
+    the sdpa_kernel switches: for the same shapes, a mask that needs its gradient (no CPU flash) or the
+    flash backend switched off (no flash) get the CPU's math kernel, and flash again after, also when the
+    inputs alternate and when more inputs than are kept came in between."""
     q, k, v = qkv(lq=8, lk=8, e=4, ev=4)
     mask = torch.randn(8, 8)
     dev = [t.to("neuron") for t in (q, k, v, mask)]
@@ -106,6 +107,15 @@ def test_the_kept_cpu_choice_follows_what_it_depends_on():
     assert torch.equal(run(*dev[:3], dev[3].clone().requires_grad_()), math_out)
     with sdpa_kernel([SDPBackend.MATH, SDPBackend.OVERRIDEABLE]):
         assert torch.equal(run(*dev), math_out)
+    assert torch.equal(run(*dev), flash)
+    grad_mask = dev[3].clone().requires_grad_()
+    for _ in range(3):  # both answers kept side by side
+        assert torch.equal(run(*dev[:3], grad_mask), math_out)
+        assert torch.equal(run(*dev), flash)
+    for lq in range(9, 21):  # more inputs than the kept answers, then the first ones again
+        others = [t.to("neuron") for t in qkv(lq=lq, lk=8, e=4, ev=4)]
+        run(*others, torch.randn(lq, 8, device="neuron"))
+    assert torch.equal(run(*dev[:3], grad_mask), math_out)
     assert torch.equal(run(*dev), flash)
 
 
