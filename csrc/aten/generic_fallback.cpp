@@ -73,7 +73,22 @@ void to_device(KernelCall& c, c10::IValue& v) {
   }
 }
 
+// The boxed kernel's results: the last `count` values on the stack, mapped in place.
+struct BoxedResults {
+  torch::jit::Stack* stack;
+  size_t count;
+};
+
 }  // namespace
+
+template <>
+struct ToDevice<BoxedResults> {
+  static BoxedResults map(KernelCall& c, BoxedResults&& r) {
+    const size_t base = r.stack->size() - r.count;
+    for (size_t i = 0; i < r.count; ++i) to_device(c, (*r.stack)[base + i]);
+    return r;
+  }
+};
 
 void generic_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, torch::jit::Stack* stack) {
   run_boxed_on_host(op, stack, record_generic(op.schema().operator_name()));
@@ -85,20 +100,13 @@ void run_boxed_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack, 
   const size_t num_args = schema.arguments().size();
   const size_t base = stack->size() - num_args;
   for (size_t i = 0; i < num_args; ++i) note(c, (*stack)[base + i], schema.arguments()[i]);
-  CurrentDeviceScope scope(c.resolve());
+  c.resolve();
   for (size_t i = 0; i < num_args; ++i) to_host(c, (*stack)[base + i], schema.arguments()[i]);
-  {
-    KernelAllocationScope alloc;
-    std::optional<DeviceRngScope> rng;
-    if (!c.has_generator() && op.hasTag(at::Tag::nondeterministic_seeded)) rng.emplace(c.device());
-    KernelSpan span(c);
+  const bool device_rng = !c.has_generator() && op.hasTag(at::Tag::nondeterministic_seeded);
+  c.run(counter, device_rng, [&] {
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
-  }
-  c.sync_arguments();
-  const size_t num_rets = schema.returns().size();
-  const size_t rbase = stack->size() - num_rets;
-  for (size_t i = 0; i < num_rets; ++i) to_device(c, (*stack)[rbase + i]);
-  c.finish(counter);
+    return BoxedResults{stack, schema.returns().size()};
+  });
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

@@ -33,16 +33,8 @@ Result run_on_host(const char* name, OpCounter* counter, Fn fn, const Args&... a
   counter->increment();
   KernelCall c(name, "");
   (c.note(args), ...);
-  CurrentDeviceScope scope(c.resolve());
-  Result out;
-  {
-    KernelAllocationScope alloc;
-    KernelSpan span(c);
-    out = fn(c.host(args)...);
-  }
-  Result result = ToDevice<Result>::map(c, std::move(out));
-  c.finish(counter);
-  return result;
+  c.resolve();
+  return c.run(counter, /*device_rng=*/false, [&]() -> Result { return fn(c.host(args)...); });
 }
 
 }  // namespace torchneuron

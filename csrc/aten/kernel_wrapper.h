@@ -5,8 +5,10 @@
 //   4. syncs back arguments the kernel resized or restrided,
 //   5. maps results to neuron tensors (inputs, views of inputs, new buffers),
 //   6. records the operator and its execution tier.
-// `KernelCall` holds that per-call state; `NativeKernel<Op>` is the unboxed
-// native tier built on it, and generic_fallback.cpp the boxed generic tier.
+// `KernelCall` holds that per-call state and `KernelCall::run` is the one
+// sequence of steps 3-6; `NativeKernel<Op>` is the unboxed native tier built on
+// it, generic_fallback.cpp the boxed generic tier, and native_special.cpp and
+// host_compute.h the kernels that compute on host views themselves.
 #pragma once
 
 #include <ATen/Operators.h>
@@ -42,6 +44,9 @@ constexpr bool is_converted_arg_v =
     std::is_same_v<T, at::TensorList> || std::is_same_v<T, at::ITensorListRef> ||
     std::is_same_v<T, c10::List<std::optional<at::Tensor>>> || std::is_same_v<T, std::optional<at::Generator>> ||
     std::is_same_v<T, std::optional<c10::Device>>;
+
+template <class R>
+struct ToDevice;
 
 class KernelCall {
  public:
@@ -82,6 +87,16 @@ class KernelCall {
   // current device) and raises on a forbidden CPU tensor.
   c10::DeviceIndex resolve();
   c10::DeviceIndex device() const { return device_; }
+
+  // ---- steps 3-6, after resolve(): the one sequence every kernel follows ----
+  // Calls `kernel()`, the host computation over this call's host views (made
+  // by host() before or inside it), on the resolved core: its allocations
+  // served from that core's HBM, a generator-less random kernel (`device_rng`)
+  // drawing from the device's generator, its span timed. Then the arguments are
+  // synced back, its result mapped to neuron tensors (ToDevice<R>), and the call
+  // added to `counter`'s timing and the trace while those are on.
+  template <class Kernel>
+  decltype(auto) run(OpCounter* counter, bool device_rng, Kernel&& kernel);
 
   // ---- pass 2: arguments for the host kernel --------------------------------
   at::Tensor host(const at::Tensor& t) { return is_neuron(t) ? remember(t, nullptr) : t; }
@@ -235,6 +250,30 @@ struct KernelSpan {
   KernelCall& c_;
 };
 
+template <class Kernel>
+decltype(auto) KernelCall::run(OpCounter* counter, bool device_rng, Kernel&& kernel) {
+  using R = decltype(kernel());
+  CurrentDeviceScope scope(device_);
+  auto launch = [&]() -> R {
+    KernelAllocationScope alloc;
+    std::optional<DeviceRngScope> rng;
+    if (C10_UNLIKELY(device_rng)) rng.emplace(device_);
+    KernelSpan span(*this);
+    return kernel();
+  };
+  if constexpr (std::is_void_v<R>) {
+    launch();
+    sync_arguments();
+    finish(counter);
+  } else {
+    R r = launch();
+    sync_arguments();
+    R out = ToDevice<R>::map(*this, std::forward<R>(r));
+    finish(counter);
+    return out;
+  }
+}
+
 // True for operators that draw random numbers (tag nondeterministic_seeded)
 // but take no generator argument: their CPU kernels use the CPU default
 // generator, which must then carry the device's state (DeviceRngScope).
@@ -253,27 +292,9 @@ struct NativeKernel<Op, Ret(Args...)> {
     counter->increment();
     KernelCall c(Op::name, Op::overload_name);
     (c.note(args), ...);
-    CurrentDeviceScope scope(c.resolve());
-    if constexpr (std::is_void_v<Ret>) {
-      run(c, device_rng, args...);
-      c.sync_arguments();
-      c.finish(counter);
-    } else {
-      Ret r = run(c, device_rng, args...);
-      c.sync_arguments();
-      Ret out = ToDevice<Ret>::map(c, std::forward<Ret>(r));
-      c.finish(counter);
-      return out;
-    }
-  }
-
- private:
-  static Ret run(KernelCall& c, bool device_rng, Args&... args) {
-    KernelAllocationScope alloc;
-    std::optional<DeviceRngScope> rng;
-    if (C10_UNLIKELY(device_rng)) rng.emplace(c.device());
-    KernelSpan span(c);
-    return Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), c.host(args)...);
+    c.resolve();
+    return c.run(counter, device_rng,
+                 [&]() -> Ret { return Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), c.host(args)...); });
   }
 };
 

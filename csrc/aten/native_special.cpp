@@ -38,18 +38,13 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
   c.note(input);
   c.note(weight);
   c.note(bias);
-  CurrentDeviceScope scope(c.resolve());
-  at::Tensor out;
-  {
-    KernelAllocationScope alloc;
-    KernelSpan span(c);
-    out = at::convolution(c.host(input), c.host(weight), c.host(bias), stride, padding, dilation, transposed,
-                          output_padding, groups);
-  }
-  c.set_flops(convolution_flops(transposed ? input : out, weight));
-  at::Tensor result = c.to_device(out);
-  c.finish(counter);
-  return result;
+  c.resolve();
+  return c.run(counter, /*device_rng=*/false, [&] {
+    at::Tensor out = at::convolution(c.host(input), c.host(weight), c.host(bias), stride, padding, dilation,
+                                     transposed, output_padding, groups);
+    c.set_flops(convolution_flops(transposed ? input : out, weight));
+    return out;
+  });
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable(
@@ -65,21 +60,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
   // The input's and the weight's gradients are each as many multiply-adds as the forward.
   c.set_flops(convolution_flops(transposed ? input : grad_output, weight) *
               (int64_t{output_mask[0]} + int64_t{output_mask[1]}));
-  CurrentDeviceScope scope(c.resolve());
-  std::tuple<at::Tensor, at::Tensor, at::Tensor> grads;
-  {
-    KernelAllocationScope alloc;
-    KernelSpan span(c);
+  c.resolve();
+  return c.run(counter, /*device_rng=*/false, [&] {
     std::vector<int64_t> bias_sizes{grad_output.size(1)};
-    grads = at::convolution_backward(c.host(grad_output), c.host(input), c.host(weight),
-                                     output_mask[2] ? c10::OptionalIntArrayRef(bias_sizes) : std::nullopt, stride,
-                                     padding, dilation, transposed, output_padding, groups, output_mask);
-  }
-  std::tuple<at::Tensor, at::Tensor, at::Tensor> result{c.to_device(std::get<0>(grads)),
-                                                        c.to_device(std::get<1>(grads)),
-                                                        c.to_device(std::get<2>(grads))};
-  c.finish(counter);
-  return result;
+    return at::convolution_backward(c.host(grad_output), c.host(input), c.host(weight),
+                                    output_mask[2] ? c10::OptionalIntArrayRef(bias_sizes) : std::nullopt, stride,
+                                    padding, dilation, transposed, output_padding, groups, output_mask);
+  });
 }
 
 // CUDA's histc takes integer tensors (counts come back in the input's dtype) and
@@ -117,16 +104,8 @@ at::Tensor histc(const at::Tensor& self, int64_t bins, const at::Scalar& min, co
   counter->increment();
   KernelCall c("aten::histc", "");
   c.note(self);
-  CurrentDeviceScope scope(c.resolve());
-  at::Tensor out;
-  {
-    KernelAllocationScope alloc;
-    KernelSpan span(c);
-    out = histc_on_host(c.host(self), bins, min, max);
-  }
-  at::Tensor result = c.to_device(out);
-  c.finish(counter);
-  return result;
+  c.resolve();
+  return c.run(counter, /*device_rng=*/false, [&] { return histc_on_host(c.host(self), bins, min, max); });
 }
 
 at::Tensor& histc_out(const at::Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max,
@@ -136,22 +115,17 @@ at::Tensor& histc_out(const at::Tensor& self, int64_t bins, const at::Scalar& mi
   KernelCall c("aten::histc", "out");
   c.note(self);
   c.note(out);
-  CurrentDeviceScope scope(c.resolve());
+  c.resolve();
   // A CPU `out` was refused by resolve(): written arguments must be on the device.
   TORCH_CHECK(out.scalar_type() == self.scalar_type(), "torch.histc: input tensor and output tensor should have ",
               "the same dtype, but got input ", self.scalar_type(), " and output ", out.scalar_type());
   at::Tensor& host_out = c.host(out);
-  {
-    KernelAllocationScope alloc;
-    KernelSpan span(c);
+  return c.run(counter, /*device_rng=*/false, [&]() -> at::Tensor& {
     at::Tensor r = histc_on_host(c.host(self), bins, min, max);
     at::native::resize_output(host_out, r.sizes());
     host_out.copy_(r);
-  }
-  c.sync_arguments();
-  at::Tensor& result = c.to_device_ref(host_out);
-  c.finish(counter);
-  return result;
+    return host_out;
+  });
 }
 
 // The fused RNN cells. ATen's LSTM/GRU cells (RNN.cpp) send CUDA, XPU and

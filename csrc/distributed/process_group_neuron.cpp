@@ -68,6 +68,59 @@ void divide_in_place(const at::Tensor& view, int size) {
   }
 }
 
+// A reduce op made ready for gloo, the one preparation every reducing collective makes: the op gloo
+// runs (SUM for AVG and PREMUL_SUM), PREMUL_SUM's inputs scaled first (in place where gloo reduces
+// into the inputs themselves, else replaced by scaled copies), and AVG's division of `results` by
+// the group size once they are in (the Work's finalize; none when `results` is empty, as on a
+// reduce's non-root ranks). `each_input(f)` calls f on every input view gloo will read.
+struct ReduceStage {
+  ReduceOp op;
+  std::function<void()> finalize;
+  template <class Options>
+  Options options(const Options& opts) const {
+    Options o = opts;
+    o.reduceOp = op;
+    return o;
+  }
+};
+
+template <class EachInput>
+ReduceStage prepare_reduce(const ReduceOp& requested, bool in_place, EachInput&& each_input, TensorList results,
+                           int size) {
+  const ReducePlan plan = plan_reduce(requested);
+  if (plan.premul || plan.premul_scalar) {
+    each_input([&](at::Tensor& t) {
+      if (in_place) {
+        scale_in_place(t, plan);
+      } else {
+        t = scaled(t, plan);
+      }
+    });
+  }
+  ReduceStage stage{plan.op, nullptr};
+  if (plan.average && !results.empty()) {
+    stage.finalize = [results = std::move(results), size] {
+      for (auto& v : results) divide_in_place(v, size);
+    };
+  }
+  return stage;
+}
+
+auto each_of(TensorList& ts) {
+  return [&ts](auto&& f) {
+    for (auto& t : ts) f(t);
+  };
+}
+auto each_of(std::vector<TensorList>& ls) {
+  return [&ls](auto&& f) {
+    for (auto& l : ls)
+      for (auto& t : l) f(t);
+  };
+}
+auto each_of(at::Tensor& t) {
+  return [&t](auto&& f) { f(t); };
+}
+
 // The transport reads and writes numel() elements from data_ptr(): a strided
 // view would silently exchange the wrong elements (gloo does not check), so
 // refuse it, as NCCL does.
@@ -224,13 +277,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::broadcast(TensorList& tensors
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce(TensorList& tensors, const c10d::AllreduceOptions& opts) {
   auto sig = signature(CollectiveKind::kAllreduce, tensors, -1, opts.reduceOp.op_);
   auto views = hosts(tensors, "all_reduce");
-  ReducePlan plan = plan_reduce(opts.reduceOp);
-  if (plan.premul || plan.premul_scalar) for (auto& v : views) scale_in_place(v, plan);
-  std::function<void()> finalize;
-  if (plan.average) finalize = [views, n = getSize()] { for (auto& v : views) divide_in_place(v, n); };
-  c10d::AllreduceOptions o = opts;
-  o.reduceOp = plan.op;
-  return launch("allreduce", OpType::ALLREDUCE, &sig, tensors, tensors, views, finalize,
+  const ReduceStage stage = prepare_reduce(opts.reduceOp, /*in_place=*/true, each_of(views), views, getSize());
+  const auto o = stage.options(opts);
+  return launch("allreduce", OpType::ALLREDUCE, &sig, tensors, tensors, views, stage.finalize,
                 [&] { return transport_->allreduce(views, o); });
 }
 
@@ -238,30 +287,21 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce_coalesced(TensorLis
                                                                        const c10d::AllreduceCoalescedOptions& opts) {
   auto sig = signature(CollectiveKind::kAllreduceCoalesced, tensors, -1, opts.reduceOp.op_);
   auto views = hosts(tensors, "all_reduce_coalesced");
-  ReducePlan plan = plan_reduce(opts.reduceOp);
-  if (plan.premul || plan.premul_scalar) for (auto& v : views) scale_in_place(v, plan);
-  std::function<void()> finalize;
-  if (plan.average) finalize = [views, n = getSize()] { for (auto& v : views) divide_in_place(v, n); };
-  c10d::AllreduceCoalescedOptions o = opts;
-  o.reduceOp = plan.op;
-  return launch("allreduce_coalesced", OpType::ALLREDUCE_COALESCED, &sig, tensors, tensors, views, finalize,
+  const ReduceStage stage = prepare_reduce(opts.reduceOp, /*in_place=*/true, each_of(views), views, getSize());
+  const auto o = stage.options(opts);
+  return launch("allreduce_coalesced", OpType::ALLREDUCE_COALESCED, &sig, tensors, tensors, views, stage.finalize,
                 [&] { return transport_->allreduce_coalesced(views, o); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce(TensorList& tensors, const c10d::ReduceOptions& opts) {
   auto sig = signature(CollectiveKind::kReduce, tensors, opts.rootRank, opts.reduceOp.op_);
   auto views = hosts(tensors, "reduce");
-  ReducePlan plan = plan_reduce(opts.reduceOp);
-  TensorList keep = views;
   // gloo's reduce uses non-root buffers as scratch, as NCCL may; scaling in
   // place is therefore no worse than the transport itself.
-  if (plan.premul || plan.premul_scalar) for (auto& v : views) scale_in_place(v, plan);
-  std::function<void()> finalize;
-  if (plan.average && getRank() == opts.rootRank)
-    finalize = [views, n = getSize()] { for (auto& v : views) divide_in_place(v, n); };
-  c10d::ReduceOptions o = opts;
-  o.reduceOp = plan.op;
-  return launch("reduce", OpType::REDUCE, &sig, tensors, tensors, keep, finalize,
+  const ReduceStage stage = prepare_reduce(opts.reduceOp, /*in_place=*/true, each_of(views),
+                                           getRank() == opts.rootRank ? views : TensorList{}, getSize());
+  const auto o = stage.options(opts);
+  return launch("reduce", OpType::REDUCE, &sig, tensors, tensors, views, stage.finalize,
                 [&] { return transport_->reduce(views, o); });
 }
 
@@ -339,17 +379,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce_scatter(TensorList& ou
   auto sig = signature(CollectiveKind::kReduceScatter, outputs, -1, opts.reduceOp.op_);
   auto in = hosts(inputs, "reduce_scatter");
   auto out = hosts(outputs, "reduce_scatter");
-  ReducePlan plan = plan_reduce(opts.reduceOp);
-  if (plan.premul || plan.premul_scalar)
-    for (auto& l : in)
-      for (auto& t : l) t = scaled(t, plan);
+  const ReduceStage stage = prepare_reduce(opts.reduceOp, /*in_place=*/false, each_of(in), out, getSize());
+  const auto o = stage.options(opts);
   TensorList keep = out;
   for (auto& l : in) keep.insert(keep.end(), l.begin(), l.end());
-  std::function<void()> finalize;
-  if (plan.average) finalize = [out, n = getSize()] { for (auto& v : out) divide_in_place(v, n); };
-  c10d::ReduceScatterOptions o = opts;
-  o.reduceOp = plan.op;
-  return launch("reduce_scatter", OpType::REDUCE_SCATTER, &sig, flat(inputs), outputs, keep, finalize,
+  return launch("reduce_scatter", OpType::REDUCE_SCATTER, &sig, flat(inputs), outputs, keep, stage.finalize,
                 [&] { return transport_->reduce_scatter(out, in, o); });
 }
 
@@ -360,13 +394,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::_reduce_scatter_base(at::Tens
               input.numel(), " elements; it must have group size (", getSize(), ") x the output's ", output.numel());
   at::Tensor in = flattened(host(input, "reduce_scatter_tensor"));
   at::Tensor out = flattened(host(output, "reduce_scatter_tensor"));
-  ReducePlan plan = plan_reduce(opts.reduceOp);
-  if (plan.premul || plan.premul_scalar) in = scaled(in, plan);
-  std::function<void()> finalize;
-  if (plan.average) finalize = [out, n = getSize()] { divide_in_place(out, n); };
-  c10d::ReduceScatterOptions o = opts;
-  o.reduceOp = plan.op;
-  return launch("reduce_scatter_tensor", OpType::_REDUCE_SCATTER_BASE, &sig, {input}, {output}, {in, out}, finalize,
+  const ReduceStage stage = prepare_reduce(opts.reduceOp, /*in_place=*/false, each_of(in), {out}, getSize());
+  const auto o = stage.options(opts);
+  return launch("reduce_scatter_tensor", OpType::_REDUCE_SCATTER_BASE, &sig, {input}, {output}, {in, out},
+                stage.finalize,
                 [&] { return transport_->_reduce_scatter_base(out, in, o); });
 }
 
@@ -377,16 +408,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce_scatter_tensor_coalesc
   auto out = hosts(outputs, "reduce_scatter_tensor_coalesced");
   for (auto& t : in) t = flattened(t);
   for (auto& t : out) t = flattened(t);
-  ReducePlan plan = plan_reduce(opts.reduceOp);
-  if (plan.premul || plan.premul_scalar)
-    for (auto& t : in) t = scaled(t, plan);
+  const ReduceStage stage = prepare_reduce(opts.reduceOp, /*in_place=*/false, each_of(in), out, getSize());
+  const auto o = stage.options(opts);
   TensorList keep = in;
   keep.insert(keep.end(), out.begin(), out.end());
-  std::function<void()> finalize;
-  if (plan.average) finalize = [out, n = getSize()] { for (auto& v : out) divide_in_place(v, n); };
-  c10d::ReduceScatterOptions o = opts;
-  o.reduceOp = plan.op;
-  return launch("reduce_scatter_tensor_coalesced", OpType::COALESCED, &sig, inputs, outputs, keep, finalize,
+  return launch("reduce_scatter_tensor_coalesced", OpType::COALESCED, &sig, inputs, outputs, keep, stage.finalize,
                 [&] { return transport_->reduce_scatter_tensor_coalesced(out, in, o); });
 }
 
