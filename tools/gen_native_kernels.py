@@ -66,7 +66,14 @@ SKIP = set()
 HANDWRITTEN = {
     # CUDA's half_to_float (float32 softmax of a half input, and its backward); native_softmax.cpp
     ("_softmax", ""), ("_log_softmax", ""), ("_softmax_backward_data", ""), ("_log_softmax_backward_data", ""),
+    # PyTorch's structured in-place composite, which writes through tril.out / triu.out (TorchNeuron's kernels
+    # for them); tracked_composites.cpp
+    ("tril_", ""), ("triu_", ""),
 }
+
+# Composites that neuron runs as PyTorch's composite, as TorchNeuron does, so op tracking names the kernel
+# that computes: torch.arange(...) is empty + aten::arange.start_out there.
+AS_COMPOSITE = {("arange", ""), ("arange", "start"), ("arange", "start_step")}
 
 
 def struct_name(name: str, overload: str) -> str:
@@ -94,7 +101,7 @@ def collect(names: list[str]) -> list[tuple[str, str]]:
         for overload in packet.overloads():
             ov = "" if overload == "default" else overload
             qualified = f"aten::{name}" + (f".{ov}" if ov else "")
-            if name in SKIP or (name, ov) in HANDWRITTEN or not eligible(qualified):
+            if name in SKIP or (name, ov) in HANDWRITTEN or (name, ov) in AS_COMPOSITE or not eligible(qualified):
                 continue
             schema = getattr(packet, overload)._schema
             # Symbolic-int and dimname overloads are not host-kernel paths.

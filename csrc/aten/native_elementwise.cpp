@@ -213,6 +213,4 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_NATIVE(m, tril_out);
   NEURON_NATIVE(m, triu);
   NEURON_NATIVE(m, triu_out);
-  NEURON_NATIVE(m, tril_);
-  NEURON_NATIVE(m, triu_);
 }

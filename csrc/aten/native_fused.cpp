@@ -6,6 +6,8 @@
 #include <ATen/TensorOperators.h>
 #include <ATen/Operators.h>
 #include <ATen/native/layer_norm.h>
+#include <ATen/ops/index_select_backward_native.h>
+#include <ATen/ops/value_selecting_reduction_backward_native.h>
 #include <ATen/record_function.h>
 #include <torch/library.h>
 
@@ -128,6 +130,69 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward(const at::Tensor&
                                                                      grad_output, weight);
 }
 
+// The backward of index_select and of the value-selecting reductions (max/min/median/mode/kthvalue along a
+// dim): TorchNeuron registers a kernel for each (its suite asserts they run on neuron), where PyTorch's only
+// kernel is a CompositeImplicitAutograd decomposition (zeros, then index_add_ / scatter_). Here each is one
+// device kernel, the CPU's composite on host views (the CPU's numbers).
+at::Tensor index_select_backward(const at::Tensor& grad, c10::SymIntArrayRef self_sizes, int64_t dim,
+                                 const at::Tensor& index) {
+  static OpCounter* counter = op_counter("aten::index_select_backward", "", ExecutionTier::kNative);
+  auto fn = [&](const at::Tensor& g, const at::Tensor& i) {
+    at::DisableRecordFunctionGuard internals;
+    return at::native::index_select_backward_symint(g, self_sizes, dim, i);
+  };
+  return run_on_host<at::Tensor>("aten::index_select_backward", counter, fn, grad, index);
+}
+
+// Neither has a derivative of its own (PyTorch differentiates the decomposition; the formula
+// derivatives.yaml lists for value_selecting_reduction_backward raises "not implemented"), so with only a
+// PrivateUse1 kernel double backward through index_select or max(dim) would fail or, through the autograd
+// fallback, be silently zero. Their autograd kernels therefore run PyTorch's decomposition when the result
+// must be differentiable (the incoming gradient requires grad under grad mode, or carries a forward-mode
+// tangent), recorded op by op by autograd as on CPU, and the device kernel otherwise (a plain backward
+// pass, whose gradients do not require grad). Tracing (FakeTensor, functionalization) gets the
+// decomposition or its own handling either way.
+bool needs_differentiable(const at::Tensor& grad) {
+  return (at::GradMode::is_enabled() && grad.requires_grad()) || grad._fw_grad(/*level=*/0).defined();
+}
+
+void record_decomposed(OpCounter* counter, const at::Tensor& grad) {
+  constexpr auto traced = c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::Functionalize});
+  if (!grad.key_set().has_any(traced)) counter->increment();
+}
+
+at::Tensor index_select_backward_autograd(c10::DispatchKeySet ks, const at::Tensor& grad,
+                                          c10::SymIntArrayRef self_sizes, int64_t dim, const at::Tensor& index) {
+  if (needs_differentiable(grad)) {
+    static OpCounter* counter = op_counter("aten::index_select_backward", "", ExecutionTier::kNative);
+    record_decomposed(counter, grad);
+    return at::native::index_select_backward_symint(grad, self_sizes, dim, index);
+  }
+  return at::_ops::index_select_backward::redispatch(ks & c10::after_autograd_keyset, grad, self_sizes, dim, index);
+}
+
+at::Tensor value_selecting_reduction_backward(const at::Tensor& grad, int64_t dim, const at::Tensor& indices,
+                                              c10::SymIntArrayRef sizes, bool keepdim) {
+  static OpCounter* counter = op_counter("aten::value_selecting_reduction_backward", "", ExecutionTier::kNative);
+  auto fn = [&](const at::Tensor& g, const at::Tensor& i) {
+    at::DisableRecordFunctionGuard internals;
+    return at::native::value_selecting_reduction_backward_symint(g, dim, i, sizes, keepdim);
+  };
+  return run_on_host<at::Tensor>("aten::value_selecting_reduction_backward", counter, fn, grad, indices);
+}
+
+at::Tensor value_selecting_reduction_backward_autograd(c10::DispatchKeySet ks, const at::Tensor& grad, int64_t dim,
+                                                       const at::Tensor& indices, c10::SymIntArrayRef sizes,
+                                                       bool keepdim) {
+  if (needs_differentiable(grad)) {
+    static OpCounter* counter = op_counter("aten::value_selecting_reduction_backward", "", ExecutionTier::kNative);
+    record_decomposed(counter, grad);
+    return at::native::value_selecting_reduction_backward_symint(grad, dim, indices, sizes, keepdim);
+  }
+  return at::_ops::value_selecting_reduction_backward::redispatch(ks & c10::after_autograd_keyset, grad, dim, indices,
+                                                                  sizes, keepdim);
+}
+
 // torch.rms_norm itself (CompositeImplicitAutograd): PyTorch's composite calls
 // _fused_rms_norm only when input and weight have one dtype, and otherwise
 // (a bfloat16 input with a float32 weight, as autocast and mixed-precision
@@ -159,6 +224,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_fused_rms_norm_backward", TORCH_FN(torchneuron::fused_rms_norm_backward));
   m.impl("rms_norm", TORCH_FN(torchneuron::rms_norm));
   m.impl("linear_backward", TORCH_FN(torchneuron::linear_backward));
+  m.impl("index_select_backward", TORCH_FN(torchneuron::index_select_backward));
+  m.impl("value_selecting_reduction_backward", TORCH_FN(torchneuron::value_selecting_reduction_backward));
 }
 
-TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) { m.impl("rms_norm", TORCH_FN(torchneuron::rms_norm)); }
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  m.impl("rms_norm", TORCH_FN(torchneuron::rms_norm));
+  m.impl("index_select_backward", TORCH_FN(torchneuron::index_select_backward_autograd));
+  m.impl("value_selecting_reduction_backward", TORCH_FN(torchneuron::value_selecting_reduction_backward_autograd));
+}

@@ -120,9 +120,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_NATIVE(m, upsample_bilinear2d_vec_out);
   NEURON_NATIVE(m, constant_pad_nd);
   NEURON_NATIVE(m, constant_pad_nd_out);
-  NEURON_NATIVE(m, arange);
-  NEURON_NATIVE(m, arange_start);
-  NEURON_NATIVE(m, arange_start_step);
   NEURON_NATIVE(m, arange_start_out);
   NEURON_NATIVE(m, arange_out);
   NEURON_NATIVE(m, linspace_Tensor_Tensor);

@@ -10,6 +10,7 @@
 // (AutogradPrivateUse1, and PrivateUse1 for inference mode, which skips the
 // autograd keys), so autograd still records the ops it decomposes into.
 #include <ATen/ATen.h>
+#include <ATen/ops/_to_copy_native.h>
 #include <ATen/ops/clone_native.h>
 #include <ATen/ops/cross_entropy_loss_native.h>
 #include <ATen/ops/isfinite_native.h>
@@ -27,6 +28,8 @@
 #include <ATen/ops/ones_like_native.h>
 #include <ATen/ops/ones_native.h>
 #include <ATen/ops/scalar_tensor_native.h>
+#include <ATen/ops/tril_compositeexplicitautogradnonfunctional_dispatch.h>
+#include <ATen/ops/triu_compositeexplicitautogradnonfunctional_dispatch.h>
 #include <ATen/ops/zeros_like_native.h>
 #include <ATen/ops/zeros_native.h>
 #include <torch/library.h>
@@ -58,6 +61,16 @@ at::Tensor clone(const at::Tensor& self, OptFormat memory_format) {
   return at::native::clone(self, memory_format);
 }
 
+// Tensor.to / .cpu() / .neuron() (BackendSelect sends a copy to the device here too, as it
+// dispatches on the device asked for): TorchNeuron's kernel for it is recorded, for a result on
+// neuron (CPU -> neuron, neuron -> neuron); the copy off the device is its copy_ / _copy_from.
+at::Tensor to_copy(const at::Tensor& self, OptDtype dtype, OptLayout layout, OptDevice device, OptBool pin_memory,
+                   bool non_blocking, OptFormat memory_format) {
+  NEURON_COUNTER("aten::_to_copy");
+  return recorded(counter,
+                  at::native::_to_copy(self, dtype, layout, device, pin_memory, non_blocking, memory_format));
+}
+
 at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
   NEURON_COUNTER("aten::copy_");
   counter->increment();
@@ -81,6 +94,37 @@ at::Tensor full(at::IntArrayRef size, const at::Scalar& fill_value, OptDtype dty
   NEURON_COUNTER("aten::full");
   counter->increment();
   return at::native::full(size, fill_value, dtype, layout, device, pin_memory);
+}
+
+// The out= factories (torch.zeros(size, out=t), ...): TorchNeuron's kernels for zeros / ones / full take the
+// out= form too, so its op tracking names them; here PyTorch's composite (resize, then zero_ / fill_).
+at::Tensor& zeros_out(at::IntArrayRef size, at::Tensor& out) {
+  NEURON_COUNTER("aten::zeros.out");
+  counter->increment();
+  return at::native::zeros_out(size, out);
+}
+
+at::Tensor& ones_out(at::IntArrayRef size, at::Tensor& out) {
+  NEURON_COUNTER("aten::ones.out");
+  counter->increment();
+  return at::native::ones_out(size, out);
+}
+
+at::Tensor& full_out(at::IntArrayRef size, const at::Scalar& fill_value, at::Tensor& out) {
+  NEURON_COUNTER("aten::full.out");
+  counter->increment();
+  return at::native::full_out(size, fill_value, out);
+}
+
+// tril_ / triu_: PyTorch's kernel for a backend without its own (what TorchNeuron, which registers
+// tril / tril.out, runs): the structured op's shape check, then tril.out with self as out, the device
+// kernel, which op tracking names. The CPU's in-place kernel is the same computation (out is self).
+at::Tensor& tril_(at::Tensor& self, c10::SymInt diagonal) {
+  return at::compositeexplicitautogradnonfunctional::tril__symint(self, std::move(diagonal));
+}
+
+at::Tensor& triu_(at::Tensor& self, c10::SymInt diagonal) {
+  return at::compositeexplicitautogradnonfunctional::triu__symint(self, std::move(diagonal));
 }
 
 at::Tensor scalar_tensor(const at::Scalar& s, OptDtype dtype, OptLayout layout, OptDevice device,
@@ -197,6 +241,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("ones", TORCH_FN(torchneuron::ones));
   m.impl("zeros", TORCH_FN(torchneuron::zeros));
   m.impl("full", TORCH_FN(torchneuron::full));
+  m.impl("_to_copy", TORCH_FN(torchneuron::to_copy));
+  m.impl("zeros.out", TORCH_FN(torchneuron::zeros_out));
+  m.impl("ones.out", TORCH_FN(torchneuron::ones_out));
+  m.impl("full.out", TORCH_FN(torchneuron::full_out));
+  m.impl("tril_", TORCH_FN(torchneuron::tril_));
+  m.impl("triu_", TORCH_FN(torchneuron::triu_));
   m.impl("scalar_tensor", TORCH_FN(torchneuron::scalar_tensor));
   m.impl("empty_like", TORCH_FN(torchneuron::empty_like));
   m.impl("ones_like", TORCH_FN(torchneuron::ones_like));

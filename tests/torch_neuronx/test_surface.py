@@ -124,6 +124,42 @@ def test_op_tracking():
     assert tnx.get_executed_ops() == [] and tnx.get_fallback_ops() == []
 
 
+LINALG_FALLBACKS = {
+    "aten::linalg_qr": lambda a: torch.linalg.qr(a),
+    "aten::_linalg_svd": lambda a: torch.linalg.svd(a),
+    "aten::_linalg_eigh": lambda a: torch.linalg.eigh(a @ a.mT),
+    "aten::linalg_cholesky_ex": lambda a: torch.linalg.cholesky(a @ a.mT + torch.eye(4, device=a.device)),
+    "aten::linalg_inv_ex": lambda a: torch.linalg.inv(a),
+    "aten::linalg_lu_factor_ex": lambda a: torch.linalg.lu_factor(a),
+    "aten::linalg_ldl_factor_ex": lambda a: torch.linalg.ldl_factor(a + a.mT),
+    "aten::_linalg_det": lambda a: torch.linalg.det(a),
+    "aten::_linalg_slogdet": lambda a: torch.linalg.slogdet(a),
+    "aten::cholesky_inverse": lambda a: torch.cholesky_inverse(torch.linalg.cholesky(a @ a.mT + torch.eye(4, device=a.device))),
+    "aten::triangular_solve": lambda a: torch.triangular_solve(a, a.triu() + 4 * torch.eye(4, device=a.device)),
+}
+
+
+@pytest.mark.parametrize("op", sorted(LINALG_FALLBACKS))
+def test_torchneuron_cpu_fallbacks_are_reported_as_fallbacks(op):
+    """The linalg ops TorchNeuron registers as CPU fallbacks are reported as fallbacks, not as executed (the
+    emulator's own op tracking keeps them as generic-path kernels); their results and strides are the CPU's."""
+    assert op in tnx.CPU_FALLBACK_OPS
+    torch.manual_seed(0)
+    a = torch.randn(4, 4)
+    tnx.clear_op_tracking()
+    got = LINALG_FALLBACKS[op](a.to("neuron"))
+    assert op in tnx.get_fallback_ops() and op not in tnx.get_executed_ops()
+    import torchneuron_ext
+
+    assert op in torchneuron_ext.get_executed_ops()
+    expected = LINALG_FALLBACKS[op](a)
+    if isinstance(got, torch.Tensor):
+        got, expected = (got,), (expected,)
+    for g, e in zip(got, expected):
+        assert g.device.type == "neuron" and g.stride() == e.stride()
+        torch.testing.assert_close(g.cpu(), e)
+
+
 def test_runtime_state_and_misc():
     tnx._lazy_init()
     assert tnx.is_neuron_runtime_initialized() is True

@@ -187,21 +187,33 @@ def stream(stream: Optional[torch.Stream]) -> StreamContext:
 _python_executed: set[str] = set()
 _python_offloaded: set[str] = set()
 
+# The operators TorchNeuron registers as CPU fallbacks (torch_neuronx/python_ops/cpu_fallback_registrations.py):
+# linalg decompositions whose CPU results are column-major; on Trainium their arguments are copied to the CPU,
+# the CPU kernel runs, and the results are copied back with the CPU's strides. They therefore never run on the
+# device there. The emulator computes them the same way, the CPU's kernel over host views of device memory (its
+# generic path), so when one ran it is reported as TorchNeuron reports it: a fallback, not an executed op.
+CPU_FALLBACK_OPS = frozenset({
+    "aten::linalg_qr", "aten::_linalg_svd", "aten::_linalg_eigh", "aten::linalg_cholesky_ex", "aten::linalg_inv_ex",
+    "aten::linalg_lu_factor_ex", "aten::linalg_ldl_factor_ex", "aten::_linalg_slogdet", "aten::_linalg_det",
+    "aten::cholesky_inverse", "aten::triangular_solve",
+})
+
 
 def get_executed_ops() -> list[str]:
     """Names of the operators that ran on the Neuron device since the last clear ("aten::add.Tensor", ...)."""
-    return sorted(set(_ext.get_executed_ops()) | _python_executed)
+    return sorted((set(_ext.get_executed_ops()) - CPU_FALLBACK_OPS) | _python_executed)
 
 
 def get_fallback_ops() -> list[str]:
     """Operators that ran on the CPU instead of the Neuron device.
 
-    On Trainium these are the ops TorchNeuron copied to the CPU and back. The emulator runs every operator on
-    device memory (its generic path is a host kernel over zero-copy views of device memory, not a fallback:
-    ``torchneuron_ext.get_fallback_ops()`` lists those), so this holds only the ops recorded with
-    ``torch_neuronx.utils.log_offloaded_op``.
+    On Trainium these are the ops TorchNeuron copies to the CPU and back. The emulator runs every other operator
+    on device memory (its generic path is a host kernel over zero-copy views of device memory, which TorchNeuron
+    runs as device kernels: ``torchneuron_ext.get_fallback_ops()`` lists those), so this holds the operators
+    TorchNeuron registers as CPU fallbacks (``CPU_FALLBACK_OPS``, linalg decompositions) that ran, and the ops
+    recorded with ``torch_neuronx.utils.log_offloaded_op``.
     """
-    return sorted(_python_offloaded)
+    return sorted((set(_ext.get_executed_ops()) & CPU_FALLBACK_OPS) | _python_offloaded)
 
 
 def clear_op_tracking() -> None:
