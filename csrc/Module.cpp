@@ -13,11 +13,11 @@
 #include "aten/host_view.h"
 #include "aten/host_kernel_routing.h"
 #include "aten/numerics.h"
-#include "aten/op_tracking.h"
+#include "instrumentation/activity.h"
+#include "instrumentation/trace_schema.h"
 #include "distributed/bindings.h"
 #include "profiler/kineto_plugin.h"
 #include "runtime/stream.h"
-#include "runtime/tracer.h"
 
 #include <map>
 #include "backend/allocator.h"
@@ -208,6 +208,11 @@ PYBIND11_MODULE(_C, m) {
     return out;
   });
   m.def("_clear_op_tracking", &clear_op_tracking);
+  m.def("_trace_schema", [] {
+    py::dict d;
+    for (const auto& [key, value] : trace_schema::entries()) d[key] = value;
+    return d;
+  });
   m.def("_tier_names", [] {
     py::list out;
     for (const char* n : kTierNames) out.append(n);
@@ -269,28 +274,14 @@ PYBIND11_MODULE(_C, m) {
     c->increment();
     const uint32_t mode = neuron_rt::timing_mode();
     if (mode == 0) return;
-    c = timing_counter(c);
-    if (c->nested) neuron_rt::region().add_child(bytes_read, bytes_written, flops, elements, static_cast<int8_t>(dtype));
-    c->add_timing(end - start, end - start, bytes_read, bytes_written, flops, elements, static_cast<int8_t>(dtype));
-    if (mode & neuron_rt::kTimingTrace) {
-      neuron_rt::TraceRecord r;
-      r.kind = neuron_rt::TraceKind::kKernel;
-      r.tier = static_cast<uint8_t>(execution_tier);
-      r.device = static_cast<int16_t>(device);
-      r.stream = neuron_rt::current_stream(device);
-      r.correlation = neuron_rt::current_correlation();
-      r.host_start = r.kernel_start = start;
-      r.kernel_end = r.host_end = end;
-      r.bytes_read = bytes_read;
-      r.bytes_written = bytes_written;
-      r.flops = flops;
-      r.elements = static_cast<uint64_t>(elements);
-      r.dtype = static_cast<int8_t>(dtype);
-      r.model_ns = static_cast<uint64_t>(model_ns);
-      r.name = c->name.c_str();
-      r.nested = c->nested;
-      neuron_rt::record(r);
-    }
+    Activity a = Activity::span(device, start, end);
+    a.bytes_read = bytes_read;
+    a.bytes_written = bytes_written;
+    a.flops = flops;
+    a.elements = elements;
+    a.dtype = static_cast<int8_t>(dtype);
+    a.model_ns = static_cast<uint64_t>(model_ns);
+    record_activity(c, a, mode);
   }, py::arg("name"), py::arg("tier"), py::arg("device"), py::arg("start"), py::arg("end"), py::arg("bytes_read"),
      py::arg("bytes_written"), py::arg("flops"), py::arg("elements") = 0, py::arg("dtype") = -1,
      py::arg("model_ns") = 0);

@@ -21,6 +21,8 @@ import math
 import os
 from typing import Any, Iterable, Optional
 
+from . import _trace_schema as _schema
+
 # ---------------------------------------------------------------------------------------------
 # The hardware table. Per *physical* NeuronCore; an LNC=2 logical core is two of them
 # (Target.scaled). Sources per constant: docs/cost_model.md, "Constants".
@@ -406,7 +408,7 @@ def project(name: str, tier: str, bytes_read: int = 0, bytes_written: int = 0, f
 PROJECTED_TID_BASE = 1 << 16
 # Lanes of the non-default streams that ran kernels, one per (core, stream), in order of appearance.
 PROJECTED_STREAM_TID_BASE = PROJECTED_TID_BASE + (1 << 12)
-_NEURON_PID = 0x4E43
+_NEURON_PID = _schema.NEURON_PID
 
 
 @dataclasses.dataclass
@@ -467,17 +469,8 @@ def union_length(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
-def _copy_direction(name: str) -> str:
-    parts = name.split()
-    return parts[1] if len(parts) > 1 and parts[0] == "Memcpy" else "DtoD"
-
-
-def op_name(kernel_name: str) -> str:
-    """neuron::mul.Tensor -> aten::mul.Tensor; neuron::compiled::graph_0 -> compiled::graph_0."""
-    if kernel_name.startswith("neuron::"):
-        rest = kernel_name[len("neuron::"):]
-        return rest if "::" in rest else "aten::" + rest
-    return kernel_name
+_copy_direction = _schema.copy_direction
+op_name = _schema.op_name  # neuron::mul.Tensor -> aten::mul.Tensor (and compiled::graph_0 as it is)
 
 
 def project_trace(trace: dict[str, Any], target: Optional[Target | str] = None,
@@ -498,10 +491,10 @@ def project_trace(trace: dict[str, Any], target: Optional[Target | str] = None,
         info = trace.get("distributedInfo") or {}
         group_size = int(info.get("world_size", os.environ.get("WORLD_SIZE", "1")) or 1)
     host_events = [e for e in events if e.get("ph") == "X" and e.get("cat") in
-                   ("cpu_op", "user_annotation", "privateuse1_runtime", "python_function")]
+                   (_schema.CAT_CPU_OP, _schema.CAT_USER_ANNOTATION, _schema.CAT_RUNTIME, _schema.CAT_PYTHON)]
     # Kernels run inside a compiled graph are its children: annotations on the hardware lane.
-    device = sorted((e for e in events if e.get("ph") == "X" and (e.get("cat") in ("kernel", "gpu_memcpy") or (
-        e.get("cat") == "gpu_user_annotation" and e.get("args", {}).get("in") == "compiled region"))),
+    device = sorted((e for e in events if e.get("ph") == "X" and (e.get("cat") in (_schema.CAT_KERNEL, _schema.CAT_MEMCPY) or (
+        e.get("cat") == _schema.CAT_ANNOTATION and e.get("args", {}).get(_schema.IN) == _schema.IN_COMPILED_REGION))),
         key=lambda e: (float(e.get("ts", 0)), -float(e.get("dur", 0))))
     starts = [float(e.get("ts", 0)) for e in host_events + device]
     if not starts:
@@ -527,16 +520,17 @@ def project_trace(trace: dict[str, Any], target: Optional[Target | str] = None,
     for e in device:
         args = e.get("args", {})
         ts, dur = float(e.get("ts", 0)), float(e.get("dur", 0))
-        core, stream = int(args.get("device", 0)), int(args.get("stream", 0))
-        tier, name = str(args.get("tier", "native")), str(e.get("name", ""))
-        is_copy = e.get("cat") == "gpu_memcpy"
+        core, stream = int(args.get(_schema.DEVICE, 0)), int(args.get(_schema.STREAM, 0))
+        tier, name = str(args.get(_schema.TIER, "native")), str(e.get("name", ""))
+        is_copy = e.get("cat") == _schema.CAT_MEMCPY
         graph = graphs.get(core)
         inside = graph is not None and ts < graph[0]
         # Traces without the split (older exports) give the total under "bytes".
         # A collective's own group (a subgroup is not the world); older traces: the trace's world size.
-        ranks = int(args.get("group size", 0) or group_size) if tier == "collective" else 1
-        key = (name, tier, args.get("bytes read", args.get("bytes", 0)), args.get("bytes written", 0),
-               args.get("flops", 0), args.get("elements", 0), args.get("dtype", ""), args.get("model ns", 0),
+        ranks = int(args.get(_schema.GROUP_SIZE, 0) or group_size) if tier == "collective" else 1
+        key = (name, tier, args.get(_schema.BYTES_READ, args.get(_schema.BYTES, 0)), args.get(_schema.BYTES_WRITTEN, 0),
+               args.get(_schema.FLOPS, 0), args.get(_schema.ELEMENTS, 0), args.get(_schema.DTYPE, ""),
+               args.get(_schema.MODEL_NS, 0),
                inside, is_copy, ranks)
         proj = memo.get(key)
         if proj is None:  # a loop's kernels repeat: project each distinct one once
@@ -602,7 +596,7 @@ def projected_lane_events(timeline: ProjectedTimeline) -> list[dict[str, Any]]:
         args = dict(model_args)
         args.update({"tier": k.tier, "device": k.core, "stream": k.stream,
                      "dispatch ts": round(k.dispatch_us, 3), "measured us": round(k.measured_us, 3)})
-        events.append({"ph": "X", "cat": "neuron_projected", "name": k.name, "pid": _NEURON_PID, "tid": tid,
+        events.append({"ph": "X", "cat": _schema.CAT_PROJECTED, "name": k.name, "pid": _NEURON_PID, "tid": tid,
                        "ts": round(k.start_us, 3), "dur": round(k.duration_us, 3), "args": args})
     for tid, (sort_index, name) in sorted(lanes.items()):
         events.append({"ph": "M", "name": "thread_name", "pid": _NEURON_PID, "tid": tid, "args": {"name": name}})
@@ -614,7 +608,7 @@ def projected_lane_events(timeline: ProjectedTimeline) -> list[dict[str, Any]]:
 def add_projected_lanes(trace: dict[str, Any], target: Optional[Target | str] = None) -> ProjectedTimeline:
     """Project the trace and append the projected lanes to its events (idempotent)."""
     events = trace.setdefault("traceEvents", [])
-    events[:] = [e for e in events if e.get("cat") != "neuron_projected" and not (
+    events[:] = [e for e in events if e.get("cat") != _schema.CAT_PROJECTED and not (
         e.get("ph") == "M" and e.get("pid") == _NEURON_PID and int(e.get("tid", 0) or 0) >= PROJECTED_TID_BASE)]
     timeline = project_trace(trace, target)
     events.extend(projected_lane_events(timeline))

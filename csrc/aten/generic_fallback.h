@@ -5,7 +5,7 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
-#include "op_tracking.h"
+#include "../instrumentation/op_tracking.h"
 
 namespace torchneuron {
 

@@ -258,7 +258,6 @@ int64_t KernelCall::estimate_flops() const {
 
 void KernelCall::finish_timed(OpCounter* counter) {
   const int64_t host_end = neuron_rt::now_ns();
-  counter = timing_counter(counter);
   if (kernel_end_ == 0) kernel_start_ = kernel_end_ = host_end;
   int64_t read = 0;
   int64_t elements = output_numel_;
@@ -270,29 +269,18 @@ void KernelCall::finish_timed(OpCounter* counter) {
   const int64_t flops = flops_ >= 0 ? flops_ : estimate_flops();
   // From an owned slot: noted_ may point into a boxed stack the kernel has overwritten.
   const int8_t dtype = slots_.empty() ? int8_t{-1} : static_cast<int8_t>(slots_[0].host.scalar_type());
-  if (counter->nested) neuron_rt::region().add_child(read, bytes_written_, flops, elements, dtype);
-  counter->add_timing(host_end - host_start_, kernel_end_ - kernel_start_, read, bytes_written_, flops, elements,
-                      dtype);
-  if (timing_ & neuron_rt::kTimingTrace) {
-    neuron_rt::TraceRecord r;
-    r.kind = neuron_rt::TraceKind::kKernel;
-    r.tier = static_cast<uint8_t>(counter->tier);
-    r.device = device_ < 0 ? 0 : device_;
-    r.stream = neuron_rt::current_stream(r.device);
-    r.correlation = neuron_rt::current_correlation();
-    r.host_start = host_start_;
-    r.kernel_start = kernel_start_;
-    r.kernel_end = kernel_end_;
-    r.host_end = host_end;
-    r.bytes_read = read;
-    r.bytes_written = bytes_written_;
-    r.flops = flops;
-    r.elements = static_cast<uint64_t>(elements);
-    r.dtype = dtype;
-    r.name = counter->name.c_str();
-    r.nested = counter->nested;
-    neuron_rt::record(r);
-  }
+  Activity a;
+  a.device = device_ < 0 ? 0 : device_;
+  a.host_start = host_start_;
+  a.kernel_start = kernel_start_;
+  a.kernel_end = kernel_end_;
+  a.host_end = host_end;
+  a.bytes_read = read;
+  a.bytes_written = bytes_written_;
+  a.flops = flops;
+  a.elements = elements;
+  a.dtype = dtype;
+  record_activity(counter, a, timing_);
 }
 
 }  // namespace torchneuron

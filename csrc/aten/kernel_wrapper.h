@@ -25,11 +25,10 @@
 #include "../backend/allocator.h"
 #include "../backend/autograd_thread.h"
 #include "../runtime/device.h"
-#include "../runtime/tracer.h"
+#include "../instrumentation/activity.h"
 #include "../backend/generator.h"
 #include "host_view.h"
 #include "numerics.h"
-#include "op_tracking.h"
 
 namespace torchneuron {
 

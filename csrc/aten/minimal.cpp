@@ -14,10 +14,9 @@
 #include "../backend/allocator.h"
 #include "../runtime/device.h"
 #include "../runtime/stream.h"
-#include "../runtime/tracer.h"
+#include "../instrumentation/activity.h"
 #include "host_view.h"
 #include "numerics.h"
-#include "op_tracking.h"
 
 namespace torchneuron {
 namespace {
@@ -145,30 +144,22 @@ void record_copy(OpCounter* counter, uint32_t mode, int64_t start, const at::Ten
   const int64_t end = neuron_rt::now_ns();
   const int64_t read = static_cast<int64_t>(src.numel() * src.element_size());
   const int64_t written = static_cast<int64_t>(dst.numel() * dst.element_size());
-  counter->add_timing(end - start, end - start, read, written, 0, dst.numel(), static_cast<int8_t>(dst.scalar_type()));
-  if (copy_kind(src, dst) != neuron_rt::CopyKind::kDeviceToDevice) {
+  const neuron_rt::CopyKind kind = copy_kind(src, dst);
+  if (kind != neuron_rt::CopyKind::kDeviceToDevice) {
     counter->host_transfer_calls.fetch_add(1, std::memory_order_relaxed);
     counter->host_transfer_read.fetch_add(read, std::memory_order_relaxed);
     counter->host_transfer_written.fetch_add(written, std::memory_order_relaxed);
   }
-  if (mode & neuron_rt::kTimingTrace) {
-    neuron_rt::TraceRecord r;
-    r.kind = neuron_rt::TraceKind::kMemcpy;
-    r.tier = static_cast<uint8_t>(ExecutionTier::kNative);
-    r.copy = copy_kind(src, dst);
-    r.device = src.device().type() == kNeuron ? src.device().index() : dst.device().index();
-    r.dst_device = dst.device().type() == kNeuron ? dst.device().index() : -1;
-    r.stream = neuron_rt::current_stream(r.device);
-    r.correlation = neuron_rt::current_correlation();
-    r.host_start = r.kernel_start = start;
-    r.kernel_end = r.host_end = end;
-    r.bytes_read = read;
-    r.bytes_written = written;
-    r.elements = static_cast<uint64_t>(dst.numel());
-    r.dtype = static_cast<int8_t>(dst.scalar_type());
-    r.name = counter->name.c_str();
-    neuron_rt::record(r);
-  }
+  Activity a = Activity::span(src.device().type() == kNeuron ? src.device().index() : dst.device().index(), start, end);
+  a.kind = neuron_rt::TraceKind::kMemcpy;
+  a.copy = kind;
+  a.dst_device = dst.device().type() == kNeuron ? dst.device().index() : -1;
+  a.bytes_read = read;
+  a.bytes_written = written;
+  a.elements = dst.numel();
+  a.dtype = static_cast<int8_t>(dst.scalar_type());
+  a.child_of_region = false;  // a copy is timed on its own counter, inside compiled regions too
+  record_activity(counter, a, mode);
 }
 
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {

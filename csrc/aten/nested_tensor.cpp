@@ -24,7 +24,7 @@
 
 #include "../backend/allocator.h"
 #include "host_view.h"
-#include "op_tracking.h"
+#include "../instrumentation/op_tracking.h"
 
 namespace torchneuron {
 namespace {

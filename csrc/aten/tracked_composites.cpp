@@ -34,7 +34,7 @@
 #include <ATen/ops/zeros_native.h>
 #include <torch/library.h>
 
-#include "op_tracking.h"
+#include "../instrumentation/op_tracking.h"
 
 namespace torchneuron {
 namespace {

@@ -11,7 +11,7 @@
 
 #include "../runtime/device.h"
 #include "../runtime/memory.h"
-#include "../runtime/tracer.h"
+#include "../instrumentation/activity.h"
 #include "errors.h"
 
 namespace torchneuron {
@@ -109,17 +109,20 @@ void observe_memory(int device, void* ptr, int64_t delta, int64_t allocated, int
     c10::reportMemoryUsageToProfiler(ptr, delta, static_cast<size_t>(allocated), static_cast<size_t>(reserved),
                                      c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
   }
-  if (neuron_rt::timing_mode() & neuron_rt::kTimingTrace) {
-    neuron_rt::TraceRecord r;
-    r.kind = neuron_rt::TraceKind::kMemory;
-    r.device = static_cast<int16_t>(device);
-    r.host_start = r.host_end = neuron_rt::now_ns();
-    r.allocated = allocated;
-    r.reserved = reserved;
-    r.bytes_written = delta > 0 ? delta : 0;
-    r.bytes_read = delta < 0 ? -delta : 0;
-    r.name = delta >= 0 ? "hbm_alloc" : "hbm_free";
-    neuron_rt::record(r);
+  const uint32_t mode = neuron_rt::timing_mode();
+  if (mode & neuron_rt::kTimingTrace) {
+    Activity a;
+    a.kind = neuron_rt::TraceKind::kMemory;
+    a.device = device;
+    a.stream = 0;
+    a.correlation = 0;
+    a.host_start = a.host_end = neuron_rt::now_ns();
+    a.allocated = allocated;
+    a.reserved = reserved;
+    a.bytes_written = delta > 0 ? delta : 0;
+    a.bytes_read = delta < 0 ? -delta : 0;
+    a.name = delta >= 0 ? "hbm_alloc" : "hbm_free";
+    record_activity(nullptr, a, mode);  // trace only: the counter is the HBM timeline
   }
 }
 

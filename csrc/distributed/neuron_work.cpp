@@ -2,31 +2,26 @@
 
 #include <c10/util/Exception.h>
 
-#include "../aten/op_tracking.h"
+#include "../instrumentation/activity.h"
 #include "../runtime/device.h"
-#include "../runtime/tracer.h"
 
 namespace torchneuron::distributed {
 
 void CollectiveEvent::finish(int64_t end_ns) const {
   if (timing_mode == 0 || counter == nullptr) return;
-  counter->add_timing(launch_end - launch_start, end_ns - launch_start, bytes_read, bytes_written, 0);
-  if (timing_mode & neuron_rt::kTimingTrace) {
-    neuron_rt::TraceRecord r;
-    r.kind = neuron_rt::TraceKind::kKernel;
-    r.tier = static_cast<uint8_t>(ExecutionTier::kCollective);
-    r.device = static_cast<int16_t>(device);
-    r.stream = stream;
-    r.correlation = correlation;
-    r.host_start = r.kernel_start = launch_start;
-    r.host_end = launch_end;
-    r.kernel_end = end_ns;
-    r.bytes_read = static_cast<uint64_t>(bytes_read);
-    r.bytes_written = static_cast<uint64_t>(bytes_written);
-    r.group_size = group_size;
-    r.name = counter->name.c_str();
-    neuron_rt::record(r);
-  }
+  // Host: the launch; device: from the launch until the transport finished.
+  Activity a;
+  a.device = device;
+  a.stream = stream;  // both captured at launch: the work may finish on another thread
+  a.correlation = correlation;
+  a.host_start = a.kernel_start = launch_start;
+  a.host_end = launch_end;
+  a.kernel_end = end_ns;
+  a.bytes_read = bytes_read;
+  a.bytes_written = bytes_written;
+  a.group_size = group_size;
+  a.child_of_region = false;
+  record_activity(counter, a, timing_mode);
 }
 
 std::string describe_failure(const std::string& description, const std::string& transport_message) {

@@ -7,10 +7,10 @@
 #include <c10/util/Exception.h>
 
 #include "../aten/host_view.h"
-#include "../aten/op_tracking.h"
+#include "../instrumentation/op_tracking.h"
 #include "../runtime/device.h"
 #include "../runtime/stream.h"
-#include "../runtime/tracer.h"
+#include "../instrumentation/tracer.h"
 
 namespace torchneuron::distributed {
 namespace {

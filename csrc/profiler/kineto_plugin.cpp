@@ -24,18 +24,20 @@
 
 #include <c10/core/ScalarType.h>
 
-#include "../aten/op_tracking.h"
+#include "../instrumentation/op_tracking.h"
 #include "../runtime/device.h"
-#include "../runtime/tracer.h"
+#include "../instrumentation/trace_schema.h"
+#include "../instrumentation/tracer.h"
 #include "kineto_plugin.h"
 
 namespace torchneuron {
 namespace {
 
 using libkineto::ActivityType;
+// Names, lanes and metadata keys: instrumentation/trace_schema.h.
+using namespace trace_schema;
 
-// One pseudo process for the device in the trace viewer; lanes are threads.
-constexpr int32_t kNeuronPid = 0x4e43;  // "NC"
+// One pseudo process for the device in the trace viewer (kNeuronPid); lanes are threads.
 constexpr int32_t kLanesPerCore = 64;
 int32_t hardware_lane(int core) { return core * kLanesPerCore; }
 int32_t runtime_lane(int core, int64_t stream) {
@@ -53,22 +55,33 @@ int64_t realtime_minus_monotonic() {
   return (real.tv_sec - mono.tv_sec) * 1000000000LL + (real.tv_nsec - mono.tv_nsec);
 }
 
-// Device activities are named after the op without "aten::" under a
-// "neuron::" prefix, so key_averages() shows the kernel beside, not on top
-// of, the host op that launched it.
+// Device activities are named after the op without "aten::" under kKernelPrefix,
+// so key_averages() shows the kernel beside, not on top of, the host op that
+// launched it.
 std::string kernel_name(const char* op) {
   std::string n(op);
   if (n.rfind("aten::", 0) == 0) n = n.substr(6);
-  return "neuron::" + n;
+  return kKernelPrefix + n;
 }
 
 const char* copy_name(neuron_rt::CopyKind k) {
   switch (k) {
-    case neuron_rt::CopyKind::kHostToDevice: return "Memcpy HtoD (host -> neuron)";
-    case neuron_rt::CopyKind::kDeviceToHost: return "Memcpy DtoH (neuron -> host)";
-    case neuron_rt::CopyKind::kDeviceToDevice: return "Memcpy DtoD (neuron -> neuron)";
-    default: return "Memcpy";
+    case neuron_rt::CopyKind::kHostToDevice: return kCopyHtoD;
+    case neuron_rt::CopyKind::kDeviceToHost: return kCopyDtoH;
+    case neuron_rt::CopyKind::kDeviceToDevice: return kCopyDtoD;
+    default: return kCopyUnknown;
   }
+}
+
+// What a device activity moved and computed: the cost model (torchneuron_ext/costmodel) projects from it.
+void add_work_metadata(libkineto::GenericTraceActivity& a, const neuron_rt::TraceRecord& r) {
+  a.addMetadata(kBytes, r.bytes_read + r.bytes_written);
+  a.addMetadata(kBytesRead, r.bytes_read);
+  a.addMetadata(kBytesWritten, r.bytes_written);
+  if (r.flops) a.addMetadata(kFlops, r.flops);
+  if (r.elements) a.addMetadata(kElements, r.elements);
+  if (r.dtype >= 0) a.addMetadataQuoted(kDtype, c10::toString(static_cast<c10::ScalarType>(r.dtype)));
+  if (r.model_ns) a.addMetadata(kModelNs, r.model_ns);
 }
 
 // Options from NeuronConfig, which torch passes through as a one-line JSON
@@ -167,16 +180,10 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
           auto& a = *buffer_->activities.back();
           fill(a, r, r.kernel_start + offset, r.kernel_end + offset, hardware_lane(r.device), nullptr, false);
           a.id = 0;
-          a.addMetadata("device", r.device);
-          a.addMetadataQuoted("tier", tier_name(static_cast<ExecutionTier>(r.tier)));
-          a.addMetadataQuoted("in", "compiled region");
-          a.addMetadata("bytes", r.bytes_read + r.bytes_written);
-          a.addMetadata("bytes read", r.bytes_read);
-          a.addMetadata("bytes written", r.bytes_written);
-          if (r.flops) a.addMetadata("flops", r.flops);
-          if (r.elements) a.addMetadata("elements", r.elements);
-          if (r.dtype >= 0) a.addMetadataQuoted("dtype", c10::toString(static_cast<c10::ScalarType>(r.dtype)));
-          if (r.model_ns) a.addMetadata("model ns", r.model_ns);
+          a.addMetadata(kDevice, r.device);
+          a.addMetadataQuoted(kTier, tier_name(static_cast<ExecutionTier>(r.tier)));
+          a.addMetadataQuoted(kIn, kInCompiledRegion);
+          add_work_metadata(a, r);
           seen_.insert({r.device, hardware_lane(r.device)});
         }
         continue;
@@ -189,13 +196,13 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
       // The runtime span: dispatch on the host, from entry to exit.
       if (options_.runtime && wants(ActivityType::PRIVATEUSE1_RUNTIME)) {
         buffer_->emplace_activity(buffer_->span, ActivityType::PRIVATEUSE1_RUNTIME,
-                                  copy ? std::string("nrt_tensor_copy") : std::string("nrt_execute"));
+                                  std::string(copy ? kRuntimeCopy : kRuntimeKernel));
         auto& a = *buffer_->activities.back();
         fill(a, r, r.host_start + offset, r.host_end + offset, runtime_lane(r.device, r.stream), op, flow);
         a.flow.start = 1;
-        a.addMetadataQuoted("op", r.name);
-        a.addMetadataQuoted("tier", tier);
-        a.addMetadata("stream", r.stream);
+        a.addMetadataQuoted(kOp, r.name);
+        a.addMetadataQuoted(kTier, tier);
+        a.addMetadata(kStream, r.stream);
         seen_.insert({r.device, runtime_lane(r.device, r.stream)});
         streams_[{r.device, runtime_lane(r.device, r.stream)}] = r.stream;
       }
@@ -209,19 +216,12 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
             copy ? transfer_lane(r.device) : (collective ? collective_lane(r.device) : hardware_lane(r.device));
         fill(a, r, r.kernel_start + offset, r.kernel_end + offset, lane, op, flow);
         a.flow.start = 0;
-        a.addMetadata("device", r.device);
-        a.addMetadata("stream", r.stream);
-        a.addMetadataQuoted("tier", tier);
-        a.addMetadata("bytes", r.bytes_read + r.bytes_written);
-        a.addMetadata("bytes read", r.bytes_read);
-        a.addMetadata("bytes written", r.bytes_written);
-        if (r.flops) a.addMetadata("flops", r.flops);
-        // What the cost model (torchneuron_ext/costmodel) projects from.
-        if (r.elements) a.addMetadata("elements", r.elements);
-        if (r.dtype >= 0) a.addMetadataQuoted("dtype", c10::toString(static_cast<c10::ScalarType>(r.dtype)));
-        if (r.model_ns) a.addMetadata("model ns", r.model_ns);
+        a.addMetadata(kDevice, r.device);
+        a.addMetadata(kStream, r.stream);
+        a.addMetadataQuoted(kTier, tier);
+        add_work_metadata(a, r);
         // The group's ranks: a collective's steps and bandwidth (a subgroup is not the world).
-        if (collective && r.group_size > 0) a.addMetadata("group size", r.group_size);
+        if (collective && r.group_size > 0) a.addMetadata(kGroupSize, r.group_size);
         seen_.insert({r.device, lane});
         buffer_->gpuOpCount++;
       }
@@ -243,13 +243,13 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
       std::string name;
       const int32_t offset = lane - core * kLanesPerCore;
       if (offset == 0) {
-        name = "NC" + std::to_string(core) + " hardware (kernel execution)";
+        name = "NC" + std::to_string(core) + kLaneHardware;
       } else if (offset == kLanesPerCore - 1) {
-        name = "NC" + std::to_string(core) + " transfers";
+        name = "NC" + std::to_string(core) + kLaneTransfers;
       } else if (offset == kLanesPerCore - 2) {
-        name = "NC" + std::to_string(core) + " collectives";
+        name = "NC" + std::to_string(core) + kLaneCollectives;
       } else {
-        name = "NC" + std::to_string(core) + " runtime stream " + std::to_string(streams_[{core, lane}]);
+        name = "NC" + std::to_string(core) + kLaneRuntimeStream + std::to_string(streams_[{core, lane}]);
       }
       out.push_back(libkineto::ResourceInfo(lane, lane, kNeuronPid, name));
     }

@@ -15,7 +15,7 @@
 #include "runtime/device.h"
 #include "runtime/memory.h"
 #include "runtime/stream.h"
-#include "runtime/tracer.h"
+#include "instrumentation/tracer.h"
 
 namespace {
 

@@ -1,6 +1,7 @@
 """The simulated runtime (csrc/runtime) built and tested on its own, without PyTorch.
 
-tests/runtime/runtime_tests.cpp is compiled together with csrc/runtime/*.cpp under AddressSanitizer
+tests/runtime/runtime_tests.cpp is compiled together with csrc/runtime/*.cpp and the torch-free part
+of the instrumentation layer (csrc/instrumentation/tracer.cpp) under AddressSanitizer
 and UndefinedBehaviorSanitizer and run: device configuration and the current core, the caching
 allocator (statistics, reuse, capacity, out of memory, threads), streams and events, and the
 tracer's per-thread buffers. About 30 s on two cores, most of it the compile.
@@ -13,6 +14,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUNTIME = os.path.join(ROOT, "csrc", "runtime")
+TRACER = os.path.join(ROOT, "csrc", "instrumentation", "tracer.cpp")
 TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime_tests.cpp")
 FLAGS = ["-std=c++20", "-g", "-O1", "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
          "-fno-omit-frame-pointer", "-Wall", "-Wno-unused-parameter"]
@@ -37,7 +39,7 @@ def binary(tmp_path_factory):
     cxx = _compiler()
     if cxx is None:
         pytest.skip("no C++ compiler (g++, clang++ or $CXX) to build the runtime's unit tests")
-    sources = sorted(os.path.join(RUNTIME, f) for f in os.listdir(RUNTIME) if f.endswith(".cpp"))
+    sources = sorted(os.path.join(RUNTIME, f) for f in os.listdir(RUNTIME) if f.endswith(".cpp")) + [TRACER]
     out = str(tmp_path_factory.mktemp("runtime_cpp") / "runtime_tests")
     build = subprocess.run([cxx, *FLAGS, "-I", os.path.join(ROOT, "csrc"), TESTS, *sources, "-o", out, "-lpthread"],
                            capture_output=True, text=True, timeout=300)

@@ -18,6 +18,7 @@ from typing import Any, Iterable, Optional, Union
 import torch
 
 from .. import _C, _torch_internals, costmodel, numerics
+from .. import _trace_schema as S
 
 _torch_internals.require("P19")
 
@@ -98,7 +99,7 @@ class NeuronConfig(_ExperimentalConfig):
                 f"capture_enabled_for_nc={self.capture_enabled_for_nc}, max_events_per_nc={self.max_events_per_nc})")
 
 
-_NEURON_PID = 0x4E43  # the trace's device process (csrc/profiler/kineto_plugin.cpp)
+_NEURON_PID = S.NEURON_PID  # the trace's device process
 
 
 def add_dispatch_flows(events: list[dict[str, Any]]) -> None:
@@ -112,16 +113,16 @@ def add_dispatch_flows(events: list[dict[str, Any]]) -> None:
                 ops[ext] = e  # innermost op wins: it comes later in Kineto's order
     flows = []
     for e in events:
-        if e.get("ph") == "X" and e.get("cat") == "privateuse1_runtime":
+        if e.get("ph") == "X" and e.get("cat") == S.CAT_RUNTIME:
             ext = e.get("args", {}).get("External id")
             op = ops.get(ext)
             if op is None:
                 continue
             fid = 1_000_000_000 + int(ext)
             flows.append({"ph": "s", "id": fid, "pid": op["pid"], "tid": op["tid"], "ts": op["ts"],
-                          "cat": "neuron_dispatch", "name": "neuron_dispatch"})
+                          "cat": S.CAT_DISPATCH, "name": S.CAT_DISPATCH})
             flows.append({"ph": "f", "id": fid, "pid": e["pid"], "tid": e["tid"], "ts": e["ts"],
-                          "cat": "neuron_dispatch", "name": "neuron_dispatch", "bp": "e"})
+                          "cat": S.CAT_DISPATCH, "name": S.CAT_DISPATCH, "bp": "e"})
     events.extend(flows)
 
 
@@ -135,9 +136,9 @@ def add_device_counters(trace: dict[str, Any], memory: Optional[list] = None) ->
     base_ns = trace.get("baseTimeNanoseconds", 0)
     for device, t_ns, allocated, reserved in memory:
         events.append({
-            "ph": "C", "name": f"NC{device} HBM", "pid": _NEURON_PID, "tid": 0,
+            "ph": "C", "name": S.hbm_counter_name(device), "pid": _NEURON_PID, "tid": 0,
             "ts": (t_ns - base_ns) / 1e3,
-            "args": {"allocated MB": round(allocated / 2**20, 3), "reserved MB": round(reserved / 2**20, 3)},
+            "args": {S.HBM_ALLOCATED_MB: round(allocated / 2**20, 3), S.HBM_RESERVED_MB: round(reserved / 2**20, 3)},
         })
 
 

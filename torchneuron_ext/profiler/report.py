@@ -16,6 +16,7 @@ from collections import defaultdict
 from typing import Any, Optional, Union
 
 from .. import costmodel
+from .. import _trace_schema as S
 from ._format import format_bytes, format_us
 
 
@@ -113,50 +114,48 @@ def summarize_trace(trace: Union[str, os.PathLike, dict],
     peak: dict[int, int] = defaultdict(int)
     cores: set[int] = set()
     t_min, t_max = float("inf"), float("-inf")
+    spans = (S.CAT_CPU_OP, S.CAT_KERNEL, S.CAT_MEMCPY, S.CAT_RUNTIME, S.CAT_USER_ANNOTATION)
     for e in events:
-        if e.get("ph") == "C" and str(e.get("name", "")).endswith(" HBM"):
-            core = int(str(e["name"])[2:].split()[0])
-            peak[core] = max(peak[core], int(float(e["args"].get("allocated MB", 0)) * 2**20))
+        if e.get("ph") == "C":
+            core = S.hbm_counter_core(str(e.get("name", "")))
+            if core is not None:
+                peak[core] = max(peak[core], int(float(e["args"].get(S.HBM_ALLOCATED_MB, 0)) * 2**20))
             continue
         if e.get("ph") != "X":
             continue
         ts, dur = float(e.get("ts", 0)), float(e.get("dur", 0))
         cat = e.get("cat")
         args = e.get("args", {})
-        if cat in ("cpu_op", "kernel", "gpu_memcpy", "privateuse1_runtime", "user_annotation"):
+        if cat in spans:
             t_min, t_max = min(t_min, ts), max(t_max, ts + dur)
-        if cat == "kernel":
-            name = str(e.get("name", ""))
-            op = name
-            if name.startswith("neuron::"):  # neuron::mul -> aten::mul; neuron::compiled::graph_0 -> compiled::graph_0
-                op = name[len("neuron::"):] if "::" in name[len("neuron::"):] else "aten::" + name[len("neuron::"):]
-            tier = str(args.get("tier", "native"))
+        if cat == S.CAT_KERNEL:
+            op = S.op_name(str(e.get("name", "")))
+            tier = str(args.get(S.TIER, "native"))
             row = rows.setdefault(op, OpRow(op, tier))
             row.calls += 1
             row.device_us += dur
-            row.bytes += int(args.get("bytes", 0))
+            row.bytes += int(args.get(S.BYTES, 0))
             kernels.append((ts, ts + dur))
-            cores.add(int(args.get("device", 0)))
+            cores.add(int(args.get(S.DEVICE, 0)))
             if tier == "generic":
                 generic[op] += 1
-        elif cat == "gpu_memcpy":
-            name = str(e.get("name", ""))
-            direction = name.split()[1] if len(name.split()) > 1 else "copy"
-            nbytes = int(args.get("bytes written", args.get("bytes", 0)))
+        elif cat == S.CAT_MEMCPY:
+            direction = S.copy_direction(str(e.get("name", "")), default="copy")
+            nbytes = int(args.get(S.BYTES_WRITTEN, args.get(S.BYTES, 0)))
             transfers[direction][0] += 1
             transfers[direction][1] += nbytes
             kernels.append((ts, ts + dur))
-            row = rows.setdefault("aten::_copy_from", OpRow("aten::_copy_from", str(args.get("tier", "native"))))
+            row = rows.setdefault("aten::_copy_from", OpRow("aten::_copy_from", str(args.get(S.TIER, "native"))))
             row.calls += 1
             row.device_us += dur
             row.bytes += nbytes
-        elif cat == "privateuse1_runtime":
+        elif cat == S.CAT_RUNTIME:
             host += dur
-            op = str(args.get("op", ""))
+            op = str(args.get(S.OP, ""))
             if op and op in rows:
                 rows[op].host_us += dur
             elif op:
-                rows.setdefault(op, OpRow(op, str(args.get("tier", "native")))).host_us += dur
+                rows.setdefault(op, OpRow(op, str(args.get(S.TIER, "native")))).host_us += dur
     wall = (t_max - t_min) if t_max > t_min else 0.0
     projected = _project(data, rows, target)
     ops = sorted(rows.values(), key=lambda r: (r.device_us, r.host_us), reverse=True)
@@ -174,7 +173,7 @@ def _project(data: dict, rows: dict[str, OpRow], target: Optional[Union[str, cos
     timeline = costmodel.project_trace(data, target)
     bounds: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for k in timeline.kernels:
-        op = "aten::_copy_from" if k.name.startswith("Memcpy") else costmodel.op_name(k.name)
+        op = "aten::_copy_from" if S.is_copy(k.name) else S.op_name(k.name)
         row = rows.get(op)
         if row is None:
             continue

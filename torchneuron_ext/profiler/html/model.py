@@ -20,14 +20,17 @@ from typing import Any
 
 import numpy as np
 
+from ... import _trace_schema as S
+
 # Lane groups, top to bottom, as Neuron Explorer's system timeline lays them out.
 GROUPS = ("framework", "runtime", "hardware", "projected", "transfer", "memory")
 _GROUP_OF_CAT = {
-    "privateuse1_runtime": "runtime", "cuda_runtime": "runtime", "cuda_driver": "runtime",
-    "kernel": "hardware", "gpu_user_annotation": "hardware", "neuron_projected": "projected",
-    "gpu_memcpy": "transfer", "gpu_memset": "transfer",
+    S.CAT_RUNTIME: "runtime", "cuda_runtime": "runtime", "cuda_driver": "runtime",
+    S.CAT_KERNEL: "hardware", S.CAT_ANNOTATION: "hardware", S.CAT_PROJECTED: "projected",
+    S.CAT_MEMCPY: "transfer", S.CAT_MEMSET: "transfer",
 }
-TIERS = ("", "native", "generic", "compiled", "nki", "collective")
+# An event's tier as an index into this ("": none), the enumerator's tiers in its order.
+TIERS = ("",) + S.TIERS
 _ESCAPE = 0xFFFFFFFF  # in a uint32 time column: the value is the next one of the escape column
 try:  # optional: several times faster on big traces; the standard library does the same job
     import orjson
@@ -138,7 +141,7 @@ def build_profile(trace: dict, name: str, source: str = "") -> dict[str, Any]:
             cat_l.append(cid)
             args = e.get("args")
             if args:
-                tier_l.append(tier_index.get(args.get("tier"), 0) if isinstance(args, dict) else 0)
+                tier_l.append(tier_index.get(args.get(S.TIER), 0) if isinstance(args, dict) else 0)
                 blobs.append(_encode_args(args))
             else:
                 tier_l.append(0)

@@ -8,7 +8,7 @@ import re
 from importlib import resources
 from typing import Optional, Sequence, Union
 
-from ... import costmodel
+from ... import _trace_schema, costmodel
 from ..report import _load, summarize_trace
 from .findings import find
 from .model import build_profile
@@ -18,6 +18,11 @@ TraceLike = Union[str, os.PathLike, dict]
 
 def _asset(name: str) -> str:
     return resources.files(__package__).joinpath("assets", name).read_text(encoding="utf-8")
+
+
+def _tier_css() -> str:
+    """The tier badges' colours, one rule per tier of the tier enumerator."""
+    return "".join(f".tier-{t} {{ background: {bg}; color: {fg}; }}\n" for t, (bg, fg) in _trace_schema.TIER_COLOURS.items())
 
 
 def _default_name(trace: TraceLike, index: int, path: Optional[str]) -> str:
@@ -87,7 +92,7 @@ def build_html(traces: Sequence[TraceLike], names: Optional[Sequence[Optional[st
     # Inside <script>, "</script" or "<!--" would change how the HTML parser reads on; JSON only has
     # "<" inside strings, where \u003c is the same character.
     payload = payload.replace("<", "\\u003c")
-    parts = {"/*TNX_CSS*/": _asset("viewer.css"), "__TNX_TITLE__": _html_escape(title), "/*TNX_DATA*/": payload,
+    parts = {"/*TNX_CSS*/": _asset("viewer.css") + _tier_css(), "__TNX_TITLE__": _html_escape(title), "/*TNX_DATA*/": payload,
              "/*TNX_JS*/": _asset("viewer.js").replace("</script", "<\\/script")}
     # One pass, so a placeholder-like string inside the data is never substituted.
     return re.sub(r"/\*TNX_(?:CSS|DATA|JS)\*/|__TNX_TITLE__", lambda m: parts[m.group(0)], _asset("viewer.html"))

@@ -107,6 +107,7 @@
       const col = (name) => { const [dt, off, n] = meta.columns[name]; return new ARRAYS[dt](buffer, off, n); };
       this.nameId = col("name"); this.lane = col("lane");
       this.cat = col("cat"); this.tier = col("tier"); this.rowStart = col("rowStart");
+      this.genericTier = this.tiers.indexOf("generic");  // its kernels are marked on the timeline
       this.n = this.nameId.length;
       // Times arrive as uint32 nanoseconds (starts as deltas within each row, 0xFFFFFFFF: take the
       // next escape value) and become float64 microseconds. Each row is non-overlapping and
@@ -694,7 +695,7 @@
               const nameIdx = p.nameId[i];
               ctx.fillStyle = this.matches && !this.matches[nameIdx] ? "#d9dde4" : p.colors[nameIdx];
               ctx.fillRect(px0, y + 1, px1 - px0, ROW_H - 2);
-              if (p.tier[i] === 2) { ctx.fillStyle = "#c23a2b"; ctx.fillRect(px0, y + 1, px1 - px0, 3); }
+              if (p.tier[i] === p.genericTier) { ctx.fillStyle = "#c23a2b"; ctx.fillRect(px0, y + 1, px1 - px0, 3); }
               if (px1 - px0 > 36) {
                 const label = p.strings[nameIdx];
                 const room = Math.floor((px1 - Math.max(px0, LABEL_W) - 6) / 6.2);

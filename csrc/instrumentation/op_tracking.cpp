@@ -2,7 +2,7 @@
 
 #include <c10/util/Exception.h>
 
-#include "../runtime/tracer.h"
+#include "tracer.h"
 
 #include <cstdlib>
 #include <deque>
