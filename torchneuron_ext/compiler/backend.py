@@ -9,6 +9,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from .. import _C, _torch_internals
+from .._activity import DeviceActivity
 from . import metrics
 
 
@@ -97,8 +98,7 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], mode: Op
     name = f"compiled::{record.name}"
     device = next((t.device.index or 0 for t in example_inputs
                    if isinstance(t, torch.Tensor) and t.device.type == "neuron"), 0)
-    timing_mode, now, record_kernel = _C._timing_mode, _C._now_ns, _C._record_kernel
-    region_enter, region_exit = _C._region_enter, _C._region_exit
+    timing_mode, region_enter, region_exit = _C._timing_mode, _C._region_enter, _C._region_exit
 
     def run(*args: Any) -> Any:
         record.calls += 1
@@ -106,13 +106,12 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], mode: Op
             return compiled(*args)
         # One launch of the graph is one device kernel (one NEFF execution on Trainium): the
         # kernels it runs are recorded as its children, and their bytes and FLOPs as its own.
-        start = now()
-        region_enter()
-        try:
-            out = compiled(*args)
-        finally:
-            read, written, flops, elements, dtype = region_exit()
-        record_kernel(name, "compiled", device, start, now(), read, written, flops, elements, dtype)
+        with DeviceActivity(name, "compiled", device) as act:
+            region_enter()
+            try:
+                out = compiled(*args)
+            finally:
+                act.bytes_read, act.bytes_written, act.flops, act.elements, act.dtype = region_exit()
         return out
 
     # AOTAutograd looks for this attribute on what a backend returns.

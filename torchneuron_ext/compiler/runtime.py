@@ -6,10 +6,9 @@ from typing import Any, Callable
 import torch
 
 from .. import _C
+from .._activity import DeviceActivity
 
 _timing_mode = _C._timing_mode
-_now_ns = _C._now_ns
-_record = _C._record_kernel
 _Tensor = torch.Tensor
 # c10::ScalarType numbers of the dtypes the cost model distinguishes (others: unknown).
 _SCALAR_TYPE = {torch.uint8: 0, torch.int8: 1, torch.int16: 2, torch.int32: 3, torch.int64: 4, torch.float16: 5,
@@ -34,22 +33,22 @@ def run_kernel_rw(name: str, kernel: Callable[..., Any], access: str, *args: Any
     """
     if not _timing_mode():
         return kernel(*args)
-    start = _now_ns()
-    out = kernel(*args)
-    end = _now_ns()
-    read, written, elements, dtype = 0, 0, 0, -1
-    for i, a in enumerate(args):
-        if isinstance(a, _Tensor):
-            n = a.numel()
-            nbytes = n * a.element_size()
-            how = access[i] if access else "r"
-            if how in "rb":
-                read += nbytes
-            if how in "wb":
-                written += nbytes
-            if n > elements:
-                elements = n
-            if dtype < 0:
-                dtype = _SCALAR_TYPE.get(a.dtype, -1)
-    _record(f"compiled::{name}", "compiled", _C._current_device(), start, end, read, written, 0, elements, dtype)
+    with DeviceActivity(f"compiled::{name}", "compiled", _C._current_device()) as act:
+        out = kernel(*args)
+        act.stop()
+        read, written, elements, dtype = 0, 0, 0, -1
+        for i, a in enumerate(args):
+            if isinstance(a, _Tensor):
+                n = a.numel()
+                nbytes = n * a.element_size()
+                how = access[i] if access else "r"
+                if how in "rb":
+                    read += nbytes
+                if how in "wb":
+                    written += nbytes
+                if n > elements:
+                    elements = n
+                if dtype < 0:
+                    dtype = _SCALAR_TYPE.get(a.dtype, -1)
+        act.bytes_read, act.bytes_written, act.elements, act.dtype = read, written, elements, dtype
     return out

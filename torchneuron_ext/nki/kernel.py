@@ -16,6 +16,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from .._activity import DeviceActivity
 from . import blas_threads, runtime
 from .cost_model import Costs
 from .errors import fail
@@ -272,12 +273,12 @@ def launch(kernel: Kernel, grid: tuple, args: tuple, kwargs: dict) -> Any:
     bound = _bind(kernel.func, cargs, ckwargs)
     if conv.requires_grad:
         _warn_without_autograd(kernel)
-    record = conv.kind == "neuron"
     result = None
-    with _profiler_scope(kernel, conv.kind):
-        if record:
-            from .. import _C
-            start = _C._now_ns()
+    # A launch on neuron tensors is a device kernel; one on numpy arrays is the simulator's alone.
+    on_device = conv.kind == "neuron"
+    activity = DeviceActivity(f"nki::{kernel.__name__}", "nki", (conv.device.index or 0) if on_device else 0,
+                              record=on_device)
+    with _profiler_scope(kernel, conv.kind), activity:
         t0 = time.perf_counter()
         with runtime.active(state), np.errstate(all="ignore"), blas_threads.single_threaded():
             for index, pid in enumerate(iter_grid(grid)):
@@ -290,11 +291,11 @@ def launch(kernel: Kernel, grid: tuple, args: tuple, kwargs: dict) -> Any:
         wall = time.perf_counter() - t0
         kernel.last_result = LaunchResult(state, wall, tuple(s.written for s in conv.storages))
         _check_mutable(kernel.func, bound, result)
-        if record:
+        if activity.recording:
             c = state.costs
+            activity.bytes_read, activity.bytes_written, activity.flops = c.bytes_read, c.bytes_written, c.flops
             # The instruction-level estimate travels with the record: the trace's projected lane uses it.
-            _C._record_kernel(f"nki::{kernel.__name__}", "nki", conv.device.index or 0, start, _C._now_ns(),
-                              c.bytes_read, c.bytes_written, c.flops, model_ns=int(c.estimated_latency_s * 1e9))
+            activity.model_ns = int(c.estimated_latency_s * 1e9)
     return out
 
 
