@@ -79,7 +79,7 @@ std::tuple<at::Tensor, at::Tensor> fused_rms_norm(const at::Tensor& input, c10::
                                                   const std::optional<at::Tensor>& weight, std::optional<double> eps) {
   static OpCounter* counter = op_counter("aten::_fused_rms_norm", "", ExecutionTier::kNative);
   auto fn = [&](const at::Tensor& x, const std::optional<at::Tensor>& w) {
-    at::DisableRecordFunctionGuard internals;
+    HiddenInternals internals;
     // The CPU's entry for this operator is its composite (libtorch does not export it by name).
     return at::_ops::_fused_rms_norm::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), x, normalized_shape, w,
                                                  eps);
@@ -93,7 +93,7 @@ std::tuple<at::Tensor, at::Tensor> fused_rms_norm_backward(const at::Tensor& gra
                                                            std::array<bool, 2> output_mask) {
   static OpCounter* counter = op_counter("aten::_fused_rms_norm_backward", "", ExecutionTier::kNative);
   auto fn = [&](const at::Tensor& g, const at::Tensor& x, const at::Tensor& r, const std::optional<at::Tensor>& w) {
-    at::DisableRecordFunctionGuard internals;
+    HiddenInternals internals;
     return rms_norm_backward_on_host(g, x, normalized_shape, r, w, output_mask);
   };
   return run_on_host<std::tuple<at::Tensor, at::Tensor>>("aten::_fused_rms_norm_backward", counter, fn, grad_out,
@@ -118,7 +118,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward(const at::Tensor&
               "linear_backward: grad_output of shape ", grad_output.sizes(), " is not the shape of the output of input ",
               self.sizes(), " and weight ", weight.sizes());
   auto fn = [&](const at::Tensor& x, const at::Tensor& g, const at::Tensor& w) {
-    at::DisableRecordFunctionGuard internals;
+    HiddenInternals internals;
     const at::Tensor g2 = g.reshape({-1, g.size(-1)});
     at::Tensor d_input, d_weight, d_bias;
     if (output_mask[0]) d_input = at::matmul(g, w);
@@ -138,7 +138,7 @@ at::Tensor index_select_backward(const at::Tensor& grad, c10::SymIntArrayRef sel
                                  const at::Tensor& index) {
   static OpCounter* counter = op_counter("aten::index_select_backward", "", ExecutionTier::kNative);
   auto fn = [&](const at::Tensor& g, const at::Tensor& i) {
-    at::DisableRecordFunctionGuard internals;
+    HiddenInternals internals;
     return at::native::index_select_backward_symint(g, self_sizes, dim, i);
   };
   return run_on_host<at::Tensor>("aten::index_select_backward", counter, fn, grad, index);
@@ -175,7 +175,7 @@ at::Tensor value_selecting_reduction_backward(const at::Tensor& grad, int64_t di
                                               c10::SymIntArrayRef sizes, bool keepdim) {
   static OpCounter* counter = op_counter("aten::value_selecting_reduction_backward", "", ExecutionTier::kNative);
   auto fn = [&](const at::Tensor& g, const at::Tensor& i) {
-    at::DisableRecordFunctionGuard internals;
+    HiddenInternals internals;
     return at::native::value_selecting_reduction_backward_symint(g, dim, i, sizes, keepdim);
   };
   return run_on_host<at::Tensor>("aten::value_selecting_reduction_backward", counter, fn, grad, indices);
