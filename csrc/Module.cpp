@@ -300,5 +300,12 @@ PYBIND11_MODULE(_C, m) {
       throw py::value_error(e.what_without_backtrace());
     }
   });
+  m.def("_rng_source", [] {
+    try {
+      return std::string(rng_source_name());
+    } catch (const c10::ValueError& e) {
+      throw py::value_error(e.what_without_backtrace());
+    }
+  });
   distributed::init_bindings(m);
 }

@@ -5,12 +5,14 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "../runtime/device.h"
@@ -429,8 +431,39 @@ at::Generator new_generator(c10::DeviceIndex device) {
   return at::make_generator<NeuronGeneratorImpl>(device);
 }
 
+namespace {
+
+enum class RngSource { kDevice, kCpu, kInvalid };
+
+RngSource read_rng_source() {
+  const char* e = std::getenv("TORCHNEURON_EXT_RNG");
+  if (e == nullptr || *e == '\0' || std::string_view(e) == "device") return RngSource::kDevice;
+  if (std::string_view(e) == "cpu") return RngSource::kCpu;
+  return RngSource::kInvalid;
+}
+
+}  // namespace
+
+// Read on first use, which the runtime's initialisation forces (the first use
+// of a neuron device), not when the library loads: a pytest plugin or a
+// launcher may set it after importing torchneuron_ext, as with NEURON_RT_*.
+bool draws_from_cpu_generator() {
+  static const RngSource g_rng_source = read_rng_source();
+  if (C10_UNLIKELY(g_rng_source == RngSource::kInvalid)) {
+    const char* e = std::getenv("TORCHNEURON_EXT_RNG");
+    TORCH_CHECK_VALUE(false, "TORCHNEURON_EXT_RNG='", e == nullptr ? "" : e,
+                      "' is not a random-number source; use 'device' (the default: each neuron device has its "
+                      "own generator, as on CUDA) or 'cpu' (random ops on neuron draw from the CPU's default "
+                      "generator, as TorchNeuron's CPU-fallback random ops do).");
+  }
+  return g_rng_source == RngSource::kCpu;
+}
+
+const char* rng_source_name() { return draws_from_cpu_generator() ? "cpu" : "device"; }
+
 at::Generator host_engine_for(const std::optional<at::Generator>& gen, c10::DeviceIndex device) {
   if (!gen.has_value() || !gen->defined()) {
+    if (draws_from_cpu_generator()) return at::detail::getDefaultCPUGenerator();
     return static_cast<NeuronGeneratorImpl*>(default_generator(device).unsafeGetGeneratorImpl())->engine();
   }
   TORCH_CHECK(gen->device().type() == c10::DeviceType::PrivateUse1,

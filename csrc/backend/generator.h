@@ -73,8 +73,19 @@ const at::Generator& default_generator(c10::DeviceIndex device);
 void clear_rng_state_memo();
 at::Generator new_generator(c10::DeviceIndex device);
 
+// TORCHNEURON_EXT_RNG, read once, when the runtime starts: `device` (the
+// default) gives each neuron device its own generator, as CUDA does and as
+// TorchNeuron's native random ops will; `cpu` makes random kernels on neuron
+// that are given no generator draw from (and advance) the CPU's default
+// generator, as TorchNeuron's current release does: its random ops fall back
+// to the CPU, so a seeded program draws on neuron the numbers it draws on CPU
+// in the same order. Raises ValueError for another value.
+bool draws_from_cpu_generator();
+const char* rng_source_name();
+
 // The CPU generator a host kernel should draw from for `gen` on `device`:
-// the engine of `gen`, or of the device's default generator when absent.
+// the engine of `gen`, or, when absent, of the device's default generator
+// (the CPU's default generator under TORCHNEURON_EXT_RNG=cpu).
 at::Generator host_engine_for(const std::optional<at::Generator>& gen, c10::DeviceIndex device);
 
 // Some CPU kernels draw random numbers without taking a generator argument

@@ -33,6 +33,7 @@ def _lazy_init() -> None:
                 _C._BAD_FORK_MESSAGE + " (multiprocessing.set_start_method('spawn') or torch.multiprocessing.spawn)."
             )
         _C._numerics_mode()  # raises ValueError for a bad TORCHNEURON_EXT_NUMERICS
+        _C._rng_source()  # and for a bad TORCHNEURON_EXT_RNG
         _C._init()  # raises ValueError for a bad NEURON_RT_* configuration
         _initialized = True
         for call in _queued_calls:

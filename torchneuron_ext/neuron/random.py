@@ -1,6 +1,8 @@
 """Per-device random number generators. They use the CPU's engine, so a seeded
 program draws the same numbers on neuron as on CPU; their states are 16 bytes,
-(seed, offset), as TorchNeuron's and CUDA's are."""
+(seed, offset), as TorchNeuron's and CUDA's are. Under TORCHNEURON_EXT_RNG=cpu
+(see rng_source) random ops given no generator draw from the CPU's default
+generator instead, as TorchNeuron's CPU-fallback random ops do."""
 from __future__ import annotations
 
 from typing import Iterable
@@ -14,6 +16,28 @@ from .device import DeviceLike, _get_device_index, device_count
 
 def _generator(device: DeviceLike) -> torch.Generator:
     return _C._get_default_generator(_get_device_index(device, optional=True))
+
+
+RNG_SOURCES = ("device", "cpu")
+
+
+def rng_source() -> str:
+    """Where random ops on neuron that are given no generator draw from (TORCHNEURON_EXT_RNG, read once, when
+    the neuron runtime starts: the first use of a device).
+
+    Returns:
+        ``"device"`` (the default): the neuron device's own generator, seeded by ``torch.manual_seed`` and
+        ``torch.neuron.manual_seed``, independent of the CPU's stream, as on CUDA. ``"cpu"``: the CPU's
+        default generator, which they advance, as TorchNeuron's current release does (its random ops fall
+        back to the CPU), so ``torch.manual_seed(0); torch.randn(n, device="neuron")`` continues the CPU's
+        stream; ``torch.neuron.get_rng_state`` and its kin still work but no longer steer the draws.
+        A ``torch.Generator(device="neuron")`` passed explicitly is used in both.
+
+    Raises:
+        ValueError: TORCHNEURON_EXT_RNG has another value.
+    """
+    _lazy_init()
+    return str(_C._rng_source())
 
 
 def default_generator(device: DeviceLike = None) -> torch.Generator:

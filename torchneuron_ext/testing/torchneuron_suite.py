@@ -13,6 +13,9 @@ what a Trainium host provides and the emulator does differently:
 - ``TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=0``: the emulator's errors are the CPU kernels'
   messages, which the suite expects (``match_cpu``) in that mode;
 - ``TORCH_NEURONX_MLIR_ATEN_OPS=1``, the value TorchNeuron's import sets, which tests read directly;
+- ``TORCHNEURON_EXT_RNG=cpu``: random ops on neuron draw from the CPU's default generator, as TorchNeuron's
+  CPU-fallback random ops do (tests seed once, draw on CPU, then ``randn_like`` a neuron tensor and compare
+  with the CPU run; the suite's one test of a device generator is an xfail for that reason);
 - ``torch_neuronx``, ``neuronxcc.nki`` and ``nki`` resolve to torchneuron_ext (torch_neuronx even when a
   TorchNeuron source tree is on sys.path), and ``TORCHNEURON_EXT_NKI_COMPAT=1`` for spawned ranks;
 - ``torch._dynamo.reset()`` before each test (the suite's conftest does it only on hardware);
@@ -43,9 +46,13 @@ ENV_MAPPING = {
     "TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS": "0",
     "TORCH_NEURONX_MLIR_ATEN_OPS": "1",
     "TORCHNEURON_EXT_NKI_COMPAT": "1",
+    "TORCHNEURON_EXT_RNG": "cpu",
 }
 
 _IMPORT_NAME = re.compile(r"cannot import name '(\w+)' from '((?:torchneuron_ext\.)?torch_neuronx[\w.]*)'")
+# XLA and JAX, which TorchNeuron lowers through and the emulator does not have: a test that imports them
+# itself (not through torch_neuronx, whose modules name the limitation) is out of scope too.
+_XLA_MODULE = re.compile(r"No module named '((?:jax|jaxlib|torch_xla|libneuronxla)(?:\.[\w.]+)?)'")
 
 
 def pytest_addoption(parser: Any) -> None:
@@ -108,6 +115,9 @@ def _out_of_scope_reason(text: str) -> Optional[str]:
     for line in text.splitlines():
         if marker in line:
             return re.sub(r"^E\s+", "", line.strip())
+    match = _XLA_MODULE.search(text)
+    if match:
+        return f"XLA/JAX: the test imports {match.group(1)}, which TorchNeuron lowers through and the emulator does not use"
     match = _IMPORT_NAME.search(text)
     if match:  # `from torch_neuronx.x import y`: Python replaced our AttributeError with a plain ImportError
         name, module = match.groups()
