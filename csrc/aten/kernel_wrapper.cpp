@@ -78,10 +78,21 @@ c10::DeviceIndex KernelCall::resolve() {
   return device_;
 }
 
+// PyTorch's and CUDA's sentence, which libraries and PyTorch's tests match,
+// with TorchNeuron's phrase ("... is on cpu device, expected neuron", which
+// its users' tests match) inside the parenthesis.
+void raise_mixed_devices(c10::Device expected, c10::Device found, const std::string& op) {
+  const bool cpu = found.type() == c10::DeviceType::CPU;
+  TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ", expected,
+              " and ", found, "! (when checking arguments for ", op, ": a ", cpu ? "non-scalar " : "", "tensor is on ",
+              cpu ? "cpu" : found.str(), " device, expected ", cpu ? std::string("neuron") : expected.str(),
+              "). Move them to one device first, e.g. with .to(\"", expected, "\").");
+}
+
 void KernelCall::mismatch(c10::Device a, c10::Device b) const {
-  TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ", a, " and ", b,
-              "! (when checking arguments for ", name_, (overload_ != nullptr && overload_[0] ? "." : ""),
-              (overload_ != nullptr ? overload_ : ""), "). Move them to one device first, e.g. with .to(\"", a, "\").");
+  std::string op(name_);
+  if (overload_ != nullptr && overload_[0] != '\0') op.append(".").append(overload_);
+  raise_mixed_devices(a, b, op);
 }
 
 // CUDA's wording (structured kernels' output check), which PyTorch's tests match.

@@ -18,6 +18,7 @@
 #include <c10/util/SmallVector.h>
 
 #include <optional>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -46,6 +47,10 @@ constexpr bool is_converted_arg_v =
 
 template <class R>
 struct ToDevice;
+
+// Raises PyTorch's mixed-device error for `op` (an operator's full name),
+// which has a tensor on `found` where `expected` was the device of the call.
+[[noreturn]] void raise_mixed_devices(c10::Device expected, c10::Device found, const std::string& op);
 
 class KernelCall {
  public:

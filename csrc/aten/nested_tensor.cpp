@@ -24,6 +24,7 @@
 
 #include "../backend/allocator.h"
 #include "host_view.h"
+#include "kernel_wrapper.h"
 #include "../instrumentation/op_tracking.h"
 
 namespace torchneuron {
@@ -51,9 +52,9 @@ struct Input {
 };
 
 [[noreturn]] void mixed_devices(const c10::OperatorHandle& op, const at::Tensor& neuron, const at::Tensor& other) {
-  TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ",
-              neuron.device(), " and ", other.device(), "! (when checking arguments for ", op.schema().name(),
-              "). Move them to one device first, e.g. with .to(\"", neuron.device(), "\").");
+  const auto& name = op.schema().operator_name();
+  raise_mixed_devices(neuron.device(), other.device(),
+                      name.overload_name.empty() ? name.name : name.name + "." + name.overload_name);
 }
 
 at::Tensor to_device(const at::Tensor& r, const std::vector<Input>& inputs, c10::DeviceIndex device) {

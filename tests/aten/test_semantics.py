@@ -120,7 +120,7 @@ class TestDeviceMixing(TestCase):
     def test_neuron_and_cpu(self):
         with self.assertRaises(RuntimeError) as cm:
             n(torch.ones(3)) + torch.ones(3)
-        self.assertExpectedInline(str(cm.exception), """Expected all tensors to be on the same device, but found at least two devices, neuron:0 and cpu! (when checking arguments for aten::add.Tensor). Move them to one device first, e.g. with .to("neuron:0").""")
+        self.assertExpectedInline(str(cm.exception), """Expected all tensors to be on the same device, but found at least two devices, neuron:0 and cpu! (when checking arguments for aten::add.Tensor: a non-scalar tensor is on cpu device, expected neuron). Move them to one device first, e.g. with .to("neuron:0").""")
         with self.assertRaises(RuntimeError):
             torch.mm(n(torch.ones(2, 2)), torch.ones(2, 2))
         with self.assertRaises(RuntimeError):
@@ -130,7 +130,7 @@ class TestDeviceMixing(TestCase):
     def test_two_cores(self):
         with self.assertRaises(RuntimeError) as cm:
             torch.ones(3, device="neuron:0") * torch.ones(3, device="neuron:1")
-        self.assertExpectedInline(str(cm.exception), """Expected all tensors to be on the same device, but found at least two devices, neuron:0 and neuron:1! (when checking arguments for aten::mul.Tensor). Move them to one device first, e.g. with .to("neuron:0").""")
+        self.assertExpectedInline(str(cm.exception), """Expected all tensors to be on the same device, but found at least two devices, neuron:0 and neuron:1! (when checking arguments for aten::mul.Tensor: a tensor is on neuron:1 device, expected neuron:0). Move them to one device first, e.g. with .to("neuron:0").""")
         with self.assertRaises(RuntimeError):
             torch.atan2(torch.ones(3, device="neuron:1"), torch.ones(3, device="neuron:0"))
 

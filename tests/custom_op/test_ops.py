@@ -96,14 +96,12 @@ class TestDevices(expecttest.TestCase):
     def test_neuron_and_cpu_tensors(self):
         with self.assertRaises(RuntimeError) as cm:
             ops.stream_add(torch.ones(3, device="neuron"), torch.ones(3))
-        self.assertExpectedInline(str(cm.exception), """\
-Expected all tensors to be on the same device, but found at least two devices, neuron:0 and cpu! (when checking arguments for test_ops::stream_add). Move them to one device first, e.g. with .to("neuron:0").""")
+        self.assertExpectedInline(str(cm.exception), """Expected all tensors to be on the same device, but found at least two devices, neuron:0 and cpu! (when checking arguments for test_ops::stream_add: a non-scalar tensor is on cpu device, expected neuron). Move them to one device first, e.g. with .to("neuron:0").""")
 
     def test_two_neuron_cores(self):
         with self.assertRaises(RuntimeError) as cm:
             ops.stream_add(torch.ones(3, device="neuron:0"), torch.ones(3, device="neuron:1"))
-        self.assertExpectedInline(str(cm.exception), """\
-Expected all tensors to be on the same device, but found at least two devices, neuron:0 and neuron:1! (when checking arguments for test_ops::stream_add). Move them to one device first, e.g. with .to("neuron:0").""")
+        self.assertExpectedInline(str(cm.exception), """Expected all tensors to be on the same device, but found at least two devices, neuron:0 and neuron:1! (when checking arguments for test_ops::stream_add: a tensor is on neuron:1 device, expected neuron:0). Move them to one device first, e.g. with .to("neuron:0").""")
 
     def test_wrong_dtype(self):
         with self.assertRaises(RuntimeError) as cm:
