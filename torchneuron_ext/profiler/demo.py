@@ -14,6 +14,7 @@ from torch.profiler import ProfilerActivity
 from .config import NeuronConfig, NeuronProfiler
 from ._format import format_bytes, format_us
 from .report import TraceSummary, format_report, summarize_trace
+from .trace_events import ClassifiedTrace, classify
 
 
 def naive_rmsnorm(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
@@ -146,6 +147,7 @@ def run_demo(out_dir: str, size: int = 2048, iters: int = 5) -> int:
     w = torch.randn(size, device="neuron")
     ref = naive_rmsnorm(x.cpu(), w.cpu())
     results = {}
+    classified: dict[str, ClassifiedTrace] = {}
     for step, (name, fn) in enumerate(VARIANTS.items(), start=1):
         what = "compiling (about 10 s the first time), " if name == "torch.compile" else ""
         print(f"[{step}/{len(VARIANTS)}] {name}: {what}checking against CPU, warming up, profiling {iters} "
@@ -163,7 +165,9 @@ def run_demo(out_dir: str, size: int = 2048, iters: int = 5) -> int:
                 fn(x, w)
             torch.neuron.synchronize()
             wall = (time.perf_counter() - t0) / iters
-        summary = summarize_trace(os.path.join(exporter.last_export_dir, "trace.json"))
+        # Classified once: the text report here and the HTML report below read the same classification.
+        classified[name] = classify(os.path.join(exporter.last_export_dir, "trace.json"))
+        summary = summarize_trace(classified[name])
         results[name] = (wall, summary, exporter.last_export_dir)
         print(f"== {name} ({size}x{size}, {iters} iterations) ==")
         print(prof.key_averages().table(sort_by="self_device_time_total", row_limit=8))
@@ -171,7 +175,7 @@ def run_demo(out_dir: str, size: int = 2048, iters: int = 5) -> int:
     print(comparison(results, iters))
     from .html import write_html_report
 
-    report = write_html_report([os.path.join(path, "trace.json") for _, _, path in results.values()],
+    report = write_html_report([classified[name] for name in results],
                                os.path.join(out_dir, "report.html"), names=list(results),
                                title=f"RMSNorm on neuron ({size}x{size}, {iters} iterations)")
     print(f"\nHTML report (summary, timeline with framework, runtime, hardware, transfer and memory lanes, ops, HBM, "

@@ -5,12 +5,13 @@
 turns that into text. Host time of an op is its dispatch span on the runtime lane (entry to
 exit); device time is its kernel on the hardware lane. Beside those measured times stand the cost
 model's projections for a Trainium target (torchneuron_ext.costmodel): per op, and for the whole
-trace replayed on the target (projected device busy, wall and verdict).
+trace replayed on the target (projected device busy, wall and verdict). What each event is comes
+from the trace's one classification (trace_events.py), which the HTML viewer reads too.
 """
 from __future__ import annotations
 
 import dataclasses
-import json
+import heapq
 import os
 from collections import defaultdict
 from typing import Any, Optional, Union
@@ -18,6 +19,7 @@ from typing import Any, Optional, Union
 from .. import costmodel
 from .. import _trace_schema as S
 from ._format import format_bytes, format_us
+from .trace_events import COPY, REGION_KERNEL, ClassifiedTrace, Dispatch, activity_op, classify
 
 
 @dataclasses.dataclass
@@ -81,90 +83,55 @@ class TraceSummary:
         return d
 
 
-def _load(trace: Union[str, os.PathLike, dict]) -> dict:
-    if isinstance(trace, dict):
-        return trace
-    path = os.fspath(trace)
-    if os.path.isdir(path):
-        candidates = []
-        for root, _, files in os.walk(path):
-            candidates += [os.path.join(root, f) for f in files if f.endswith(".json")]
-        if not candidates:
-            raise FileNotFoundError(f"no trace .json file under {path}")
-        path = max(candidates, key=os.path.getmtime)
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path} is not a Chrome trace (JSON): {e}") from None
-
-
-def summarize_trace(trace: Union[str, os.PathLike, dict],
+def summarize_trace(trace: Union[str, os.PathLike, dict, ClassifiedTrace],
                     target: Optional[Union[str, costmodel.Target]] = None) -> TraceSummary:
-    """The trace's summary; `target` (default NEURON_EMU_TARGET, trn2) is the projection's."""
-    data = _load(trace)
-    events = data.get("traceEvents") if isinstance(data, dict) else None
-    if not isinstance(events, list):
-        raise ValueError("not a Chrome trace: no 'traceEvents' list")
+    """The trace's summary; `target` (default NEURON_EMU_TARGET, trn2) is the projection's. A trace
+    already classified (trace_events.classify) is read from its classification, not walked again."""
+    c = classify(trace)
     rows: dict[str, OpRow] = {}
-    kernels: list[tuple[float, float]] = []
     host = 0.0
     generic: dict[str, int] = defaultdict(int)
     transfers: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    peak: dict[int, int] = defaultdict(int)
     cores: set[int] = set()
-    t_min, t_max = float("inf"), float("-inf")
-    spans = (S.CAT_CPU_OP, S.CAT_KERNEL, S.CAT_MEMCPY, S.CAT_RUNTIME, S.CAT_USER_ANNOTATION)
-    for e in events:
-        if e.get("ph") == "C":
-            core = S.hbm_counter_core(str(e.get("name", "")))
-            if core is not None:
-                peak[core] = max(peak[core], int(float(e["args"].get(S.HBM_ALLOCATED_MB, 0)) * 2**20))
+    # Rows in the trace's order of kernels, copies and dispatches: an op's row takes the tier of its
+    # first record, and ops that tie keep that order.
+    for a in heapq.merge(c.activities, c.dispatches, key=lambda r: r.index):
+        if isinstance(a, Dispatch):
+            host += a.dur
+            if a.op:
+                rows.setdefault(a.op, OpRow(a.op, a.tier)).host_us += a.dur
             continue
-        if e.get("ph") != "X":
+        if a.kind == REGION_KERNEL:  # part of its compiled graph's launch, timed by the graph
             continue
-        ts, dur = float(e.get("ts", 0)), float(e.get("dur", 0))
-        cat = e.get("cat")
-        args = e.get("args", {})
-        if cat in spans:
-            t_min, t_max = min(t_min, ts), max(t_max, ts + dur)
-        if cat == S.CAT_KERNEL:
-            op = S.op_name(str(e.get("name", "")))
-            tier = str(args.get(S.TIER, "native"))
-            row = rows.setdefault(op, OpRow(op, tier))
-            row.calls += 1
-            row.device_us += dur
-            row.bytes += int(args.get(S.BYTES, 0))
-            kernels.append((ts, ts + dur))
-            cores.add(int(args.get(S.DEVICE, 0)))
-            if tier == "generic":
-                generic[op] += 1
-        elif cat == S.CAT_MEMCPY:
-            direction = S.copy_direction(str(e.get("name", "")), default="copy")
-            nbytes = int(args.get(S.BYTES_WRITTEN, args.get(S.BYTES, 0)))
-            transfers[direction][0] += 1
-            transfers[direction][1] += nbytes
-            kernels.append((ts, ts + dur))
-            row = rows.setdefault("aten::_copy_from", OpRow("aten::_copy_from", str(args.get(S.TIER, "native"))))
-            row.calls += 1
-            row.device_us += dur
-            row.bytes += nbytes
-        elif cat == S.CAT_RUNTIME:
-            host += dur
-            op = str(args.get(S.OP, ""))
-            if op and op in rows:
-                rows[op].host_us += dur
-            elif op:
-                rows.setdefault(op, OpRow(op, str(args.get(S.TIER, "native")))).host_us += dur
-    wall = (t_max - t_min) if t_max > t_min else 0.0
-    projected = _project(data, rows, target)
+        row = rows.setdefault(a.op, OpRow(a.op, a.tier))
+        row.calls += 1
+        row.device_us += a.dur
+        row.bytes += a.bytes
+        if a.kind == COPY:
+            transfers[a.direction][0] += 1
+            transfers[a.direction][1] += a.bytes
+        else:
+            cores.add(a.device)
+            if a.tier == "generic":
+                generic[a.op] += 1
+    kernels = [(a.ts, a.ts + a.dur) for a in c.activities if a.kind != REGION_KERNEL]
+    # Wall: from the first to the last span of the framework, the runtime and the device.
+    measured = c.spans_of(S.CAT_CPU_OP, S.CAT_KERNEL, S.CAT_MEMCPY, S.CAT_RUNTIME, S.CAT_USER_ANNOTATION)
+    wall = 0.0
+    if len(measured):
+        t_min = float(c.spans.ts[measured].min())
+        t_max = float((c.spans.ts[measured] + c.spans.dur[measured]).max())
+        wall = t_max - t_min if t_max > t_min else 0.0
+    # At least 0: a counter that reads below zero means nothing is allocated.
+    peak = {core: max(0, *(int(mb * 2**20) for mb in samples)) for core, samples in c.hbm_allocated.items()}
+    projected = _project(c.placed(), rows, target)
     ops = sorted(rows.values(), key=lambda r: (r.device_us, r.host_us), reverse=True)
     return TraceSummary(
         projected=projected, wall_us=wall, device_busy_us=costmodel.union_length(kernels), host_dispatch_us=host, ops=ops,
         generic_ops=dict(sorted(generic.items(), key=lambda kv: -kv[1])),
         transfers={k: (v[0], v[1]) for k, v in sorted(transfers.items())},
         peak_hbm_bytes=dict(sorted(peak.items())), kernels=len(kernels), cores=sorted(cores),
-        numerics=str((data.get("neuron") or {}).get("numerics", "host")),
+        numerics=c.numerics,
     )
 
 
@@ -173,7 +140,7 @@ def _project(data: dict, rows: dict[str, OpRow], target: Optional[Union[str, cos
     timeline = costmodel.project_trace(data, target)
     bounds: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for k in timeline.kernels:
-        op = "aten::_copy_from" if S.is_copy(k.name) else S.op_name(k.name)
+        op = activity_op(k.name)
         row = rows.get(op)
         if row is None:
             continue

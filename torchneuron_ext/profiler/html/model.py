@@ -9,6 +9,9 @@ inflates only after it has opened.
 
 Events are ordered by lane, then row (nesting depth), then start, so each row is one contiguous,
 non-overlapping, start-sorted range: the timeline finds what is on screen by binary search.
+
+What each event is (its lane, its tier, a flow point, a counter sample) is the trace's one
+classification (profiler/trace_events.py), which the text report reads too; this module lays it out.
 """
 from __future__ import annotations
 
@@ -16,19 +19,13 @@ import base64
 import json
 import zlib
 from collections import defaultdict
-from typing import Any
+from typing import Any, Union
 
 import numpy as np
 
 from ... import _trace_schema as S
+from ..trace_events import GROUPS, ClassifiedTrace, classify
 
-# Lane groups, top to bottom, as Neuron Explorer's system timeline lays them out.
-GROUPS = ("framework", "runtime", "hardware", "projected", "transfer", "memory")
-_GROUP_OF_CAT = {
-    S.CAT_RUNTIME: "runtime", "cuda_runtime": "runtime", "cuda_driver": "runtime",
-    S.CAT_KERNEL: "hardware", S.CAT_ANNOTATION: "hardware", S.CAT_PROJECTED: "projected",
-    S.CAT_MEMCPY: "transfer", S.CAT_MEMSET: "transfer",
-}
 # An event's tier as an index into this ("": none), the enumerator's tiers in its order.
 TIERS = ("",) + S.TIERS
 _ESCAPE = 0xFFFFFFFF  # in a uint32 time column: the value is the next one of the escape column
@@ -88,96 +85,25 @@ def _lane_label(group: str, pid: Any, tid: Any, thread_names: dict, process_name
     return name or f"{group} {tid}"
 
 
-def build_profile(trace: dict, name: str, source: str = "") -> dict[str, Any]:
-    """Reduce one Chrome trace (a dict with "traceEvents") to the viewer's profile record."""
-    events = trace.get("traceEvents") if isinstance(trace, dict) else None
-    if not isinstance(events, list):
-        raise ValueError("not a Chrome trace: no 'traceEvents' list")
-    thread_names: dict = {}
-    process_names: dict = {}
-    lane_ids: dict[tuple, int] = {}  # (group, pid, tid) -> lane id in order of appearance
-    strings: dict[str, int] = {}
-    cats: dict[str, int] = {}
-    ts_l: list[float] = []
-    dur_l: list[float] = []
-    lane_l: list[int] = []
-    name_l: list[int] = []
-    cat_l: list[int] = []
-    tier_l: list[int] = []
-    blobs: list[bytes] = []
-    flow_points: list[tuple] = []
-    counters: dict[tuple, dict] = {}
+def build_profile(trace: Union[dict, ClassifiedTrace], name: str, source: str = "") -> dict[str, Any]:
+    """Reduce one Chrome trace (a dict with "traceEvents", or its classification) to the viewer's
+    profile record."""
+    c = classify(trace)
+    spans = c.spans
+    n = len(spans)
     tier_index = {t: k for k, t in enumerate(TIERS)}
-    # One pass over the events in plain Python (they are dicts); everything after works on arrays.
-    for e in events:
-        if not isinstance(e, dict):
-            continue
-        ph = e.get("ph")
-        if ph == "X":
-            try:
-                ts, dur = float(e["ts"]), float(e.get("dur", 0.0))
-            except (KeyError, TypeError, ValueError):
-                continue  # a complete event without a time cannot be placed
-            cat = e.get("cat", "")
-            if not isinstance(cat, str):
-                cat = str(cat)
-            key = (_GROUP_OF_CAT.get(cat, "framework"), e.get("pid"), e.get("tid"))
-            lane = lane_ids.get(key)
-            if lane is None:
-                lane = lane_ids[key] = len(lane_ids)
-            ts_l.append(ts)
-            dur_l.append(dur if dur > 0 else 0.0)
-            lane_l.append(lane)
-            ename = e.get("name", "")
-            if not isinstance(ename, str):
-                ename = str(ename)
-            sid = strings.get(ename)
-            if sid is None:
-                sid = strings[ename] = len(strings)
-            name_l.append(sid)
-            cid = cats.get(cat)
-            if cid is None:
-                cid = cats[cat] = min(len(cats), 255)
-            cat_l.append(cid)
-            args = e.get("args")
-            if args:
-                tier_l.append(tier_index.get(args.get(S.TIER), 0) if isinstance(args, dict) else 0)
-                blobs.append(_encode_args(args))
-            else:
-                tier_l.append(0)
-                blobs.append(b"")
-        elif ph in ("s", "f", "t"):
-            try:
-                flow_points.append((float(e["ts"]), ph, e["id"], e.get("pid"), e.get("tid"), e.get("bp"),
-                                    e.get("cat", "")))
-            except (KeyError, TypeError, ValueError):
-                continue
-        elif ph == "C":
-            try:
-                ts = float(e["ts"])
-            except (KeyError, TypeError, ValueError):
-                continue
-            ckey = (e.get("pid"), str(e.get("name", "counter")))
-            args = e.get("args")
-            counters.setdefault(ckey, []).append((ts, args if isinstance(args, dict) else {}))
-        elif ph == "M":
-            args = e.get("args") or {}
-            if e.get("name") == "thread_name":
-                thread_names[(e.get("pid"), e.get("tid"))] = str(args.get("name", ""))
-            elif e.get("name") == "process_name":
-                process_names[e.get("pid")] = str(args.get("name", ""))
-
-    n = len(ts_l)
-    start = np.array(ts_l, dtype=np.float64)
-    dur = np.array(dur_l, dtype=np.float64)
+    blobs = [_encode_args(args) if args else b"" for args in spans.args]
+    start = spans.ts
+    dur = spans.dur
     end = start + dur
-    lane_of = np.array(lane_l, dtype=np.int64)
+    lane_ids = {key: k for k, key in enumerate(c.lanes)}
+    lane_of = np.array(spans.lane, dtype=np.int64)
+    counters = c.counters
+    thread_names, process_names = c.thread_names, c.process_names
     bounds = [start.min(), end.max()] if n else []
     for samples in counters.values():
         bounds += [min(t for t, _ in samples), max(t for t, _ in samples)]
     t_min, t_max = (float(min(bounds)), float(max(bounds))) if bounds else (0.0, 0.0)
-    if not np.all(np.isfinite(end)):
-        raise ValueError("trace has a complete event with a non-finite time or duration")
 
     # Lanes top to bottom: by group, framework lanes by process and thread, device lanes by tid.
     keys = sorted(lane_ids, key=lambda k: (GROUPS.index(k[0]), str(k[1]) if k[0] == "framework" else "",
@@ -217,7 +143,7 @@ def build_profile(trace: dict, name: str, source: str = "") -> dict[str, Any]:
             "rows": int(rows_of_lane[r]), "firstRow": int(first_row[r]),
         })
 
-    flows = _resolve_flows(flow_points, keys, lane_ids, lane_of, start, end, index_of)
+    flows = _resolve_flows(c.flow_points, keys, lane_ids, lane_of, start, end, index_of)
     lengths = np.fromiter(map(len, blobs), dtype=np.int64, count=n)
     if lengths.sum() >= 2**32:
         raise ValueError("the trace's event arguments exceed 4 GiB; the viewer cannot embed them")
@@ -230,17 +156,18 @@ def build_profile(trace: dict, name: str, source: str = "") -> dict[str, Any]:
     delta[firsts] = start_ns[firsts]
     cols.add_ns("start", delta)
     cols.add_ns("dur", np.rint(dur[final] * 1000.0).astype(np.int64))
-    cols.add("name", "u32", np.array(name_l, dtype=np.uint32)[final] if n else [])
+    cols.add("name", "u32", np.array(spans.name, dtype=np.uint32)[final] if n else [])
     cols.add("lane", "u16", lane_rank[final])
-    cols.add("cat", "u8", np.array(cat_l, dtype=np.uint8)[final] if n else [])
-    cols.add("tier", "u8", np.array(tier_l, dtype=np.uint8)[final] if n else [])
+    # Categories past the 255th share the last index (the column is a byte).
+    cols.add("cat", "u8", np.minimum(np.array(spans.cat, dtype=np.int64), 255)[final] if n else [])
+    cols.add("tier", "u8", np.array([tier_index.get(t, 0) for t in spans.tier], dtype=np.uint8)[final] if n else [])
     cols.add("rowStart", "u32", row_starts)
     cols.add("argLength", "u32", lengths[final])
     cols.add("flowFromDelta", "u32", np.diff(flows[:, 0].astype(np.int64), prepend=0))
     cols.add("flowTo", "u32", flows[:, 1])
     counter_records = []
     for (pid, cname), samples in sorted(counters.items(), key=lambda kv: (_counter_core(kv[0][1]), kv[0][1])):
-        samples.sort(key=lambda sample: sample[0])
+        samples = sorted(samples, key=lambda sample: sample[0])  # the classification stays as it was
         names: dict[str, None] = {}
         for _, args in samples:
             names.update((k, None) for k, v in args.items() if isinstance(v, (int, float)))
@@ -260,8 +187,8 @@ def build_profile(trace: dict, name: str, source: str = "") -> dict[str, Any]:
                                 "column": prefix, "series": list(names), "samples": len(samples)})
     return {
         "name": name, "source": source, "t0": t_min, "duration": t_max - t_min, "events": n,
-        "lanes": lane_records, "groups": list(GROUPS), "tiers": list(TIERS), "strings": list(strings),
-        "cats": list(cats), "counters": counter_records, "flows": int(len(flows)),
+        "lanes": lane_records, "groups": list(GROUPS), "tiers": list(TIERS), "strings": list(c.names),
+        "cats": list(c.cats), "counters": counter_records, "flows": int(len(flows)),
         "columns": cols.index, "blob": cols.encode(),
         # Event args are most of the bytes and only needed once an event is clicked: a blob of their
         # own, inflated by the page after it has opened.

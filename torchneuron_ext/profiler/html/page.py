@@ -9,11 +9,14 @@ from importlib import resources
 from typing import Optional, Sequence, Union
 
 from ... import _trace_schema, costmodel
-from ..report import _load, summarize_trace
+from ..report import summarize_trace
+from ..trace_events import ClassifiedTrace, classify, read_trace
 from .findings import find
 from .model import build_profile
 
-TraceLike = Union[str, os.PathLike, dict]
+# A trace file, a profile directory (its newest trace), a trace dict, or a trace classified already
+# (trace_events.classify), which is not classified again.
+TraceLike = Union[str, os.PathLike, dict, ClassifiedTrace]
 
 
 def _asset(name: str) -> str:
@@ -36,31 +39,33 @@ def _default_name(trace: TraceLike, index: int, path: Optional[str]) -> str:
     return stem if stem != "trace" or len(parts) < 2 else parts[-2]
 
 
-def _resolve(trace: TraceLike) -> tuple[dict, Optional[str]]:
-    if isinstance(trace, dict):
-        return trace, None
-    path = os.fspath(trace)
-    if os.path.isdir(path):
-        found = []
-        for root, _, files in os.walk(path):
-            found += [os.path.join(root, f) for f in files if f.endswith(".json")]
-        if not found:
-            raise FileNotFoundError(f"no trace .json file under {path}")
-        path = max(found, key=os.path.getmtime)
-    return _load(path), path
+def _classified(trace: TraceLike) -> ClassifiedTrace:
+    """The trace classified once, for both the summary and the timeline, with its projected lanes."""
+    c = trace if isinstance(trace, ClassifiedTrace) else None
+    if c is None:
+        data, path = read_trace(trace)
+        events = data.get("traceEvents") if isinstance(data, dict) else None
+        if not isinstance(events, list) or any(isinstance(e, dict) and e.get("cat") == _trace_schema.CAT_PROJECTED
+                                               for e in events):
+            return classify(data, path=path)
+    elif c.has_cat(_trace_schema.CAT_PROJECTED):
+        return c
+    else:
+        data, path = c.trace, c.path
+    # A trace from torch's own export_chrome_trace (NeuronProfiler adds these at export): its
+    # projected lanes, on a copy (the caller's dict stays as it was).
+    data = dict(data, traceEvents=list(data["traceEvents"]))
+    costmodel.add_projected_lanes(data)
+    return classify(data, path=path)
 
 
 def profile_payload(trace: TraceLike, name: Optional[str] = None, index: int = 0) -> dict:
-    """Everything the page shows about one trace: events in columns, summary, findings, op table."""
-    data, path = _resolve(trace)
-    events = data.get("traceEvents") if isinstance(data, dict) else None
-    if isinstance(events, list) and not any(e.get("cat") == "neuron_projected" for e in events):
-        # A trace from torch's own export_chrome_trace (NeuronProfiler adds these at export): its
-        # projected lanes, on a copy (the caller's dict stays as it was).
-        data = dict(data, traceEvents=list(events))
-        costmodel.add_projected_lanes(data)
-    summary = summarize_trace(data)
-    profile = build_profile(data, name or _default_name(trace, index, path), source=path or "")
+    """Everything the page shows about one trace: events in columns, summary, findings, op table.
+    The summary and the timeline read one classification of the trace."""
+    classified = _classified(trace)
+    path = classified.path
+    summary = summarize_trace(classified)
+    profile = build_profile(classified, name or _default_name(trace, index, path), source=path or "")
     profile["summary"] = summary.to_dict()
     profile["summary"].pop("ops")
     profile["ops"] = [
