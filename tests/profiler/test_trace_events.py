@@ -229,3 +229,18 @@ def test_spans_of_and_an_empty_trace():
     c = T.classify({"traceEvents": [_kernel(tier="native"), dict(_kernel(), cat="cpu_op"), _kernel(tier="generic")]})
     assert list(c.spans_of(S.CAT_KERNEL)) == [0, 2] and list(c.spans_of(S.CAT_CPU_OP, "nothing")) == [1]
     assert isinstance(c.spans.ts, np.ndarray) and [a.tier for a in c.activities] == ["native", "generic"]
+
+
+def test_a_projection_handed_on_is_the_one_the_summary_would_make(recorded):
+    path, trace = recorded
+    from torchneuron_ext import costmodel
+
+    c = T.classify(trace)
+    fresh = summarize_trace(c)
+    handed = summarize_trace(c, projection=costmodel.project_trace(trace))
+    assert handed.to_dict() == fresh.to_dict()
+    # NeuronProfiler's export summarizes with the projection it drew the lanes from: the same summary.
+    stored = trace["neuron"]["summary"]
+    assert stored == json.loads(json.dumps(summarize_trace(path).to_dict()))
+    with pytest.raises(ValueError, match="the projection is on trn2 LNC=2, the summary's target is trn1"):
+        summarize_trace(c, "trn1", projection=costmodel.project_trace(trace))

@@ -171,10 +171,10 @@ class NeuronProfiler:
         # projects a collective over its record's group size, world_size for traces without it.
         info = trace.setdefault("distributedInfo", {"rank": int(os.environ.get("RANK", "0"))})
         info.setdefault("world_size", int(os.environ.get("WORLD_SIZE", "1")))
-        costmodel.add_projected_lanes(trace)
+        projection = costmodel.add_projected_lanes(trace)
         # Read by summarize_trace: a report of a run in trainium numerics says so in its header.
         trace["neuron"] = {"numerics": numerics.mode()}
-        summary = summarize_trace(trace)
+        summary = summarize_trace(trace, projection=projection)  # the lanes' projection, not a second one
         # The summary travels inside the trace: tools that load every .json in a profile
         # directory as a trace (HTA does) would choke on a separate JSON file.
         trace["neuron"] = {

@@ -11,7 +11,6 @@ from the trace's one classification (trace_events.py), which the HTML viewer rea
 from __future__ import annotations
 
 import dataclasses
-import heapq
 import os
 from collections import defaultdict
 from typing import Any, Optional, Union
@@ -84,10 +83,17 @@ class TraceSummary:
 
 
 def summarize_trace(trace: Union[str, os.PathLike, dict, ClassifiedTrace],
-                    target: Optional[Union[str, costmodel.Target]] = None) -> TraceSummary:
+                    target: Optional[Union[str, costmodel.Target]] = None, *,
+                    projection: Optional[costmodel.ProjectedTimeline] = None) -> TraceSummary:
     """The trace's summary; `target` (default NEURON_EMU_TARGET, trn2) is the projection's. A trace
-    already classified (trace_events.classify) is read from its classification, not walked again."""
+    already classified (trace_events.classify) is read from its classification, not walked again;
+    `projection`, the trace's projection when the caller has it (costmodel.add_projected_lanes
+    returns it), is not computed again."""
     c = classify(trace)
+    if projection is not None and target is not None and \
+            projection.target.label != costmodel.resolve_target(target).label:
+        raise ValueError(f"the projection is on {projection.target.label}, the summary's target is "
+                         f"{costmodel.resolve_target(target).label}")
     rows: dict[str, OpRow] = {}
     host = 0.0
     generic: dict[str, int] = defaultdict(int)
@@ -95,7 +101,7 @@ def summarize_trace(trace: Union[str, os.PathLike, dict, ClassifiedTrace],
     cores: set[int] = set()
     # Rows in the trace's order of kernels, copies and dispatches: an op's row takes the tier of its
     # first record, and ops that tie keep that order.
-    for a in heapq.merge(c.activities, c.dispatches, key=lambda r: r.index):
+    for a in c.neuron_spans:
         if isinstance(a, Dispatch):
             host += a.dur
             if a.op:
@@ -124,7 +130,7 @@ def summarize_trace(trace: Union[str, os.PathLike, dict, ClassifiedTrace],
         wall = t_max - t_min if t_max > t_min else 0.0
     # At least 0: a counter that reads below zero means nothing is allocated.
     peak = {core: max(0, *(int(mb * 2**20) for mb in samples)) for core, samples in c.hbm_allocated.items()}
-    projected = _project(c.placed(), rows, target)
+    projected = _project(projection or costmodel.project_trace(c.placed(), target), rows)
     ops = sorted(rows.values(), key=lambda r: (r.device_us, r.host_us), reverse=True)
     return TraceSummary(
         projected=projected, wall_us=wall, device_busy_us=costmodel.union_length(kernels), host_dispatch_us=host, ops=ops,
@@ -135,9 +141,7 @@ def summarize_trace(trace: Union[str, os.PathLike, dict, ClassifiedTrace],
     )
 
 
-def _project(data: dict, rows: dict[str, OpRow], target: Optional[Union[str, costmodel.Target]]
-             ) -> ProjectedSummary:
-    timeline = costmodel.project_trace(data, target)
+def _project(timeline: costmodel.ProjectedTimeline, rows: dict[str, OpRow]) -> ProjectedSummary:
     bounds: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for k in timeline.kernels:
         op = activity_op(k.name)

@@ -118,6 +118,7 @@ class ClassifiedTrace:
     lanes: list[tuple[str, Any, Any]]  # (group, pid, tid), in order of first appearance
     activities: list[DeviceActivity]  # in trace order
     dispatches: list[Dispatch]  # in trace order
+    neuron_spans: list[Union[DeviceActivity, Dispatch]]  # both, in trace order
     counters: dict[tuple[Any, str], list[tuple[float, dict]]]  # (pid, name) -> (ts, args) samples, trace order
     hbm_allocated: dict[int, list[float]]  # core -> its HBM counter's "allocated MB" samples
     flow_points: list[tuple]  # (ts, ph, id, pid, tid, bp, cat) of each flow start, step and finish
@@ -206,8 +207,13 @@ class _Classifier:
         thread_names: dict = {}
         process_names: dict = {}
         skipped = 0
-        device_cats = (S.CAT_KERNEL, S.CAT_MEMCPY, S.CAT_ANNOTATION, S.CAT_RUNTIME)
-        # Plain Python over dicts, once; what the readers do after works on the columns.
+        neuron_spans: list[Union[DeviceActivity, Dispatch]] = []
+        # Plain Python over dicts, once; what the readers do after works on the columns. A loop run
+        # for each of up to millions of events: its lookups are bound to locals.
+        group_of, tier_key, neuron_span = GROUP_OF_CAT.get, _TIER, self._neuron_span
+        ts_add, dur_add, name_add, cat_add, lane_add, tier_add, args_add, event_add = (
+            ts_l.append, dur_l.append, name_l.append, cat_l.append, lane_l.append, tier_l.append, args_l.append,
+            events_l.append)
         for i, e in enumerate(events):
             if not isinstance(e, dict):
                 skipped += 1
@@ -222,14 +228,14 @@ class _Classifier:
                 if not dur > 0:
                     dur = 0.0
                 cat = e.get("cat", "")
-                if not isinstance(cat, str):
+                if cat.__class__ is not str:
                     cat = str(cat)
-                key = (GROUP_OF_CAT.get(cat, "framework"), e.get("pid"), e.get("tid"))
+                key = (group_of(cat, "framework"), e.get("pid"), e.get("tid"))
                 lane = lane_ids.get(key)
                 if lane is None:
                     lane = lane_ids[key] = len(lane_ids)
                 ename = e.get("name", "")
-                if not isinstance(ename, str):
+                if ename.__class__ is not str:
                     ename = str(ename)
                 sid = names.get(ename)
                 if sid is None:
@@ -237,19 +243,22 @@ class _Classifier:
                 cid = cats.get(cat)
                 if cid is None:
                     cid = cats[cat] = len(cats)
-                index = len(ts_l)
-                ts_l.append(ts)
-                dur_l.append(dur)
-                name_l.append(sid)
-                cat_l.append(cid)
-                lane_l.append(lane)
+                ts_add(ts)
+                dur_add(dur)
+                name_add(sid)
+                cat_add(cid)
+                lane_add(lane)
                 args = e.get("args")
-                tier = args.get(S.TIER) if args and isinstance(args, dict) else None
-                tier_l.append(tier if isinstance(tier, str) else None)
-                args_l.append(args if args else None)
-                events_l.append(e)
-                if cat in device_cats:
-                    self._neuron_span(i, index, cat, ename, ts, dur, e, activities, dispatches)
+                if args:
+                    tier = args.get(tier_key) if isinstance(args, dict) else None
+                    tier_add(tier if isinstance(tier, str) else None)
+                    args_add(args)
+                else:
+                    tier_add(None)
+                    args_add(None)
+                event_add(e)
+                if cat in _DEVICE_CATS:
+                    neuron_span(i, len(ts_l) - 1, cat, ename, ts, dur, e, activities, dispatches, neuron_spans)
             elif ph in ("s", "f", "t"):
                 try:
                     fid = e["id"]
@@ -299,12 +308,14 @@ class _Classifier:
             trace=self.data, path=self.path,
             spans=Spans(ts_a, dur_a, name_l, cat_l, lane_l, tier_l, args_l, events_l),
             names=list(names), cats=list(cats), lanes=list(lane_ids), activities=activities, dispatches=dispatches,
+            neuron_spans=neuron_spans,
             counters=counters, hbm_allocated=hbm, flow_points=flow_points, thread_names=thread_names,
             process_names=process_names, numerics=numerics, skipped=skipped)
 
     @staticmethod
     def _neuron_span(i: int, index: int, cat: str, name: str, ts: float, dur: float, e: dict,
-                     activities: list[DeviceActivity], dispatches: list[Dispatch]) -> None:
+                     activities: list[DeviceActivity], dispatches: list[Dispatch],
+                     both: list[Union[DeviceActivity, Dispatch]]) -> None:
         """Classify a span of a device category: a device activity, a dispatch, or neither (an
         annotation outside compiled regions)."""
         if cat == _CAT_ANNOTATION:  # Kineto's own annotations are not the device's: only a region's kernels
@@ -316,10 +327,12 @@ class _Classifier:
             args = {}
         try:
             tier = args.get(_TIER, "native")
-            if tier.__class__ is not str:
+            if not isinstance(tier, str):
                 raise TypeError
             if cat == _CAT_RUNTIME:
-                dispatches.append(Dispatch(index, str(args.get(_OP, "")), tier, ts, dur))
+                d = Dispatch(index, str(args.get(_OP, "")), tier, ts, dur)
+                dispatches.append(d)
+                both.append(d)
                 return
             if cat == _CAT_KERNEL:
                 kind, op, direction = KERNEL, S.op_name(name), ""
@@ -329,11 +342,13 @@ class _Classifier:
                 kind, op, direction = REGION_KERNEL, S.op_name(name), ""
             total = int(args.get(_BYTES, 0))
             written = int(args.get(_BYTES_WRITTEN, 0))
-            activities.append(DeviceActivity(
+            a = DeviceActivity(
                 index, kind, name, op, tier, int(args.get(_DEVICE, 0)), int(args.get(_STREAM, 0)), ts, dur,
                 (written if _BYTES_WRITTEN in args else total) if kind is COPY else total,
                 int(args.get(_BYTES_READ, 0)), written, int(args.get(_FLOPS, 0)), int(args.get(_ELEMENTS, 0)),
-                int(args.get(_MODEL_NS, 0)), direction))
+                int(args.get(_MODEL_NS, 0)), direction)
+            activities.append(a)
+            both.append(a)
         except (AttributeError, TypeError, ValueError, OverflowError):
             raise _explain(i, cat, name, args) from None
 
@@ -342,6 +357,7 @@ _CAT_ANNOTATION, _CAT_RUNTIME, _CAT_KERNEL, _CAT_MEMCPY = S.CAT_ANNOTATION, S.CA
 _IN, _IN_COMPILED_REGION, _TIER, _OP = S.IN, S.IN_COMPILED_REGION, S.TIER, S.OP
 _BYTES, _BYTES_READ, _BYTES_WRITTEN, _FLOPS, _ELEMENTS, _MODEL_NS, _DEVICE, _STREAM = (
     S.BYTES, S.BYTES_READ, S.BYTES_WRITTEN, S.FLOPS, S.ELEMENTS, S.MODEL_NS, S.DEVICE, S.STREAM)
+_DEVICE_CATS = frozenset((_CAT_KERNEL, _CAT_MEMCPY, _CAT_ANNOTATION, _CAT_RUNTIME))
 _INTEGERS = (_DEVICE, _STREAM, _BYTES, _BYTES_READ, _BYTES_WRITTEN, _FLOPS, _ELEMENTS, _MODEL_NS)
 
 

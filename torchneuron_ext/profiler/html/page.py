@@ -39,32 +39,33 @@ def _default_name(trace: TraceLike, index: int, path: Optional[str]) -> str:
     return stem if stem != "trace" or len(parts) < 2 else parts[-2]
 
 
-def _classified(trace: TraceLike) -> ClassifiedTrace:
-    """The trace classified once, for both the summary and the timeline, with its projected lanes."""
+def _classified(trace: TraceLike) -> tuple[ClassifiedTrace, Optional[costmodel.ProjectedTimeline]]:
+    """The trace classified once, for both the summary and the timeline, with its projected lanes;
+    and their projection when it was made here."""
     c = trace if isinstance(trace, ClassifiedTrace) else None
     if c is None:
         data, path = read_trace(trace)
         events = data.get("traceEvents") if isinstance(data, dict) else None
         if not isinstance(events, list) or any(isinstance(e, dict) and e.get("cat") == _trace_schema.CAT_PROJECTED
                                                for e in events):
-            return classify(data, path=path)
+            return classify(data, path=path), None
     elif c.has_cat(_trace_schema.CAT_PROJECTED):
-        return c
+        return c, None
     else:
         data, path = c.trace, c.path
     # A trace from torch's own export_chrome_trace (NeuronProfiler adds these at export): its
     # projected lanes, on a copy (the caller's dict stays as it was).
     data = dict(data, traceEvents=list(data["traceEvents"]))
-    costmodel.add_projected_lanes(data)
-    return classify(data, path=path)
+    projection = costmodel.add_projected_lanes(data)
+    return classify(data, path=path), projection
 
 
 def profile_payload(trace: TraceLike, name: Optional[str] = None, index: int = 0) -> dict:
     """Everything the page shows about one trace: events in columns, summary, findings, op table.
     The summary and the timeline read one classification of the trace."""
-    classified = _classified(trace)
+    classified, projection = _classified(trace)
     path = classified.path
-    summary = summarize_trace(classified)
+    summary = summarize_trace(classified, projection=projection)
     profile = build_profile(classified, name or _default_name(trace, index, path), source=path or "")
     profile["summary"] = summary.to_dict()
     profile["summary"].pop("ops")
