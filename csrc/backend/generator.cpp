@@ -558,8 +558,18 @@ DeviceRngScope::DeviceRngScope(c10::DeviceIndex device)
               "Registering it failed: ", registration_error, ". Update generator.cpp to another unregistered "
               "mode key.");
   tls_device_engine = &engine_;
+  // A Python dispatch mode's __torch_dispatch__ runs with every key above
+  // Python excluded, this one too, and an exclusion beats an inclusion: under
+  // AOTAutograd's first-run mode (or any TorchDispatchMode) the CPU kernel's
+  // draws went to the CPU generator. Only this key is let through; the
+  // Python keys stay excluded.
+  unexcluded_ = c10::impl::tls_is_dispatch_key_excluded(kDeviceRngKey);
+  if (unexcluded_) c10::impl::tls_set_dispatch_key_excluded(kDeviceRngKey, false);
 }
 
-DeviceRngScope::~DeviceRngScope() { tls_device_engine = outer_; }
+DeviceRngScope::~DeviceRngScope() {
+  if (unexcluded_) c10::impl::tls_set_dispatch_key_excluded(kDeviceRngKey, true);
+  tls_device_engine = outer_;
+}
 
 }  // namespace torchneuron

@@ -110,6 +110,7 @@ class DeviceRngScope {
   at::Generator engine_;
   const at::Generator* outer_;
   c10::impl::IncludeDispatchKeyGuard redirect_;
+  bool unexcluded_;  // the key was excluded (inside a Python dispatch mode) and is let through meanwhile
 };
 
 }  // namespace torchneuron

@@ -85,3 +85,28 @@ def test_offset_counts_draws():
     assert g.get_offset() == 0
     torch.rand(3, device="neuron", generator=g)
     assert g.get_offset() == 3  # the state's layout and round trips: test_rng_state.py
+
+
+def test_kernels_drawing_inside_cpu_code_keep_the_device_stream_under_a_dispatch_mode():
+    # A TorchDispatchMode (AOTAutograd's first run of a compiled graph, FlopCounterMode, ...) runs ops with
+    # every key above Python excluded; native_dropout's CPU kernel draws through the device-RNG redirect,
+    # which must stay on so it draws from the neuron generator, not the CPU's.
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class PassThrough(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    x = torch.ones(64, device="neuron")
+    torch.manual_seed(5)
+    expected = torch.nn.functional.dropout(x, 0.5).cpu()
+    after = torch.rand(4, device="neuron").cpu()
+    torch.manual_seed(5)
+    cpu_stream = torch.rand(4)
+    torch.manual_seed(5)
+    with PassThrough():
+        got = torch.nn.functional.dropout(x, 0.5).cpu()
+        got_after = torch.rand(4, device="neuron").cpu()
+    assert torch.equal(got, expected)
+    assert torch.equal(got_after, after)
+    assert torch.equal(torch.rand(4), cpu_stream)  # the CPU's stream was not drawn from
