@@ -244,3 +244,18 @@ def test_a_projection_handed_on_is_the_one_the_summary_would_make(recorded):
     assert stored == json.loads(json.dumps(summarize_trace(path).to_dict()))
     with pytest.raises(ValueError, match="the projection is on trn2 LNC=2, the summary's target is trn1"):
         summarize_trace(c, "trn1", projection=costmodel.project_trace(trace))
+
+
+def test_a_classification_without_projected_lanes_gets_them_on_the_page(recorded):
+    _, trace = recorded
+    plain = dict(trace, traceEvents=[e for e in trace["traceEvents"] if e.get("cat") != S.CAT_PROJECTED])
+    c = T.classify(plain)
+    assert not c.has_cat(S.CAT_PROJECTED)
+    p, exported = page.profile_payload(c, "plain"), page.profile_payload(trace, "exported")
+
+    def projected_lanes(profile):
+        return [lane["label"] for lane in profile["lanes"] if lane["group"] == "projected"]
+
+    assert projected_lanes(p) == projected_lanes(exported) == ["NC0 projected (trn2 LNC=2)"]
+    assert p["summary"]["projected"] == exported["summary"]["projected"]
+    assert not c.has_cat(S.CAT_PROJECTED) and len(plain["traceEvents"]) == len(c.trace["traceEvents"])

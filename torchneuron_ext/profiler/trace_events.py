@@ -9,12 +9,13 @@ events are read once, in one pass, into a ClassifiedTrace:
   hardware, projected, transfer) given by its category;
 - activities: the device's work, one DeviceActivity per kernel, copy and kernel run inside a
   compiled region, with the op it ran, its tier, core, stream, times, bytes, FLOPs and model time;
-- dispatches: the runtime's dispatch spans, with the op they dispatched;
+- dispatches: the runtime's dispatch spans, with the op they dispatched (neuron_spans: activities
+  and dispatches together, in trace order);
 - counters (the HBM ones also per core), flow points, thread and process names, the run's numerics.
 
 The names all come from the trace schema (torchneuron_ext/_trace_schema.py). A classification is a
-snapshot: it keeps a reference to the trace dict (the cost model projects from it), and a trace
-changed afterwards needs classifying again.
+snapshot: it keeps a reference to the trace dict and to the events it placed (`placed()`, what the
+cost model projects), and a trace changed afterwards needs classifying again.
 
 What cannot be placed is skipped, as Chrome's viewer does: an event that is not an object, a span or
 flow point or counter sample without a usable time. A neuron event whose metadata has the wrong type
