@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "../instrumentation/flops.h"
 #include "../runtime/device.h"
 #include "../runtime/stream.h"
 
@@ -235,38 +236,6 @@ at::Tensor& KernelCall::to_device_ref(at::Tensor& r) {
 
 // Multiply-adds of the matmul-like operators, counted as 2 FLOPs each; other
 // operators report none (their cost is bytes, not arithmetic).
-int64_t KernelCall::estimate_flops() const {
-  const std::string_view n(name_);
-  // Operands in argument order (host views are created in unspecified order).
-  auto tensor = [&](size_t i) -> const at::Tensor* { return i < noted_.size() ? noted_[i] : nullptr; };
-  // Operands: mm/bmm/mv/dot (a, b); addmm/baddbmm/addmv/addbmm (bias, a, b).
-  const bool with_bias = n == "aten::addmm" || n == "aten::addmm_" || n == "aten::baddbmm" ||
-                         n == "aten::baddbmm_" || n == "aten::addbmm" || n == "aten::addmv" || n == "aten::addmv_";
-  if (n == "aten::mm" || n == "aten::bmm" || n == "aten::mv" || n == "aten::dot" || with_bias) {
-    const at::Tensor* a = tensor(with_bias ? 1 : 0);
-    const at::Tensor* b = tensor(with_bias ? 2 : 1);
-    if (a == nullptr || b == nullptr || a->dim() == 0) return 0;
-    const int64_t k = a->size(-1);
-    // out elements x K multiply-adds; output elements are numel(a)/K * (last dim of b, or 1 for a vector).
-    const int64_t n_cols = b->dim() >= 2 ? b->size(-1) : 1;
-    return 2 * (a->numel() / std::max<int64_t>(k, 1)) * n_cols * k;
-  }
-  // Convolutions set theirs (native_special.cpp: which side is larger, which gradients).
-  // Attention: QK^T and PV, 2 FLOPs per multiply-add each; the backward's four products (dV, dP, dQ,
-  // dK) twice that. A backward's first argument is the output's gradient.
-  const bool attention_fwd = n == "aten::_scaled_dot_product_flash_attention_for_cpu" ||
-                             n == "aten::_scaled_dot_product_fused_attention_overrideable";
-  const bool attention_bwd = n == "aten::_scaled_dot_product_flash_attention_for_cpu_backward" ||
-                             n == "aten::_scaled_dot_product_fused_attention_overrideable_backward";
-  if ((attention_fwd || attention_bwd) && noted_.size() >= (attention_bwd ? 3u : 2u)) {
-    const at::Tensor& q = *noted_[attention_bwd ? 1 : 0];  // (B, H, L, D) and k (B, H, S, D)
-    const at::Tensor& k = *noted_[attention_bwd ? 2 : 1];
-    if (q.dim() != 4 || k.dim() != 4) return 0;
-    return (attention_bwd ? 8 : 4) * q.size(0) * q.size(1) * q.size(2) * k.size(2) * q.size(3);
-  }
-  return 0;
-}
-
 void KernelCall::finish_timed(OpCounter* counter) {
   const int64_t host_end = neuron_rt::now_ns();
   if (kernel_end_ == 0) kernel_start_ = kernel_end_ = host_end;
@@ -277,7 +246,7 @@ void KernelCall::finish_timed(OpCounter* counter) {
     read += static_cast<int64_t>(numel * s.host.element_size());
     elements = std::max(elements, numel);
   }
-  const int64_t flops = flops_ >= 0 ? flops_ : estimate_flops();
+  const int64_t flops = flops_ >= 0 ? flops_ : estimate_flops(name_, noted_);
   // From an owned slot: noted_ may point into a boxed stack the kernel has overwritten.
   const int8_t dtype = slots_.empty() ? int8_t{-1} : static_cast<int8_t>(slots_[0].host.scalar_type());
   Activity a;

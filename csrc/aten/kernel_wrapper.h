@@ -187,7 +187,6 @@ class KernelCall {
   void finish_timed(OpCounter* counter);
   void sync_narrowed(Slot& s);
   at::Tensor narrowed_result(const at::Tensor& r);
-  int64_t estimate_flops() const;
   [[noreturn]] void wrong_generator() const;
 
   const char* name_;
@@ -196,7 +195,7 @@ class KernelCall {
   int64_t host_start_ = 0, kernel_start_ = 0, kernel_end_ = 0;
   int64_t bytes_written_ = 0;
   int64_t output_numel_ = 0;
-  int64_t flops_ = -1;  // set_flops, else estimate_flops
+  int64_t flops_ = -1;  // set_flops, else instrumentation's estimate_flops
   c10::DeviceIndex device_ = -1;
   std::optional<c10::Device> device_arg_;
   bool cpu_tensor_seen_ = false;

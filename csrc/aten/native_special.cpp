@@ -12,19 +12,10 @@
 #include <torch/library.h>
 
 #include "host_compute.h"
+#include "../instrumentation/flops.h"
 
 namespace torchneuron {
 namespace {
-
-// A convolution's multiply-adds, 2 FLOPs each (the cost model puts them on the Tensor Engine): every
-// element of the larger side (the output, or a transposed convolution's input) times the weight's
-// (channels / groups) x kernel size.
-int64_t convolution_flops(const at::Tensor& larger_side, const at::Tensor& weight) {
-  if (weight.dim() < 2) return 0;
-  int64_t per_element = 1;
-  for (int64_t i = 1; i < weight.dim(); ++i) per_element *= weight.size(i);
-  return 2 * larger_side.numel() * per_element;
-}
 
 // Convolutions on backends other than CPU/CUDA reach convolution_overrideable;
 // here it runs the CPU's convolution (oneDNN and all) on zero-copy views.

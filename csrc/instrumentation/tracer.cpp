@@ -15,9 +15,12 @@ struct ThreadBuffer {
   std::vector<TraceRecord> records;
 };
 
+// Lock order: the registry's mutex before a buffer's (drain takes them one
+// at a time).
 struct Registry {
   std::mutex mu;
-  std::vector<std::shared_ptr<ThreadBuffer>> buffers;
+  std::vector<std::shared_ptr<ThreadBuffer>> buffers;  // of live threads
+  std::vector<TraceRecord> exited;                     // left by threads that have exited, until drained
 };
 
 Registry& registry() {
@@ -25,14 +28,36 @@ Registry& registry() {
   return *r;
 }
 
-ThreadBuffer& local_buffer() {
-  thread_local std::shared_ptr<ThreadBuffer> buf = [] {
-    auto b = std::make_shared<ThreadBuffer>();
+// A thread's buffer, registered while the thread lives: a program that starts
+// many short-lived threads (thread pools, data loaders, one thread per
+// request) would otherwise keep one buffer per thread it ever ran.
+struct LocalBuffer {
+  std::shared_ptr<ThreadBuffer> buf = std::make_shared<ThreadBuffer>();
+  LocalBuffer() {
     std::lock_guard<std::mutex> lock(registry().mu);
-    registry().buffers.push_back(b);
-    return b;
-  }();
-  return *buf;
+    registry().buffers.push_back(buf);
+  }
+  ~LocalBuffer() {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    {
+      std::lock_guard<std::mutex> own(buf->mu);
+      r.exited.insert(r.exited.end(), buf->records.begin(), buf->records.end());
+      buf->records.clear();
+    }
+    for (auto it = r.buffers.begin(); it != r.buffers.end(); ++it) {
+      if (*it == buf) {
+        *it = std::move(r.buffers.back());
+        r.buffers.pop_back();
+        break;
+      }
+    }
+  }
+};
+
+ThreadBuffer& local_buffer() {
+  thread_local LocalBuffer local;
+  return *local.buf;
 }
 
 thread_local std::vector<uint64_t> tls_correlation;
@@ -66,7 +91,16 @@ std::vector<TraceRecord> drain_records() {
     out.insert(out.end(), b->records.begin(), b->records.end());
     b->records.clear();
   }
+  // After the live buffers: a thread that exited meanwhile moved its records here.
+  std::lock_guard<std::mutex> lock(registry().mu);
+  out.insert(out.end(), registry().exited.begin(), registry().exited.end());
+  registry().exited.clear();
   return out;
+}
+
+size_t registered_thread_buffers() {
+  std::lock_guard<std::mutex> lock(registry().mu);
+  return registry().buffers.size();
 }
 
 void clear_records() { drain_records(); }

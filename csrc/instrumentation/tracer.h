@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -49,6 +50,9 @@ void record(const TraceRecord& r);
 // Moves out every thread's records (in time order per thread).
 std::vector<TraceRecord> drain_records();
 void clear_records();
+// Threads alive that have recorded (a thread's buffer is dropped, its records
+// kept for the next drain, when it exits).
+size_t registered_thread_buffers();
 
 // Kineto's correlation ids for the ops being dispatched on this thread.
 void push_correlation(uint64_t id);

@@ -355,6 +355,28 @@ TEST(tracer_records_from_threads) {
   CHECK(neuron_rt::drain_records().empty());  // drained
 }
 
+TEST(tracer_forgets_exited_threads_but_keeps_their_records) {
+  neuron_rt::clear_records();
+  neuron_rt::record(neuron_rt::TraceRecord{});  // this thread's buffer stays
+  neuron_rt::clear_records();
+  const size_t before = neuron_rt::registered_thread_buffers();
+  for (int round = 0; round < 50; ++round) {  // short-lived threads, one after another
+    std::thread([round] {
+      neuron_rt::TraceRecord r;
+      r.host_start = static_cast<uint64_t>(round);
+      r.name = "op";
+      neuron_rt::record(r);
+    }).join();
+  }
+  CHECK(neuron_rt::registered_thread_buffers() == before);
+  const auto records = neuron_rt::drain_records();
+  CHECK(records.size() == 50);
+  bool all = records.size() == 50;
+  for (size_t i = 0; all && i < records.size(); ++i) all = records[i].host_start == i;
+  CHECK(all);  // in the order the threads ran
+  CHECK(neuron_rt::drain_records().empty());
+}
+
 TEST(tracer_correlation_and_regions) {
   CHECK(neuron_rt::current_correlation() == 0);
   neuron_rt::push_correlation(7);
