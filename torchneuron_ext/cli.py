@@ -81,11 +81,12 @@ def _profile(args: argparse.Namespace) -> int:
         except SystemExit as e:
             status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     out = exporter.last_export_dir
-    print(format_report(summarize_trace(os.path.join(out, "trace.json"))), file=sys.stderr)
     from torchneuron_ext.profiler.html import write_html_report
+    from torchneuron_ext.profiler.trace_events import classify
 
-    write_html_report([os.path.join(out, "trace.json")], os.path.join(out, "report.html"),
-                      title=f"neuron profile of {target}")
+    trace = classify(os.path.join(out, "trace.json"))  # once, for the summary and the viewer
+    print(format_report(summarize_trace(trace)), file=sys.stderr)
+    write_html_report([trace], os.path.join(out, "report.html"), title=f"neuron profile of {target}")
     print(f"trace and report written to {out} (open report.html in a browser)", file=sys.stderr)
     return status
 
@@ -93,12 +94,15 @@ def _profile(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from torchneuron_ext.profiler import format_report, summarize_trace
 
+    from torchneuron_ext.profiler.trace_events import classify
+
     try:
-        summaries = [summarize_trace(path) for path in args.path]
+        traces = [classify(path) for path in args.path]  # once each, for the summary and the viewer
+        summaries = [summarize_trace(trace) for trace in traces]
         if args.html:
             from torchneuron_ext.profiler.html import write_html_report
 
-            write_html_report(args.path, args.html, title=args.title)
+            write_html_report(traces, args.html, title=args.title)
     except (OSError, ValueError) as e:
         print(f"torchneuron-ext report: {e}", file=sys.stderr)
         return 2

@@ -45,6 +45,30 @@ constexpr bool is_converted_arg_v =
     std::is_same_v<T, c10::List<std::optional<at::Tensor>>> || std::is_same_v<T, std::optional<at::Generator>> ||
     std::is_same_v<T, std::optional<c10::Device>>;
 
+// Types that hold tensors (or a generator) inside: an argument of one that is
+// not converted above would reach the CPU kernel as neuron tensors (or draw
+// from the wrong generator). The pass-through overloads refuse them at compile
+// time, so an operator with a new argument type fails to build here instead of
+// computing on device memory it was never handed a host view of.
+template <class T>
+struct holds_tensor : std::false_type {};
+template <>
+struct holds_tensor<at::Tensor> : std::true_type {};
+template <>
+struct holds_tensor<at::Generator> : std::true_type {};
+template <class T>
+struct holds_tensor<std::optional<T>> : holds_tensor<T> {};
+template <class T>
+struct holds_tensor<c10::ArrayRef<T>> : holds_tensor<T> {};
+template <class T>
+struct holds_tensor<c10::IListRef<T>> : holds_tensor<T> {};
+template <class T>
+struct holds_tensor<c10::List<T>> : holds_tensor<T> {};
+template <class T>
+struct holds_tensor<std::vector<T>> : holds_tensor<T> {};
+template <class T>
+constexpr bool holds_tensor_v = holds_tensor<std::remove_cv_t<std::remove_reference_t<T>>>::value;
+
 template <class R>
 struct ToDevice;
 
@@ -86,7 +110,10 @@ class KernelCall {
     if (d.has_value() && d->type() == c10::DeviceType::PrivateUse1) device_arg_ = d;
   }
   template <class T, std::enable_if_t<!is_converted_arg_v<T>, int> = 0>
-  void note(const T&) {}
+  void note(const T&) {
+    static_assert(!holds_tensor_v<T>, "KernelCall: this argument type holds tensors but has no note()/host() "
+                                      "overload; add one beside the others (kernel_wrapper.h)");
+  }
   // Settles the device (first neuron tensor, else a device argument, else the
   // current device) and raises on a forbidden CPU tensor.
   c10::DeviceIndex resolve();
@@ -132,6 +159,8 @@ class KernelCall {
   }
   template <class T, std::enable_if_t<!is_converted_arg_v<std::decay_t<T>>, int> = 0>
   T&& host(T&& v) {
+    static_assert(!holds_tensor_v<T>, "KernelCall: this argument type holds tensors but has no note()/host() "
+                                      "overload; add one beside the others (kernel_wrapper.h)");
     return std::forward<T>(v);
   }
 
