@@ -1,6 +1,7 @@
 """Generate csrc/aten/native_*.cpp: the native tier's registrations.
 
-    python tools/gen_native_kernels.py
+    python tools/gen_native_kernels.py            # writes them
+    python tools/gen_native_kernels.py --check    # exit 1 naming the files this torch would change
 
 Each listed operator overload that exists in the installed torch and has a
 CPU kernel (not a CompositeImplicit one, which must keep its autograd
@@ -111,7 +112,9 @@ def collect(names: list[str]) -> list[tuple[str, str]]:
     return out
 
 
-def main() -> None:
+def render() -> dict[pathlib.Path, tuple[str, int]]:
+    """Each generated file's path, text and number of overloads, for the installed torch."""
+    out: dict[pathlib.Path, tuple[str, int]] = {}
     seen: set[tuple[str, str]] = set()
     for stem, (what, names) in GROUPS.items():
         ops = [op for op in collect(names) if op not in seen]
@@ -126,9 +129,29 @@ def main() -> None:
         for name, ov in ops:
             lines.append(f"  NEURON_NATIVE(m, {struct_name(name, ov)});")
         lines.append("}")
-        (ROOT / "csrc" / "aten" / f"native_{stem}.cpp").write_text("\n".join(lines) + "\n")
-        print(f"native_{stem}.cpp: {len(ops)} overloads")
+        out[ROOT / "csrc" / "aten" / f"native_{stem}.cpp"] = ("\n".join(lines) + "\n", len(ops))
+    return out
+
+
+def stale() -> list[str]:
+    """The generated files whose committed text differs from what this torch generates."""
+    return [str(path.relative_to(ROOT)) for path, (text, _) in render().items()
+            if not path.exists() or path.read_text() != text]
+
+
+def main(argv: list[str]) -> int:
+    if argv == ["--check"]:  # the committed output must be what this torch generates
+        files = stale()
+        for f in files:
+            print(f"{f} is stale for torch {torch.__version__}: run python tools/gen_native_kernels.py")
+        return 1 if files else 0
+    for path, (text, count) in render().items():
+        path.write_text(text)
+        print(f"{path.name}: {count} overloads")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    sys.exit(main(sys.argv[1:]))
