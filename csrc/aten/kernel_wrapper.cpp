@@ -234,8 +234,6 @@ at::Tensor& KernelCall::to_device_ref(at::Tensor& r) {
   return r;
 }
 
-// Multiply-adds of the matmul-like operators, counted as 2 FLOPs each; other
-// operators report none (their cost is bytes, not arithmetic).
 void KernelCall::finish_timed(OpCounter* counter) {
   const int64_t host_end = neuron_rt::now_ns();
   if (kernel_end_ == 0) kernel_start_ = kernel_end_ = host_end;
