@@ -62,7 +62,7 @@ class NeuronDeviceAllocator final : public c10::DeviceAllocator {
   bool initialized() override { return neuron_rt::is_initialized(); }
 
   void emptyCache(c10::MempoolId_t /*mempool_id*/) override {
-    for (int d = 0; d < neuron_rt::device_count(); ++d) neuron_rt::core_allocator(d).empty_cache();
+    neuron_rt::release_cached_host_memory();
   }
 
   // Kernels run synchronously, so a block is never still in use by another
@@ -137,8 +137,10 @@ class NeuronHostAllocator final : public at::HostAllocator {
   c10::DataPtr allocate(size_t nbytes) override {
     void* ptr = nullptr;
     if (nbytes > 0) {
-      if (posix_memalign(&ptr, 64, nbytes) != 0 || ptr == nullptr) {
-        TORCH_CHECK_WITH(OutOfMemoryError, false, "pinned host allocation of ", nbytes, " bytes failed");
+      if ((posix_memalign(&ptr, 64, nbytes) != 0 || ptr == nullptr) &&
+          (neuron_rt::release_cached_host_memory() == 0 || posix_memalign(&ptr, 64, nbytes) != 0 || ptr == nullptr)) {
+        TORCH_CHECK_WITH(OutOfMemoryError, false, "pinned host allocation of ", nbytes,
+                         " bytes failed: the host refused the memory, even after the neuron caches were released");
       }
       std::lock_guard<std::mutex> lock(mu_);
       live_.emplace(reinterpret_cast<uintptr_t>(ptr), nbytes);
@@ -228,7 +230,15 @@ class KernelOutputAllocator final : public c10::Allocator {
  public:
   explicit KernelOutputAllocator(c10::Allocator* base) : base_(base) { g_base_cpu_raw_deleter = base->raw_deleter(); }
   c10::DataPtr allocate(size_t nbytes) override {
-    if (!tls_redirect_cpu) return base_->allocate(nbytes);
+    if (!tls_redirect_cpu) {
+      try {
+        return base_->allocate(nbytes);
+      } catch (const c10::Error&) {
+        // Emulated HBM is host memory: the blocks the cores keep cached may be what the host lacks.
+        if (neuron_rt::release_cached_host_memory() == 0) throw;
+      }
+      return base_->allocate(nbytes);
+    }
     c10::DataPtr p = g_device_allocator.allocate(nbytes);
     p.unsafe_set_device(c10::Device(c10::DeviceType::CPU));
     return p;

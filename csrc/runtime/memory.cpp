@@ -99,7 +99,7 @@ void* CoreAllocator::malloc(size_t nbytes) {
   if (!is_initialized()) mark_initialized();
   const size_t rounded = round_size(nbytes);
   const bool small = rounded <= kSmallLimit;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   stats_.allocation_requests++;
   auto& free_list = small ? free_small_ : free_large_;
   // Best fit among cached blocks, accepting at most 25% slack.
@@ -122,7 +122,20 @@ void* CoreAllocator::malloc(size_t nbytes) {
   if (posix_memalign(&ptr, kAlignment, rounded) != 0 || ptr == nullptr) {
     stats_.num_alloc_retries++;
     release_cached_locked();
-    if (posix_memalign(&ptr, kAlignment, rounded) != 0 || ptr == nullptr) throw_oom_locked(nbytes, rounded, true);
+    if (posix_memalign(&ptr, kAlignment, rounded) != 0 || ptr == nullptr) {
+      // The other cores' caches are the same host memory. Unlocked while they are released, so two
+      // cores that both ran short never wait on each other's locks.
+      lock.unlock();
+      const bool released = release_cached_host_memory() > 0;
+      lock.lock();
+      if (!released || posix_memalign(&ptr, kAlignment, rounded) != 0 || ptr == nullptr) {
+        throw_oom_locked(nbytes, rounded, true);
+      }
+      if (stats_.reserved_bytes[kAll].current + rounded > capacity_) {  // another thread took the room meanwhile
+        std::free(ptr);
+        throw_oom_locked(nbytes, rounded);
+      }
+    }
   }
   Block b{rounded, nbytes, small, true};
   blocks_.emplace(reinterpret_cast<uintptr_t>(ptr), b);
@@ -226,7 +239,8 @@ void CoreAllocator::FreeList::put(size_t size, BlockMap::iterator block) {
   ++count_;
 }
 
-void CoreAllocator::release_cached_locked() {
+uint64_t CoreAllocator::release_cached_locked() {
+  uint64_t released = 0;
   for (auto* list : {&free_small_, &free_large_}) {
     const bool small = list == &free_small_;
     list->drain([&](BlockMap::iterator b) {
@@ -235,11 +249,13 @@ void CoreAllocator::release_cached_locked() {
         stats_.segment[p].decrease(1);
       }
       stats_.num_device_free++;
+      released += b->second.size;
       void* ptr = reinterpret_cast<void*>(b->first);
       blocks_.erase(b);
       std::free(ptr);
     });
   }
+  return released;
 }
 
 void CoreAllocator::throw_oom_locked(size_t requested, size_t rounded, bool host_refused) {
@@ -267,9 +283,9 @@ void CoreAllocator::throw_oom_locked(size_t requested, size_t rounded, bool host
   throw OutOfMemory(msg.str());
 }
 
-void CoreAllocator::empty_cache() {
+uint64_t CoreAllocator::empty_cache() {
   std::lock_guard<std::mutex> lock(mu_);
-  release_cached_locked();
+  return release_cached_locked();
 }
 
 MemoryStats CoreAllocator::stats() const {
@@ -330,15 +346,29 @@ std::vector<CoreAllocator::Segment> CoreAllocator::snapshot() const {
 
 void set_memory_observer(MemoryObserver observer) { g_observer.store(observer); }
 
+namespace {
+// Set once the allocators exist, so a CPU allocation that fails before any neuron use
+// does not start the runtime just to find nothing cached.
+std::atomic<bool> g_allocators_created{false};
+}  // namespace
+
 CoreAllocator& core_allocator(int device) {
   static std::vector<std::unique_ptr<CoreAllocator>>* allocators = [] {
     auto* v = new std::vector<std::unique_ptr<CoreAllocator>>();
     const uint64_t cap = default_capacity();
     for (int i = 0; i < device_count(); ++i) v->push_back(std::make_unique<CoreAllocator>(i, cap));
+    g_allocators_created.store(true, std::memory_order_release);
     return v;
   }();
   check_device_index(device);
   return *(*allocators)[device];
+}
+
+uint64_t release_cached_host_memory() {
+  if (!g_allocators_created.load(std::memory_order_acquire)) return 0;
+  uint64_t released = 0;
+  for (int d = 0; d < device_count(); ++d) released += core_allocator(d).empty_cache();
+  return released;
 }
 
 int device_of_pointer(const void* ptr) {

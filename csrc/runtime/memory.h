@@ -78,7 +78,8 @@ class CoreAllocator {
   void adopt(size_t nbytes);
   void release_adopted(size_t nbytes);
 
-  void empty_cache();
+  // Gives every cached block back to the host; returns the bytes released.
+  uint64_t empty_cache();
   MemoryStats stats() const;
   void reset_peak();
   void reset_accumulated();
@@ -130,7 +131,7 @@ class CoreAllocator {
     size_t count_ = 0;
   };
 
-  void release_cached_locked();
+  uint64_t release_cached_locked();
   // host_refused: within the capacity, but the host did not give the memory (emulated HBM is host memory).
   [[noreturn]] void throw_oom_locked(size_t requested, size_t rounded, bool host_refused = false);
   void count_alloc_locked(const Block& b);
@@ -153,6 +154,11 @@ void set_memory_observer(MemoryObserver observer);
 // The per-core allocators, created on first use (capacity from
 // NEURON_EMU_HBM_SIZE, default 24 GiB).
 CoreAllocator& core_allocator(int device);
+// Gives the cached blocks of every core back to the host and returns the bytes released (0 before
+// any core has allocated). Emulated HBM is host memory, so when the host refuses an allocation,
+// CPU or another core's, what the cores hold cached may be exactly what is missing.
+uint64_t release_cached_host_memory();
+
 // Which core owns `ptr`, or -1.
 int device_of_pointer(const void* ptr);
 // Parse "24GiB", "512MiB", "1.5G", "123456" into bytes.

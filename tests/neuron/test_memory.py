@@ -198,6 +198,43 @@ def test_host_refusing_memory_says_so():
         torch.neuron.set_hbm_capacity(24 * 2**30, device=1)
 
 
+def test_host_shortage_releases_the_neuron_caches():
+    # Emulated HBM is host memory: blocks one core keeps cached must not make the host refuse a CPU
+    # tensor, pinned memory or another core's tensor (13 Hugging Face models in one process did).
+    # A process limit stands in for a full machine; torch.empty commits no pages.
+    r = run_python("""
+        import resource, torch
+        GiB = 2**30
+        torch.ones(1, device="neuron:1")  # the runtime's own allocations come before the limit
+        resource.setrlimit(resource.RLIMIT_DATA, (3 * GiB, 3 * GiB))
+
+        def cache_on_core0():
+            torch.empty(3 * GiB // 2, dtype=torch.uint8, device="neuron:0")
+            assert torch.neuron.memory_reserved(0) >= 3 * GiB // 2
+
+        for name, alloc in [("cpu", lambda: torch.empty(2 * GiB, dtype=torch.uint8)),
+                            ("pinned", lambda: torch.empty(2 * GiB, dtype=torch.uint8, pin_memory=True)),
+                            ("neuron:1", lambda: torch.empty(2 * GiB, dtype=torch.uint8, device="neuron:1"))]:
+            cache_on_core0()
+            t = alloc()
+            print(name, t.numel() == 2 * GiB, torch.neuron.memory_reserved(0))
+            del t
+        keep = torch.empty(3 * GiB // 2, dtype=torch.uint8, device="neuron:0")  # in use: nothing to release
+        try:
+            torch.empty(2 * GiB, dtype=torch.uint8)
+        except RuntimeError as e:
+            print("refused", "can't allocate memory" in str(e))
+        try:
+            torch.empty(2 * GiB, dtype=torch.uint8, device="neuron:1")
+        except torch.OutOfMemoryError as e:
+            print("refused", "the host refused the memory" in str(e))
+        print(torch.ones(3, device="neuron:1").sum().item())
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[:-1] == ["cpu True 0", "pinned True 0", "neuron:1 True 0", "refused True",
+                                          "refused True", "3.0"], r.stdout
+
+
 def test_capacity_from_environment():
     r = run_python("""
         import torch
