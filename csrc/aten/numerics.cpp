@@ -9,27 +9,20 @@
 #include <string_view>
 #include <unordered_set>
 
+#include "../backend/errors.h"
+
 namespace torchneuron::numerics {
-namespace {
 
-Mode read_mode() {
-  const char* e = std::getenv("TORCHNEURON_EXT_NUMERICS");
-  if (e == nullptr || *e == '\0' || std::string_view(e) == "host") return Mode::kHost;
-  if (std::string_view(e) == "trainium") return Mode::kTrainium;
-  return Mode::kInvalid;
-}
-
-}  // namespace
-
-Mode g_mode = read_mode();
+Mode g_mode = [] {
+  const int choice = env_choice("TORCHNEURON_EXT_NUMERICS", {"host", "trainium"});
+  return choice < 0 ? Mode::kInvalid : static_cast<Mode>(choice);
+}();
 
 bool checked_trainium() {
   if (C10_UNLIKELY(g_mode == Mode::kInvalid)) {
-    const char* e = std::getenv("TORCHNEURON_EXT_NUMERICS");
-    TORCH_CHECK_VALUE(false, "TORCHNEURON_EXT_NUMERICS='", e == nullptr ? "" : e,
-                      "' is not a numerics mode; use 'host' (the default: the host CPU's arithmetic) or "
-                      "'trainium' (Trainium's: float64 computed in float32, int64 in int32, fresh device memory "
-                      "filled with NaN / 0xA5 bytes).");
+    throw_bad_env_choice("TORCHNEURON_EXT_NUMERICS", "a numerics mode",
+                         "'host' (the default: the host CPU's arithmetic) or 'trainium' (Trainium's: float64 "
+                         "computed in float32, int64 in int32, fresh device memory filled with NaN / 0xA5 bytes).");
   }
   return g_mode == Mode::kTrainium;
 }

@@ -3,6 +3,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <cstdlib>
 #include <stdexcept>
 
 #include "../runtime/memory.h"
@@ -26,6 +27,22 @@ void rethrow_runtime_error() {
     TORCH_CHECK(false, e.what());
   }
   // Not a std::exception: `throw;` above has let it through unchanged.
+}
+
+int env_choice(const char* var, std::initializer_list<std::string_view> choices) {
+  const char* value = std::getenv(var);
+  if (value == nullptr || *value == '\0') return 0;
+  int index = 0;
+  for (std::string_view choice : choices) {
+    if (choice == value) return index;
+    ++index;
+  }
+  return -1;
+}
+
+void throw_bad_env_choice(const char* var, const char* what, const char* help) {
+  const char* value = std::getenv(var);
+  TORCH_CHECK_VALUE(false, var, "='", value == nullptr ? "" : value, "' is not ", what, "; use ", help);
 }
 
 }  // namespace torchneuron

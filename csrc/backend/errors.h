@@ -6,6 +6,8 @@
 
 #include <c10/core/Device.h>
 
+#include <initializer_list>
+#include <string_view>
 #include <utility>
 
 #include "../runtime/device.h"
@@ -25,6 +27,15 @@ decltype(auto) guarded(F&& f) {
     rethrow_runtime_error();
   }
 }
+
+// An environment variable that names one of a fixed set of choices (TORCHNEURON_EXT_NUMERICS,
+// TORCHNEURON_EXT_RNG): the index of the choice it names, 0 (the default) when unset or empty, -1 when
+// it names none. Callers keep the index and raise with throw_bad_env_choice when the setting is first
+// used, not when it is read, which may be while the library loads (an import must not fail).
+int env_choice(const char* var, std::initializer_list<std::string_view> choices);
+
+// ValueError: "VAR='value' is not WHAT; use HELP".
+[[noreturn]] void throw_bad_env_choice(const char* var, const char* what, const char* help);
 
 // neuron_rt::CurrentDeviceScope whose bad-index error is PyTorch's.
 class CurrentDeviceScope : public neuron_rt::CurrentDeviceScope {

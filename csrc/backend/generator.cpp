@@ -431,32 +431,18 @@ at::Generator new_generator(c10::DeviceIndex device) {
   return at::make_generator<NeuronGeneratorImpl>(device);
 }
 
-namespace {
-
-enum class RngSource { kDevice, kCpu, kInvalid };
-
-RngSource read_rng_source() {
-  const char* e = std::getenv("TORCHNEURON_EXT_RNG");
-  if (e == nullptr || *e == '\0' || std::string_view(e) == "device") return RngSource::kDevice;
-  if (std::string_view(e) == "cpu") return RngSource::kCpu;
-  return RngSource::kInvalid;
-}
-
-}  // namespace
-
 // Read on first use, which the runtime's initialisation forces (the first use
 // of a neuron device), not when the library loads: a pytest plugin or a
 // launcher may set it after importing torchneuron_ext, as with NEURON_RT_*.
 bool draws_from_cpu_generator() {
-  static const RngSource g_rng_source = read_rng_source();
-  if (C10_UNLIKELY(g_rng_source == RngSource::kInvalid)) {
-    const char* e = std::getenv("TORCHNEURON_EXT_RNG");
-    TORCH_CHECK_VALUE(false, "TORCHNEURON_EXT_RNG='", e == nullptr ? "" : e,
-                      "' is not a random-number source; use 'device' (the default: each neuron device has its "
-                      "own generator, as on CUDA) or 'cpu' (random ops on neuron draw from the CPU's default "
-                      "generator, as TorchNeuron's CPU-fallback random ops do).");
+  static const int g_rng_source = env_choice("TORCHNEURON_EXT_RNG", {"device", "cpu"});
+  if (C10_UNLIKELY(g_rng_source < 0)) {
+    throw_bad_env_choice("TORCHNEURON_EXT_RNG", "a random-number source",
+                         "'device' (the default: each neuron device has its own generator, as on CUDA) or 'cpu' "
+                         "(random ops on neuron draw from the CPU's default generator, as TorchNeuron's "
+                         "CPU-fallback random ops do).");
   }
-  return g_rng_source == RngSource::kCpu;
+  return g_rng_source == 1;
 }
 
 const char* rng_source_name() { return draws_from_cpu_generator() ? "cpu" : "device"; }
