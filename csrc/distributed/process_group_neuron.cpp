@@ -6,6 +6,9 @@
 #include <ATen/ops/mul.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+#include <sstream>
+
 #include "../aten/host_view.h"
 #include "../instrumentation/op_tracking.h"
 #include "../runtime/device.h"
@@ -131,9 +134,9 @@ at::Tensor dense(const at::Tensor& t, const char* op) {
   return t;
 }
 
-at::Tensor host(const at::Tensor& t, const char* op) {
+at::Tensor host(const at::Tensor& t, const char* op, bool require_dense = true) {
   if (!t.defined()) return t;
-  dense(t, op);
+  if (require_dense) dense(t, op);
   if (t.device().type() == kNeuron) return host_view(t);
   TORCH_CHECK(t.device().is_cpu(), "neuron backend: ", op, " takes neuron or CPU tensors, got a tensor on ",
               t.device(), ". Move it to the neuron device, or use a group whose backend serves ", t.device().type(),
@@ -199,6 +202,39 @@ std::vector<int64_t> split_counts(const at::Tensor& t, const std::vector<int64_t
   for (int p = 0; p < size; ++p)
     counts[p] = splits.empty() ? (t.dim() > 0 ? t.size(0) / size : 0) * row : splits[p] * row;
   return counts;
+}
+
+// TorchNeuron's reduce_scatter also takes a single input holding every rank's block
+// (input_list=[x]): x is split along the one dimension where its shape differs from the output's
+// (the shorter shape padded with leading 1s), which must be the group size times the output's.
+// Returns the per-rank blocks, shaped like the output, as gloo's list form takes them.
+TensorList rank_blocks(const at::Tensor& input, const at::Tensor& output, int size) {
+  std::vector<int64_t> in(input.sizes().begin(), input.sizes().end());
+  std::vector<int64_t> out(output.sizes().begin(), output.sizes().end());
+  while (in.size() < out.size()) in.insert(in.begin(), 1);
+  while (out.size() < in.size()) out.insert(out.begin(), 1);
+  std::vector<size_t> differ;
+  std::ostringstream what;
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (in[d] == out[d]) continue;
+    what << (differ.empty() ? "" : ", ") << "dim[" << d << "]: " << in[d] << " -> " << out[d];
+    differ.push_back(d);
+  }
+  constexpr const char* kForm = "neuron backend: reduce_scatter of a single input tensor (input_list=[x]): ";
+  TORCH_CHECK(differ.size() <= 1, kForm, "single tensor scatter can only differ in one dimension from the output, "
+              "found differences in: ", what.str(), ". Pass one input per rank, or an input whose shape is the "
+              "output's with one dimension multiplied by the group size (", size, ").");
+  TORCH_CHECK(!differ.empty(), kForm, "when input and output shapes are identical, replica group must have size 1, "
+              "got ", size, ". Pass one input per rank, or an input whose shape is the output's with one dimension "
+              "multiplied by the group size.");
+  const size_t d = differ[0];
+  TORCH_CHECK(in[d] == out[d] * size, kForm, "scatter dimension ", d, ": input size (", in[d],
+              ") must be evenly divisible by replica group size (", size, ") into the output's (", out[d],
+              "); expected output size ", in[d] / size, ", or an input of size ", out[d] * size, ".");
+  const at::Tensor whole = input.reshape(in);
+  TensorList blocks;
+  for (int r = 0; r < size; ++r) blocks.push_back(whole.narrow(d, r * out[d], out[d]).contiguous().view(output.sizes()));
+  return blocks;
 }
 
 }  // namespace
@@ -296,8 +332,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce_coalesced(TensorLis
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce(TensorList& tensors, const c10d::ReduceOptions& opts) {
   auto sig = signature(CollectiveKind::kReduce, tensors, opts.rootRank, opts.reduceOp.op_);
   auto views = hosts(tensors, "reduce");
-  // gloo's reduce uses non-root buffers as scratch, as NCCL may; scaling in
-  // place is therefore no worse than the transport itself.
+  // gloo's reduce uses a non-root rank's buffer as scratch; NCCL and TorchNeuron leave it as it was
+  // (and so must PREMUL_SUM's scaling), so non-root ranks hand gloo a copy.
+  if (getRank() != opts.rootRank) {
+    for (auto& v : views) v = v.clone();
+  }
   const ReduceStage stage = prepare_reduce(opts.reduceOp, /*in_place=*/true, each_of(views),
                                            getRank() == opts.rootRank ? views : TensorList{}, getSize());
   const auto o = stage.options(opts);
@@ -331,6 +370,20 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather_coalesced(std::vect
                                                                        TensorList& inputs,
                                                                        const c10d::AllgatherOptions& opts) {
   auto sig = signature(CollectiveKind::kAllgatherCoalesced, inputs);
+  // TorchNeuron indexes the outputs [input][rank], PyTorch [rank][input]; with as many inputs as
+  // ranks the two cannot be told apart, so only PyTorch's documented layout is taken, and the other
+  // is named where it can be recognised.
+  const bool transposed = outputs.size() == inputs.size() && outputs.size() != static_cast<size_t>(getSize()) &&
+                          std::all_of(outputs.begin(), outputs.end(), [&](const TensorList& l) {
+                            return l.size() == static_cast<size_t>(getSize());
+                          });
+  TORCH_CHECK(!transposed, "neuron backend: all_gather_coalesced takes its outputs as PyTorch documents them, one list "
+              "per rank holding one tensor per input (output_tensor_lists[rank][input]: ", getSize(), " lists of ",
+              inputs.size(), "); got ", outputs.size(), " lists of ", getSize(), ", TorchNeuron's [input][rank] "
+              "layout, which is not taken because with as many inputs as ranks the two layouts cannot be told apart");
+  TORCH_CHECK(outputs.size() == static_cast<size_t>(getSize()), "neuron backend: all_gather_coalesced needs one output "
+              "list per rank (", getSize(), "), each holding one tensor per input (", inputs.size(), "); got ",
+              outputs.size(), " lists");
   auto in = hosts(inputs, "all_gather_coalesced");
   auto out = hosts(outputs, "all_gather_coalesced");
   TensorList keep = in;
@@ -377,7 +430,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::scatter(TensorList& outputs, 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce_scatter(TensorList& outputs, std::vector<TensorList>& inputs,
                                                                   const c10d::ReduceScatterOptions& opts) {
   auto sig = signature(CollectiveKind::kReduceScatter, outputs, -1, opts.reduceOp.op_);
-  auto in = hosts(inputs, "reduce_scatter");
+  std::vector<TensorList> in;
+  if (outputs.size() == 1 && inputs.size() == 1 && inputs[0].size() != static_cast<size_t>(getSize())) {
+    TORCH_CHECK(inputs[0].size() == 1 && inputs[0][0].defined() && outputs[0].defined(),
+                "neuron backend: reduce_scatter takes one input per rank of the group (", getSize(),
+                ") or a single input holding every rank's block; got ", inputs[0].size(), " inputs");
+    in = {rank_blocks(host(inputs[0][0], "reduce_scatter", /*require_dense=*/false), outputs[0], getSize())};
+  } else {
+    in = hosts(inputs, "reduce_scatter");
+  }
   auto out = hosts(outputs, "reduce_scatter");
   const ReduceStage stage = prepare_reduce(opts.reduceOp, /*in_place=*/false, each_of(in), out, getSize());
   const auto o = stage.options(opts);
@@ -433,6 +494,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall_base(at::Tensor& out
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall(TensorList& outputs, TensorList& inputs,
                                                             const c10d::AllToAllOptions& opts) {
+  TORCH_CHECK(inputs.size() == static_cast<size_t>(getSize()) && outputs.size() == inputs.size(),
+              "neuron backend: all_to_all: the number of input tensors (", inputs.size(), ") and of output tensors (",
+              outputs.size(), ") must equal world size (", getSize(), "): one tensor to and from each rank");
   Signature sig = signature(CollectiveKind::kAlltoall, {});
   for (const auto& t : inputs) sig.send_counts.push_back(t.numel());
   for (const auto& t : outputs) sig.recv_counts.push_back(t.numel());

@@ -58,6 +58,21 @@ DistBackendError: neuron backend: the ranks of group '0' called mismatched colle
   rank 1: all_gather_into_tensor float32[3, 2]
 Every rank must call the same collective, in the same order, with tensors of the same dtype and shape (for all_gather / reduce_scatter: the same per-rank chunk).""")
 
+    def test_reduce_scatter_single_input_identical_shapes(self) -> None:
+        self.assertExpectedInline(self._messages("rs_identical"), """RuntimeError: neuron backend: reduce_scatter of a single input tensor (input_list=[x]): when input and output shapes are identical, replica group must have size 1, got 2. Pass one input per rank, or an input whose shape is the output's with one dimension multiplied by the group size.""")
+
+    def test_reduce_scatter_single_input_wrong_ratio(self) -> None:
+        self.assertExpectedInline(self._messages("rs_ratio"), """RuntimeError: neuron backend: reduce_scatter of a single input tensor (input_list=[x]): scatter dimension 0: input size (8) must be evenly divisible by replica group size (2) into the output's (3); expected output size 4, or an input of size 6.""")
+
+    def test_reduce_scatter_input_count(self) -> None:
+        self.assertExpectedInline(self._messages("rs_count"), """RuntimeError: neuron backend: reduce_scatter takes one input per rank of the group (2) or a single input holding every rank's block; got 3 inputs""")
+
+    def test_all_to_all_list_lengths(self) -> None:
+        self.assertExpectedInline(self._messages("a2a_count"), """RuntimeError: neuron backend: all_to_all: the number of input tensors (1) and of output tensors (2) must equal world size (2): one tensor to and from each rank""")
+
+    def test_all_gather_coalesced_torchneuron_layout(self) -> None:
+        self.assertExpectedInline(self._messages("agc_layout"), """RuntimeError: neuron backend: all_gather_coalesced takes its outputs as PyTorch documents them, one list per rank holding one tensor per input (output_tensor_lists[rank][input]: 2 lists of 3); got 3 lists of 2, TorchNeuron's [input][rank] layout, which is not taken because with as many inputs as ranks the two layouts cannot be told apart""")
+
     def test_async_mismatch_raises_at_the_call(self) -> None:
         self.assertIn("mismatched collectives", self._messages("async_shape"))
 

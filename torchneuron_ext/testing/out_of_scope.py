@@ -16,6 +16,10 @@ _SINGLE_STREAM = ("TorchNeuron's single-stream fallback of NRT without host coll
 _MEMORY_FORMAT = ("Trainium's layout limit (TorchNeuron accepts only contiguous and preserve memory formats); the "
                   "emulator supports every memory format, as the CPU does")
 
+_XLA_COLLECTIVES = ("a limit of TorchNeuron's XLA lowering of collectives ({}); the emulator runs the collective "
+                    "as NCCL and gloo do")
+_CO = "tests/distributed/collective_ops/"
+
 OUT_OF_SCOPE: list[tuple[str, str]] = [
     ("tests/streams/test_error_handler.py::*", _NEURONX_CC),
     ("tests/operations/test_copy_neuron_to_neuron.py::test_copy_blocking_synchronizes_stream",
@@ -23,6 +27,19 @@ OUT_OF_SCOPE: list[tuple[str, str]] = [
      "synchronously, with nothing to synchronize"),
     ("tests/streams/test_stream_creation.py::*::test_single_stream_mode_default", _SINGLE_STREAM),
     ("tests/views/test_contiguous_ops.py::*::test_contiguous_rejects_unsupported_memory_format", _MEMORY_FORMAT),
+    *[(_CO + f, _XLA_COLLECTIVES.format("empty tensors are refused; NCCL exchanges nothing"))
+      for f in ("test_all_reduce.py::*::test_zero_size_tensor", "test_reduce.py::*::test_zero_size_tensor",
+                "test_all_gather.py::*::test_empty_tensor", "test_all_gather_coalesced.py::*::test_empty_tensor",
+                "test_gather.py::*::test_empty_tensor")],
+    (_CO + "test_alltoall.py::*::test_shape_mismatch_error",
+     _XLA_COLLECTIVES.format("all_to_all tensors of one shape; NCCL takes a shape per peer, and a real disagreement "
+                             "between ranks is still refused, naming the ranks")),
+    (_CO + "test_alltoall_base.py::*::test_invalid_split_sizes_error",
+     _XLA_COLLECTIVES.format("all_to_all_single with even splits only")),
+    (_CO + "test_reduce_scatter_base.py::*::test_unsupported_op",
+     _XLA_COLLECTIVES.format("reduce-scatter without PRODUCT")),
+    (_CO + "test_reduce_scatter_tensor_coalesced.py::*::test_shape_mismatch_error",
+     _XLA_COLLECTIVES.format("coalesced reduce-scatter inputs of one shape beyond dim 0")),
 ]
 
 

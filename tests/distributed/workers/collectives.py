@@ -119,6 +119,18 @@ def main() -> None:
         dist.reduce_scatter_tensor(out, big.to(DEV), op=dist._make_nccl_premul_sum(2.0), async_op=True).wait()
         equal(out, ref[rank * 2:(rank + 1) * 2] * world * 2.0)
         equal(big.to(DEV), big)  # the input is left alone by the pre-multiplication
+        # TorchNeuron's single-input form: one tensor holding every rank's block, split along the one
+        # dimension where its shape differs from the output's (shorter shape padded with leading 1s).
+        for full, out_shape, dim in [((world * 2, 3), (2, 3), 0), ((2, world * 3, 4), (2, 3, 4), 1),
+                                     ((1, world * 5), (5,), 1)]:
+            out = torch.empty(out_shape, device=DEV)
+            dist.reduce_scatter(out, [data(rank, full).to(DEV)])
+            total = sum(data(r, full) for r in range(world))
+            equal(out, total.narrow(dim, rank * total.size(dim) // world, total.size(dim) // world).reshape(out_shape))
+        strided = data(rank, (4, world * 2)).to(DEV).t()  # non-contiguous, split along dim 0
+        out = torch.empty(2, 4, device=DEV)
+        dist.reduce_scatter(out, [strided], op=dist.ReduceOp.MAX)
+        equal(out, torch.stack([data(r, (4, world * 2)).t() for r in range(world)]).max(0).values[rank * 2:rank * 2 + 2])
 
     def broadcast_reduce_gather_scatter() -> None:
         for root in range(world):
@@ -129,6 +141,11 @@ def main() -> None:
             dist.reduce(t, dst=root, op=dist.ReduceOp.MAX)
             if rank == root:
                 equal(t, torch.stack(everyone).max(0).values)
+            else:
+                equal(t, everyone[rank])  # as on NCCL: gloo would have used it as scratch
+            t = data(rank).to(DEV)
+            dist.reduce(t, dst=root, op=dist._make_nccl_premul_sum(2.0))
+            equal(t, torch.stack(everyone).sum(0) * 2.0 if rank == root else everyone[rank])
             gathered = [torch.empty(3, 4, device=DEV) for _ in range(world)] if rank == root else None
             dist.gather(data(rank).to(DEV), gathered, dst=root)
             if rank == root:

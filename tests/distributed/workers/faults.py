@@ -40,6 +40,15 @@ def mismatch(rank: int) -> dict[str, str]:
     chunk = (2, 3) if rank == 0 else (3, 2)  # same element count, different chunk shape
     out["all_gather"] = error_of(lambda: dist.all_gather_into_tensor(torch.empty(2 * 6, device=DEV),
                                                                      torch.ones(chunk, device=DEV)))
+    out["rs_identical"] = error_of(lambda: dist.reduce_scatter(torch.empty(4, 4, device=DEV),
+                                                               [torch.ones(4, 4, device=DEV)]))
+    out["rs_ratio"] = error_of(lambda: dist.reduce_scatter(torch.empty(3, device=DEV), [torch.ones(8, device=DEV)]))
+    out["rs_count"] = error_of(lambda: dist.reduce_scatter(torch.empty(2, device=DEV),
+                                                           [torch.ones(2, device=DEV) for _ in range(3)]))
+    out["a2a_count"] = error_of(lambda: dist.all_to_all([torch.empty(3, device=DEV) for _ in range(2)],
+                                                        [torch.ones(3, device=DEV)]))
+    out["agc_layout"] = error_of(lambda: dist.all_gather_coalesced(
+        [[torch.empty(2, device=DEV) for _ in range(2)] for _ in range(3)], [torch.ones(2, device=DEV)] * 3))
     out["async_shape"] = error_of(lambda: dist.all_reduce(torch.ones(rank + 1, device=DEV), async_op=True).wait())
     t = torch.full((3,), rank + 1.0, device=DEV)
     dist.all_reduce(t)  # still in step after every error above
