@@ -63,6 +63,22 @@ def test_wait_record_query_synchronize():
     x.record_stream(s2)
 
 
+def test_module_level_stream_helpers_act_on_the_current_stream():
+    # TorchNeuron's torch.neuron.wait_stream / wait_event / record_event / query.
+    s = torch.neuron.Stream()
+    with torch.neuron.stream(s):
+        x = torch.ones(8, device="neuron") * 2
+        e = torch.neuron.record_event()
+        assert isinstance(e, torch.Event) and e.query()
+        assert torch.neuron.query()
+    torch.neuron.wait_event(e)
+    torch.neuron.wait_stream(s)
+    assert torch.neuron.record_event(torch.neuron.Event()).device.type == "neuron"
+    assert x.sum().item() == 16
+    with pytest.raises(TypeError, match=r"torch.neuron.wait_stream\(\) takes a stream, e.g. torch.neuron.Stream\(\); got str"):
+        torch.neuron.wait_stream("not a stream")
+
+
 def test_event_timing():
     start = torch.neuron.Event(enable_timing=True)
     end = torch.neuron.Event(enable_timing=True)

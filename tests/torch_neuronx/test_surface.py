@@ -171,6 +171,11 @@ def test_runtime_state_and_misc():
     assert tnx.get_dynamo_metrics() == [] or isinstance(tnx.get_dynamo_metrics(), list)
     tnx.reset_dynamo_metrics()
     assert tnx.get_dynamo_metrics() == []
+    compiled = torch.compile(torch.nn.Linear(3, 3).to("neuron"), backend="neuron")
+    compiled(torch.randn(2, 3, device="neuron"))
+    assert len(torch.neuron.get_dynamo_metrics()) == 1 == len(tnx.get_dynamo_metrics())  # one store, two names
+    torch.neuron.reset_dynamo_metrics()
+    assert tnx.get_dynamo_metrics() == []
 
 
 def test_nki_and_profiling_names():

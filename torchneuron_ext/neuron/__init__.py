@@ -46,7 +46,8 @@ from .random import (
     set_rng_state,
     set_rng_state_all,
 )
-from .streams import Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream
+from .streams import (Event, Stream, StreamContext, current_stream, default_stream, query, record_event, set_stream,
+                      stream, wait_event, wait_stream)
 from . import device as _device_mod
 from .. import _torch_internals
 
@@ -62,8 +63,23 @@ __all__ = [
     "max_memory_reserved", "mem_get_info", "memory_allocated", "memory_reserved", "memory_snapshot",
     "memory_stats", "memory_summary", "reset_accumulated_memory_stats", "reset_max_memory_allocated",
     "reset_peak_memory_stats", "seed", "seed_all", "set_device", "set_hbm_capacity", "set_rng_state",
-    "set_rng_state_all", "set_stream", "stream", "synchronize",
+    "set_rng_state_all", "set_stream", "stream", "synchronize", "query", "record_event", "wait_event", "wait_stream",
+    "get_dynamo_metrics", "reset_dynamo_metrics",
 ]
+
+
+def get_dynamo_metrics() -> list:
+    """One record per graph compiled by ``torch.compile(backend="neuron")`` (TorchNeuron's torch.neuron name)."""
+    from ..compiler import metrics
+
+    return metrics.get_metrics()
+
+
+def reset_dynamo_metrics() -> None:
+    """Forget the compile metrics recorded so far."""
+    from ..compiler import metrics
+
+    metrics.reset_metrics()
 
 
 _INDUCTOR_NAMES = ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen")

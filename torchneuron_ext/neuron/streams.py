@@ -73,6 +73,36 @@ def default_stream(device: DeviceLike = None) -> torch.Stream:
     return torch.Stream(stream_id=0, device_index=index, device_type=type_code)
 
 
+def _require(value: Any, kind: type, fn: str, what: str) -> None:
+    # torch's own methods answer a wrong type with "Unknown device: -1".
+    if not isinstance(value, kind):
+        raise TypeError(f"torch.neuron.{fn}() takes {what}; got {type(value).__name__}")
+
+
+def wait_stream(stream: torch.Stream) -> None:
+    """Make the current stream wait for `stream` (TorchNeuron's torch.neuron.wait_stream)."""
+    _require(stream, torch.Stream, "wait_stream", "a stream, e.g. torch.neuron.Stream()")
+    current_stream().wait_stream(stream)
+
+
+def wait_event(event: torch.Event) -> None:
+    """Make the current stream wait for `event` (TorchNeuron's torch.neuron.wait_event)."""
+    _require(event, torch.Event, "wait_event", "an event, e.g. torch.neuron.Event()")
+    current_stream().wait_event(event)
+
+
+def record_event(event: Optional[torch.Event] = None) -> torch.Event:
+    """Record `event` (a new one if None) on the current stream and return it."""
+    if event is not None:
+        _require(event, torch.Event, "record_event", "an event, e.g. torch.neuron.Event(), or None")
+    return current_stream().record_event(event)
+
+
+def query() -> bool:
+    """Whether all work queued on the current stream has finished."""
+    return current_stream().query()
+
+
 def set_stream(stream: Optional[torch.Stream]) -> None:
     """Make `stream` the current stream of its device."""
     if stream is None:

@@ -233,16 +233,12 @@ def get_dynamo_metrics() -> list[dict[str, Any]]:
     torchneuron_ext.compiler.get_metrics()'s (FX nodes, kernels generated, compile seconds per phase, cache
     hits, calls).
     """
-    from torchneuron_ext.compiler import metrics
-
-    return metrics.get_metrics()
+    return torch.neuron.get_dynamo_metrics()
 
 
 def reset_dynamo_metrics() -> None:
     """Forget the compile metrics recorded so far."""
-    from torchneuron_ext.compiler import metrics
-
-    metrics.reset_metrics()
+    torch.neuron.reset_dynamo_metrics()
 
 
 # --------------------------------------------------------------------------- lazy names
