@@ -121,20 +121,17 @@ void* CoreAllocator::malloc(size_t nbytes) {
   void* ptr = nullptr;
   if (posix_memalign(&ptr, kAlignment, rounded) != 0 || ptr == nullptr) {
     stats_.num_alloc_retries++;
-    release_cached_locked();
-    if (posix_memalign(&ptr, kAlignment, rounded) != 0 || ptr == nullptr) {
-      // The other cores' caches are the same host memory. Unlocked while they are released, so two
-      // cores that both ran short never wait on each other's locks.
-      lock.unlock();
-      const bool released = release_cached_host_memory() > 0;
-      lock.lock();
-      if (!released || posix_memalign(&ptr, kAlignment, rounded) != 0 || ptr == nullptr) {
-        throw_oom_locked(nbytes, rounded, true);
-      }
-      if (stats_.reserved_bytes[kAll].current + rounded > capacity_) {  // another thread took the room meanwhile
-        std::free(ptr);
-        throw_oom_locked(nbytes, rounded);
-      }
+    // Every core's cache, this one's included, is the same host memory. Unlocked while they are
+    // released, so two cores that both ran short never wait on each other's locks.
+    lock.unlock();
+    const bool released = release_cached_host_memory() > 0;
+    lock.lock();
+    if (!released || posix_memalign(&ptr, kAlignment, rounded) != 0 || ptr == nullptr) {
+      throw_oom_locked(nbytes, rounded, true);
+    }
+    if (stats_.reserved_bytes[kAll].current + rounded > capacity_) {  // another thread took the room meanwhile
+      std::free(ptr);
+      throw_oom_locked(nbytes, rounded);
     }
   }
   Block b{rounded, nbytes, small, true};

@@ -117,22 +117,6 @@ def set_stream(stream: Any) -> None:
     _tnx().set_stream(stream)
 
 
-def wait_stream(stream: Any) -> None:
-    current_stream().wait_stream(stream)
-
-
-def wait_event(event: Any) -> None:
-    current_stream().wait_event(event)
-
-
-def record_event(event: Any = None) -> Any:
-    return current_stream().record_event(event)
-
-
-def query() -> bool:
-    return current_stream().query()
-
-
 def memory_stats(device: Any = None) -> dict[str, Any]:
     return _tnx().memory_stats(device)
 
