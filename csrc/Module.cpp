@@ -171,7 +171,15 @@ PYBIND11_MODULE(_C, m) {
   m.def("_config_error", [] { return neuron_rt::core_config().error; });
   m.def("_config_source", [] { return neuron_rt::core_config().source; });
   m.def("_physical_core_ids", [] { return neuron_rt::core_config().physical_ids; });
+  m.def("_physical_core_id", [](int d) { return guarded([&] { return neuron_rt::physical_core_id(d); }); });
   m.def("_device_count", &neuron_rt::device_count);
+  m.def("_first_device", &neuron_rt::first_device);
+  m.def("_end_device", &neuron_rt::end_device);
+  m.def("_local_world_size", &neuron_rt::local_world_size);
+  m.def("_reload_core_config", [] { guarded([] { neuron_rt::reload_core_config(); }); });
+  m.def("_set_local_layout", [](int start, int local_world_size) {
+    guarded([&] { neuron_rt::set_local_layout(start, local_world_size); });
+  });
   m.def("_current_device", &neuron_rt::current_device);
   m.def("_set_device", [](int d) { guarded([&] { neuron_rt::set_device(d); }); });
   m.def("_exchange_device", [](int d) { return guarded([&] { return neuron_rt::exchange_device(d); }); });

@@ -21,6 +21,7 @@ def _info(args: argparse.Namespace) -> int:
 
     import torchneuron_ext
     from torchneuron_ext import _C
+    from torchneuron_ext.neuron.device import local_devices
 
     n = torch.neuron.device_count()
     print(f"torchneuron_ext {torchneuron_ext.__version__} (emulated AWS Trainium neuron device)")
@@ -30,7 +31,7 @@ def _info(args: argparse.Namespace) -> int:
         print(f"configuration error: {error}")
         return 1
     print(f"NeuronCores: {n} (from {_C._config_source()})")
-    for i in range(n):
+    for i in local_devices():
         p = torch.neuron.get_device_properties(i)
         free, total = torch.neuron.mem_get_info(i)
         print(

@@ -217,7 +217,7 @@ thread_local bool tls_redirect_cpu = false;
 c10::DeleterFnPtr g_base_cpu_raw_deleter = nullptr;
 void free_cpu_or_device(void* ptr) {
   if (ptr == nullptr) return;
-  for (int d = 0; d < neuron_rt::device_count(); ++d) {
+  for (int d = neuron_rt::first_device(); d < neuron_rt::end_device(); ++d) {
     if (neuron_rt::core_allocator(d).owns_block(ptr)) {
       neuron_rt::core_allocator(d).free(ptr);
       return;

@@ -412,17 +412,37 @@ NeuronGeneratorImpl* NeuronGeneratorImpl::clone_impl() const {
   return g;
 }
 
+namespace {
+// One per device index, whatever the numbering (a distributed job numbers its core
+// neuron:LOCAL_RANK); check_device_index keeps callers to this process's own cores.
+std::vector<at::Generator>& generator_table() {
+  static std::vector<at::Generator>* generators = [] {
+    auto* v = new std::vector<at::Generator>();
+    for (int i = 0; i < neuron_rt::kMaxCores; ++i)
+      v->push_back(at::make_generator<NeuronGeneratorImpl>(static_cast<c10::DeviceIndex>(i)));
+    return v;
+  }();
+  return *generators;
+}
+
+// torch.manual_seed before init_process_group seeds the core under its old index; the seed follows it.
+void carry_seeds_over(int old_first, int new_first, int count) {
+  auto& table = generator_table();
+  for (int k = 0; k < count; ++k) {
+    const int i = new_first > old_first ? count - 1 - k : k;  // overlapping ranges: never read a copied slot
+    table[new_first + i].unsafeGetGeneratorImpl()->graphsafe_set_state(table[old_first + i].getIntrusivePtr());
+  }
+}
+
+struct SeedCarrier {
+  SeedCarrier() { neuron_rt::add_renumber_observer(&carry_seeds_over); }
+} seed_carrier;
+}  // namespace
+
 const at::Generator& default_generator(c10::DeviceIndex device) {
-  static std::once_flag once;
-  static std::vector<at::Generator>* generators = nullptr;
-  std::call_once(once, [] {
-    generators = new std::vector<at::Generator>();
-    for (int i = 0; i < neuron_rt::device_count(); ++i)
-      generators->push_back(at::make_generator<NeuronGeneratorImpl>(static_cast<c10::DeviceIndex>(i)));
-  });
   if (device < 0) device = static_cast<c10::DeviceIndex>(neuron_rt::current_device());
   guarded([&] { neuron_rt::check_device_index(device); });
-  return (*generators)[device];
+  return generator_table()[device];
 }
 
 at::Generator new_generator(c10::DeviceIndex device) {

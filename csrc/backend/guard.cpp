@@ -53,7 +53,7 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
 
   void uncheckedSetDevice(Device d) const noexcept override {
-    if (d.index() >= 0 && d.index() < neuron_rt::device_count()) {
+    if (neuron_rt::is_attached(d.index())) {
       try {
         neuron_rt::set_device(d.index());
       } catch (...) {

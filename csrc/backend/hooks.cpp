@@ -16,7 +16,7 @@ namespace {
 
 struct NeuronHooks final : public at::PrivateUse1HooksInterface {
   bool isBuilt() const override { return true; }
-  bool isAvailable() const override { return neuron_rt::device_count() > 0; }
+  bool isAvailable() const override { return neuron_rt::attached_count() > 0; }
 
   bool hasPrimaryContext(c10::DeviceIndex /*device_index*/) const override { return neuron_rt::is_initialized(); }
 

@@ -40,7 +40,7 @@ struct NeuronProfilerStubs final : public torch::profiler::impl::ProfilerStubs {
 
   void onEachDevice(std::function<void(int)> op) const override {
     const int previous = neuron_rt::current_device();
-    for (int d = 0; d < neuron_rt::device_count(); ++d) {
+    for (int d = neuron_rt::first_device(); d < neuron_rt::end_device(); ++d) {
       neuron_rt::set_device(d);
       op(d);
     }

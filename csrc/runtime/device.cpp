@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <mutex>
 #include <set>
 #include <stdexcept>
 
@@ -60,8 +61,23 @@ CoreConfig load_config() {
   return cfg;
 }
 
-thread_local int tls_current_device = 0;
+// -1: this thread has not chosen a core and uses the process's first one (neuron:LOCAL_RANK in a
+// distributed job), so autograd and other worker threads start on the core the process owns.
+thread_local int tls_current_device = -1;
 std::atomic<bool> g_initialized{false};
+
+// The process's view of the node in a distributed job (set_local_layout); -1 outside one.
+std::atomic<int> g_first_device{0};
+std::atomic<int> g_local_world_size{-1};
+
+std::vector<RenumberObserver>& renumber_observers() {
+  static std::vector<RenumberObserver> observers;
+  return observers;
+}
+
+std::mutex g_config_mutex;
+// Replaced (never freed) by reload_core_config, so references handed out earlier stay valid.
+std::atomic<const CoreConfig*> g_config{nullptr};
 std::atomic<bool> g_bad_fork{false};
 
 void on_fork_child() {
@@ -113,27 +129,99 @@ std::vector<int> parse_core_list(const std::string& text, std::string* error) {
 }
 
 const CoreConfig& core_config() {
-  static const CoreConfig cfg = load_config();
-  return cfg;
+  const CoreConfig* cfg = g_config.load(std::memory_order_acquire);
+  if (cfg != nullptr) return *cfg;
+  std::lock_guard<std::mutex> lock(g_config_mutex);
+  cfg = g_config.load(std::memory_order_relaxed);
+  if (cfg == nullptr) {
+    cfg = new CoreConfig(load_config());
+    g_config.store(cfg, std::memory_order_release);
+  }
+  return *cfg;
 }
+
+void reload_core_config() {
+  if (is_initialized()) {
+    throw std::logic_error(
+        "the neuron runtime has started, so its NeuronCores can no longer change; set NEURON_RT_VISIBLE_CORES "
+        "before the first neuron tensor or device call");
+  }
+  std::lock_guard<std::mutex> lock(g_config_mutex);
+  g_config.store(new CoreConfig(load_config()), std::memory_order_release);
+}
+
+int attached_count() noexcept { return static_cast<int>(core_config().physical_ids.size()); }
+
+int first_device() noexcept { return g_first_device.load(std::memory_order_relaxed); }
+
+int end_device() noexcept { return first_device() + attached_count(); }
 
 int device_count() noexcept {
-  return static_cast<int>(core_config().physical_ids.size());
+  const int local_world = g_local_world_size.load(std::memory_order_relaxed);
+  return local_world >= 0 ? local_world : attached_count();
 }
+
+bool is_attached(int index) noexcept { return index >= first_device() && index < end_device(); }
+
+int physical_core_id(int index) {
+  check_device_index(index);
+  return core_config().physical_ids[index - first_device()];
+}
+
+void set_local_layout(int start, int local_world_size) {
+  if (local_world_size < 1 || local_world_size > kMaxCores) {
+    throw std::invalid_argument("local world size " + std::to_string(local_world_size) + " is out of range: 1 to " +
+                                std::to_string(kMaxCores) + " processes per node");
+  }
+  if (start < 0 || start + attached_count() > local_world_size) {
+    throw std::invalid_argument("local device start index " + std::to_string(start) +
+                                " is out of range. Valid range is 0 to " +
+                                std::to_string(local_world_size - attached_count()));
+  }
+  if (is_initialized() && start != first_device()) {
+    throw std::logic_error("the neuron runtime has started with its cores numbered from neuron:" +
+                           std::to_string(first_device()) + ", so they cannot be renumbered from neuron:" +
+                           std::to_string(start));
+  }
+  const int old_first = first_device();
+  if (start != old_first) {
+    for (RenumberObserver observer : renumber_observers()) observer(old_first, start, attached_count());
+  }
+  g_first_device.store(start, std::memory_order_relaxed);
+  g_local_world_size.store(local_world_size, std::memory_order_relaxed);
+  // As TorchNeuron: the calling thread's explicit choice pointed at the old numbering.
+  tls_current_device = -1;
+}
+
+int local_world_size() noexcept { return g_local_world_size.load(std::memory_order_relaxed); }
+
+void add_renumber_observer(RenumberObserver observer) { renumber_observers().push_back(observer); }
 
 void check_device_index(int index) {
-  const int n = device_count();
+  const int n = attached_count();
   if (n == 0 && !core_config().error.empty()) throw std::invalid_argument(core_config().error);
-  if (index < 0 || index >= n) {
-    // TorchNeuron's message first (scripts match on it), then what to do.
-    throw std::out_of_range("Device index " + std::to_string(index) + " is out of range. Valid range is 0 to " +
-                            std::to_string(n - 1) + " for this process (" + std::to_string(n) + " NeuronCore" +
-                            (n == 1 ? " is" : "s are") +
-                            " visible; set NEURON_RT_NUM_CORES or NEURON_RT_VISIBLE_CORES to see more).");
+  if (is_attached(index)) return;
+  const int first = first_device();
+  const std::string last = std::to_string(end_device() - 1);
+  const std::string visible = std::to_string(n) + " NeuronCore" + (n == 1 ? " is" : "s are") + " visible";
+  // TorchNeuron's messages first (scripts match on them), then what to do.
+  if (local_world_size() >= 0) {
+    const std::string owned = "in a distributed job each process owns one NeuronCore, neuron:LOCAL_RANK (here neuron:" +
+        std::to_string(first) + "); use torch.device(\"neuron\") for it";
+    if (index >= 0 && index < first) {
+      throw std::out_of_range("Attempted to access device that doesn't attach to this process, received " +
+                              std::to_string(index) + " expected to be equal or greater than " +
+                              std::to_string(first) + " (" + owned + ").");
+    }
+    throw std::out_of_range("Device index " + std::to_string(index) + " is out of range. Valid range is " +
+                            std::to_string(first) + " to " + last + " for this process (" + owned + ").");
   }
+  throw std::out_of_range("Device index " + std::to_string(index) + " is out of range. Valid range is 0 to " + last +
+                          " for this process (" + visible +
+                          "; set NEURON_RT_NUM_CORES or NEURON_RT_VISIBLE_CORES to see more).");
 }
 
-int current_device() noexcept { return tls_current_device; }
+int current_device() noexcept { return tls_current_device >= 0 ? tls_current_device : first_device(); }
 
 void set_device(int index) {
   check_device_index(index);
@@ -141,13 +229,13 @@ void set_device(int index) {
 }
 
 int exchange_device(int index) {
-  int old = tls_current_device;
+  int old = current_device();
   if (index != old) set_device(index);
   return old;
 }
 
 CurrentDeviceScope::CurrentDeviceScope(int device) : previous_(tls_current_device) {
-  if (device >= 0 && device != previous_) set_device(device);
+  if (device >= 0 && device != current_device()) set_device(device);
 }
 
 // previous_ was the current core, so it needs no check again.

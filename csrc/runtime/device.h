@@ -30,15 +30,41 @@ struct CoreConfig {
 
 const CoreConfig& core_config();
 
-// Number of logical NeuronCores visible to this process (0 when the
-// configuration is invalid). Never throws.
-int device_count() noexcept;
+// Reads NEURON_RT_VISIBLE_CORES / NEURON_RT_NUM_CORES again: a distributed job sets the rank's core
+// after import (as TorchNeuron's process-group setup does). Throws std::logic_error once the
+// runtime has started, because tensors then already live on the old cores.
+void reload_core_config();
 
-// Throws std::invalid_argument naming the valid range when `index` is not a
-// visible core.
+// The cores this process can use are the indices [first_device(), end_device()): neuron:0.. on one
+// host, and neuron:LOCAL_RANK alone in a distributed job, where PyTorch's device_count() is the
+// node's process count (TorchNeuron's numbering). Per-core tables are indexed by device index, so
+// loops over them run over this range, never over 0..device_count(). None of these throw.
+int device_count() noexcept;
+int attached_count() noexcept;  // visible cores (0 when the configuration is invalid)
+int first_device() noexcept;
+int end_device() noexcept;
+bool is_attached(int index) noexcept;
+int local_world_size() noexcept;  // -1 outside a distributed job
+
+// Numbers this process's cores from `start` in a node of `local_world_size` processes. Throws
+// std::invalid_argument for an impossible layout, std::logic_error when the runtime has started
+// with another numbering.
+void set_local_layout(int start, int local_world_size);
+
+// Called by set_local_layout when it moves this process's cores to new indices (only before the
+// runtime starts): per-core state set so far (a seed, a capacity) follows the core. Register at
+// static initialisation.
+using RenumberObserver = void (*)(int old_first, int new_first, int count);
+void add_renumber_observer(RenumberObserver observer);
+
+// The physical core behind a device index (checked).
+int physical_core_id(int index);
+
+// Throws std::out_of_range (std::invalid_argument for a bad configuration) naming the valid range
+// when `index` is not one of this process's cores.
 void check_device_index(int index);
 
-// The calling thread's current core (default 0).
+// The calling thread's current core (default: first_device()).
 int current_device() noexcept;
 void set_device(int index);
 int exchange_device(int index);

@@ -1,11 +1,13 @@
 #include "memory.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <sstream>
 
 #include "device.h"
@@ -349,27 +351,53 @@ namespace {
 std::atomic<bool> g_allocators_created{false};
 }  // namespace
 
-CoreAllocator& core_allocator(int device) {
-  static std::vector<std::unique_ptr<CoreAllocator>>* allocators = [] {
-    auto* v = new std::vector<std::unique_ptr<CoreAllocator>>();
-    const uint64_t cap = default_capacity();
-    for (int i = 0; i < device_count(); ++i) v->push_back(std::make_unique<CoreAllocator>(i, cap));
+namespace {
+// Indexed by device index and created on first use of each core, so a distributed job's
+// renumbering (neuron:LOCAL_RANK, set before the runtime starts) needs no resizing. Never freed.
+std::array<std::atomic<CoreAllocator*>, kMaxCores> g_allocators{};
+std::mutex g_allocators_mutex;
+
+CoreAllocator& allocator_slot(int device) {
+  CoreAllocator* a = g_allocators[device].load(std::memory_order_acquire);
+  if (a != nullptr) return *a;
+  std::lock_guard<std::mutex> lock(g_allocators_mutex);
+  a = g_allocators[device].load(std::memory_order_relaxed);
+  if (a == nullptr) {
+    a = new CoreAllocator(device, default_capacity());
+    g_allocators[device].store(a, std::memory_order_release);
     g_allocators_created.store(true, std::memory_order_release);
-    return v;
-  }();
+  }
+  return *a;
+}
+
+// A capacity set on a core before the job renumbered it belongs to the same core under its new index.
+void carry_capacity_over(int old_first, int new_first, int count) {
+  for (int k = 0; k < count; ++k) {
+    const int i = new_first > old_first ? count - 1 - k : k;  // overlapping ranges: never read a copied slot
+    CoreAllocator* old = g_allocators[old_first + i].load(std::memory_order_acquire);
+    if (old != nullptr) allocator_slot(new_first + i).set_capacity(old->capacity());
+  }
+}
+
+struct CapacityCarrier {
+  CapacityCarrier() { add_renumber_observer(&carry_capacity_over); }
+} capacity_carrier;
+}  // namespace
+
+CoreAllocator& core_allocator(int device) {
   check_device_index(device);
-  return *(*allocators)[device];
+  return allocator_slot(device);
 }
 
 uint64_t release_cached_host_memory() {
   if (!g_allocators_created.load(std::memory_order_acquire)) return 0;
   uint64_t released = 0;
-  for (int d = 0; d < device_count(); ++d) released += core_allocator(d).empty_cache();
+  for (int d = first_device(); d < end_device(); ++d) released += core_allocator(d).empty_cache();
   return released;
 }
 
 int device_of_pointer(const void* ptr) {
-  for (int d = 0; d < device_count(); ++d)
+  for (int d = first_device(); d < end_device(); ++d)
     if (core_allocator(d).owns(ptr)) return d;
   return -1;
 }

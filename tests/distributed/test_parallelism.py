@@ -11,8 +11,8 @@ import pytest
 
 from .launcher import REPO, assert_check, free_port, run_job
 
-CHECKS = ["fsdp2_matches_single_process", "dtensor_tensor_parallel_linear", "compiled_functional_collectives",
-          "ddp_bucketed_gradients"]
+CHECKS = ["fsdp2_matches_single_process", "dtensor_tensor_parallel_linear", "dtensor_attention",
+          "compiled_functional_collectives", "ddp_bucketed_gradients"]
 
 
 @pytest.fixture(scope="module")

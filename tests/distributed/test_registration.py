@@ -27,9 +27,9 @@ class TestRegistration(expecttest.TestCase):
     def test_explicit_core_choice_wins(self) -> None:
         env = {"LOCAL_RANK": "1", "NEURON_RT_VISIBLE_CORES": "2-3"}
         self.assertEqual(select_rank_core(env), "2-3")
+        # A core count does not stop it: each process of a distributed job owns one core, as on TorchNeuron.
         env = {"LOCAL_RANK": "1", "NEURON_RT_NUM_CORES": "2"}
-        self.assertIsNone(select_rank_core(env))
-        self.assertNotIn("NEURON_RT_VISIBLE_CORES", env)
+        self.assertEqual(select_rank_core(env), "1")
         self.assertIsNone(select_rank_core({}))
 
     def test_bad_local_rank(self) -> None:
@@ -103,3 +103,38 @@ the neuron backend takes pg_options=torchneuron_ext.distributed.NeuronOptions(..
             stats = {s.name: s for s in tp.op_stats()}
         self.assertEqual(stats["c10d::broadcast"].tier, "collective")
         self.assertEqual(stats["c10d::broadcast"].bytes_read, 32)
+
+
+_LAYOUT_ERRORS = r"""
+import os, warnings
+import torch, torch.distributed as dist
+def init():
+    dist.init_process_group("neuron", store=dist.HashStore(), rank=0, world_size=1)
+try:
+    init()
+except RuntimeError as e:
+    print(e)
+torch.ones(1, device="neuron")  # the runtime starts with both cores, numbered from neuron:0
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    init()
+print(*[str(w.message) for w in caught if "init_process_group" in str(w.message)])
+print(torch.neuron.device_count(), torch.ones(1, device="neuron:1").device)
+"""
+
+
+class TestRankDeviceErrors(expecttest.TestCase):
+    def test_two_cores_for_one_rank_then_runtime_started_first(self) -> None:
+        import os
+        import subprocess
+        import sys
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("NEURON_RT_", "LOCAL_"))}
+        env.update(NEURON_RT_VISIBLE_CORES="0,1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1")
+        proc = subprocess.run([sys.executable, "-c", _LAYOUT_ERRORS], env=env, capture_output=True, text=True,
+                              timeout=120)
+        self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+        self.assertExpectedInline(proc.stdout, """\
+Attempted to have more than one device per process in distributed setup: NEURON_RT_VISIBLE_CORES='0,1' gives rank 0 2 NeuronCores. Each process of a distributed job owns one core; give each rank one core id, or leave NEURON_RT_VISIBLE_CORES unset and each rank takes the core of its LOCAL_RANK.
+neuron: the runtime started before init_process_group(backend='neuron'), so this process keeps its NeuronCores numbered neuron:0 to neuron:1 instead of owning neuron:0 alone. TorchNeuron refuses this order; create neuron tensors and call torch.neuron functions after init_process_group.
+2 neuron:1
+""")

@@ -8,13 +8,14 @@ see docs/distributed.md.
 from __future__ import annotations
 
 from .backend import BACKEND_NAME, NeuronOptions, ProcessGroupNeuron, checks_enabled_by_default, register
-from .rank_device import select_rank_core
+from .rank_device import number_from_environment, select_rank_core, setup_rank_device
 
 __all__ = ["BACKEND_NAME", "NeuronOptions", "ProcessGroupNeuron", "checks_enabled_by_default", "install", "register",
-           "select_rank_core"]
+           "select_rank_core", "setup_rank_device"]
 
 
 def install() -> None:
-    """Run at package import: pin this process to its rank's core, register the backend."""
+    """Run at package import: pin a torchrun worker to its rank's core (neuron:LOCAL_RANK), register the backend."""
     select_rank_core()
+    number_from_environment()
     register()

@@ -14,6 +14,8 @@ from typing import Any
 import torch.distributed as dist
 
 from .. import _C, _torch_internals
+from . import attention_sharding
+from .rank_device import setup_rank_device
 
 BACKEND_NAME = "neuron"
 ProcessGroupNeuron = _C._ProcessGroupNeuron
@@ -46,6 +48,8 @@ def _create_backend(opts: Any, backend_options: Any) -> ProcessGroupNeuron:
     """The ``extended_api`` creator torch calls for every process group using "neuron"."""
     if not dist.is_gloo_available():
         raise RuntimeError("the neuron backend runs its collectives in gloo, but this torch was built without gloo")
+    setup_rank_device(opts.group_rank, opts.group_size, opts.store)
+    attention_sharding.register()
     gloo = dist.ProcessGroupGloo(opts.store, opts.group_rank, opts.group_size, opts.timeout)
     gloo.options.global_ranks_in_group = list(opts.global_ranks_in_group)
     gloo.options.group_name = opts.group_id

@@ -26,12 +26,21 @@ class InvalidDeviceError(torch.AcceleratorError, ValueError):
 
 def is_available() -> bool:
     """True when at least one (emulated) NeuronCore is visible."""
-    return _C._device_count() > 0
+    return _C._end_device() > _C._first_device()
 
 
 def device_count() -> int:
-    """Number of logical NeuronCores visible (NEURON_RT_NUM_CORES / NEURON_RT_VISIBLE_CORES, default 2)."""
+    """Number of logical NeuronCores visible (NEURON_RT_NUM_CORES / NEURON_RT_VISIBLE_CORES, default 2).
+
+    In a distributed job it is the node's process count (LOCAL_WORLD_SIZE), as on TorchNeuron, while
+    this process owns only neuron:LOCAL_RANK (see local_devices)."""
     return _C._device_count()
+
+
+def local_devices() -> range:
+    """The device indices this process can use: range(device_count()) on one host, and only
+    neuron:LOCAL_RANK in a distributed job (TorchNeuron's numbering)."""
+    return range(_C._first_device(), _C._end_device())
 
 
 def _get_device_index(device: DeviceLike, optional: bool = False) -> int:
@@ -126,16 +135,24 @@ class NeuronDeviceProperties:
 
 
 def get_device_properties(device: DeviceLike = None) -> NeuronDeviceProperties:
-    """Name, HBM capacity and identity of a logical NeuronCore."""
+    """Name, HBM capacity and identity of a logical NeuronCore.
+
+    In a distributed job the node's other cores (indices below device_count() that other processes
+    own) are described too, as TorchNeuron does, with physical_core_id -1 and this core's capacity."""
     _lazy_init()
-    index = _get_device_index(device, optional=True)
     import os
 
+    own = None
+    if isinstance(device, int) and not isinstance(device, bool) and 0 <= device < device_count() \
+            and device not in local_devices():
+        index, own = device, current_device()
+    else:
+        index = _get_device_index(device, optional=True)
     return NeuronDeviceProperties(
         name=_INSTANCE_TYPE,
         core_type=_CORE_TYPE,
-        total_memory=int(_C._hbm_capacity(index)),
-        physical_core_id=int(_C._physical_core_ids()[index]),
+        total_memory=int(_C._hbm_capacity(index if own is None else own)),
+        physical_core_id=int(_C._physical_core_id(index)) if own is None else -1,
         major=_CAPABILITY[0],
         minor=_CAPABILITY[1],
         multi_processor_count=os.cpu_count() or 1,

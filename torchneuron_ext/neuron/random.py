@@ -11,7 +11,7 @@ import torch
 
 from .. import _C
 from ._lazy import _lazy_init
-from .device import DeviceLike, _get_device_index, device_count
+from .device import DeviceLike, _get_device_index, local_devices
 
 
 def _generator(device: DeviceLike) -> torch.Generator:
@@ -55,8 +55,8 @@ def get_rng_state(device: DeviceLike = "neuron") -> torch.Tensor:
 
 
 def get_rng_state_all() -> list[torch.Tensor]:
-    """The RNG states of every device."""
-    return [get_rng_state(i) for i in range(device_count())]
+    """The RNG states of every device this process owns."""
+    return [get_rng_state(i) for i in local_devices()]
 
 
 def set_rng_state(new_state: torch.Tensor, device: DeviceLike = "neuron") -> None:
@@ -73,8 +73,8 @@ def set_rng_state(new_state: torch.Tensor, device: DeviceLike = "neuron") -> Non
 
 
 def set_rng_state_all(new_states: Iterable[torch.Tensor]) -> None:
-    """Restore the RNG states of every device."""
-    for i, state in enumerate(new_states):
+    """Restore the RNG states of every device this process owns (in get_rng_state_all's order)."""
+    for i, state in zip(local_devices(), new_states):
         set_rng_state(state, i)
 
 
@@ -85,7 +85,7 @@ def manual_seed(seed: int) -> None:
 
 def manual_seed_all(seed: int) -> None:
     """Seed every device's generator (torch.manual_seed calls this)."""
-    for i in range(device_count()):
+    for i in local_devices():
         _C._get_default_generator(i).manual_seed(int(seed))
 
 
@@ -96,7 +96,8 @@ def seed() -> None:
 
 def seed_all() -> None:
     """Seed every device with one non-deterministic number."""
-    value = _C._get_default_generator(0).seed() if device_count() else 0
+    devices = local_devices()
+    value = _C._get_default_generator(devices[0]).seed() if devices else 0
     manual_seed_all(value)
 
 

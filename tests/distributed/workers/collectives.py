@@ -32,9 +32,11 @@ def main() -> None:
 
     def device_per_rank() -> None:
         assert os.environ["NEURON_RT_VISIBLE_CORES"] == str(rank), os.environ.get("NEURON_RT_VISIBLE_CORES")
-        assert torch.neuron.device_count() == 1
-        props = torch.neuron.get_device_properties(0)
-        assert f"{rank}" in repr(props), repr(props)
+        # TorchNeuron's numbering: the node's process count, and this rank's core as neuron:LOCAL_RANK.
+        assert torch.neuron.device_count() == world, torch.neuron.device_count()
+        assert DEV.index is None and torch.neuron.current_device() == rank
+        props = torch.neuron.get_device_properties()
+        assert f"physical_core_id={rank}" in repr(props), repr(props)
 
     def backend_names() -> None:
         assert dist.get_backend() == os.environ.get("TNX_BACKEND", "neuron"), dist.get_backend()
@@ -281,10 +283,11 @@ def main() -> None:
         lanes = {e["tid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"}
         coll = [e for e in events if e.get("cat") == "kernel" and e["name"] == "neuron::c10d::allreduce"]
         assert len(coll) == 2, [e["name"] for e in events if e.get("cat") == "kernel"]
-        assert {lanes[e["tid"]] for e in coll} == {"NC0 collectives"}, {lanes.get(e["tid"]) for e in coll}
+        # Lanes are named by device index: this rank's core is neuron:{rank}.
+        assert {lanes[e["tid"]] for e in coll} == {f"NC{rank} collectives"}, {lanes.get(e["tid"]) for e in coll}
         assert all(e["args"]["tier"] == "collective" and e["args"]["bytes"] == 2 * 256 * 256 * 4 for e in coll)
         mm = next(e for e in events if e.get("cat") == "kernel" and e["name"] == "neuron::mm")
-        assert lanes[mm["tid"]] == "NC0 hardware (kernel execution)"
+        assert lanes[mm["tid"]] == f"NC{rank} hardware (kernel execution)", lanes[mm["tid"]]
         rows = {e.key: e for e in prof.key_averages()}
         assert rows["neuron::c10d::allreduce"].self_device_time_total > 0, list(rows)
         # The cost model's N is each collective's own group: the world's 2 ranks, a 1-rank subgroup's 1.

@@ -96,6 +96,37 @@ def main() -> None:
         total = sum(torch.arange(4.0) + r for r in range(world)) * 2
         torch.testing.assert_close(out.cpu(), (total + 1) * world - 1)
 
+    def dtensor_attention() -> None:
+        # Heads sharded (tensor parallelism) and batch sharded, with and without a bias that broadcasts
+        # over the sharded dimension (whose gradient is then a partial sum); values and gradients
+        # against single-process attention on the CPU.
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+        mesh = init_device_mesh("neuron", (world,))
+        g = torch.Generator().manual_seed(7)
+        q, k, v = (torch.randn(2, 4, 5, 8, generator=g) for _ in range(3))
+        biases = {"none": None, "per_head": torch.randn(2, 4, 5, 5, generator=g),
+                  "broadcast": torch.randn(1, 1, 5, 5, generator=g)}
+        for dim in (1, 0):
+            for name, bias in biases.items():
+                for causal in ((False, True) if bias is None else (False,)):
+                    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+                    b = bias.clone().requires_grad_() if bias is not None else None
+                    ref = F.scaled_dot_product_attention(*leaves, attn_mask=b, is_causal=causal)
+                    ref.sum().backward()
+                    dq, dk, dv = (distribute_tensor(t.to(DEV), mesh, [Shard(dim)]).requires_grad_() for t in (q, k, v))
+                    db = None
+                    if bias is not None:
+                        placement = Shard(dim) if bias.shape[dim] > 1 else Replicate()
+                        db = distribute_tensor(bias.to(DEV), mesh, [placement]).requires_grad_()
+                    out = F.scaled_dot_product_attention(dq, dk, dv, attn_mask=db, is_causal=causal)
+                    assert out.placements == (Shard(dim),), out.placements
+                    out.sum().backward()
+                    where = (dim, name, causal)
+                    torch.testing.assert_close(out.full_tensor().cpu(), ref.detach(), msg=lambda m: f"{where}: {m}")
+                    for leaf, d in zip(leaves + ([b] if b is not None else []), [dq, dk, dv] + ([db] if db is not None else [])):
+                        torch.testing.assert_close(d.grad.full_tensor().cpu(), leaf.grad, msg=lambda m: f"{where}: {m}")
+
     def ddp_bucketed_gradients() -> None:
         from torch.nn.parallel import DistributedDataParallel as DDP
         model = DDP(mlp().to(DEV), bucket_cap_mb=0.0001)  # many buckets: one allreduce each
