@@ -121,6 +121,15 @@ void NeuronWork::rethrow(const std::exception_ptr& e) const {
 }
 
 bool NeuronWork::wait(std::chrono::milliseconds timeout) {
+  if (!future_) {
+    // Waited on already: gloo's coalesced works copy their result into the outputs again on each wait,
+    // which would undo the finalize step (AVG's division) done after the first.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finished_) {
+      if (auto e = inner_->exception()) rethrow(e);
+      return true;
+    }
+  }
   try {
     // gloo enforces the group's timeout itself; a caller's shorter one is
     // honoured by the transport's wait.

@@ -451,8 +451,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce_scatter(TensorList& ou
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                         const c10d::ReduceScatterOptions& opts) {
   auto sig = signature(CollectiveKind::kReduceScatterBase, {output}, -1, opts.reduceOp.op_);
-  TORCH_CHECK(input.numel() == output.numel() * getSize(), "neuron backend: reduce_scatter_tensor's input has ",
-              input.numel(), " elements; it must have group size (", getSize(), ") x the output's ", output.numel());
+  if (input.numel() != output.numel() * getSize()) {
+    // TorchNeuron's wording (its lowering checks the same ratio), on the flattened tensors as NCCL reads them.
+    const int64_t n = input.numel();
+    std::ostringstream quotient;
+    if (n % getSize() == 0) quotient << n / getSize();
+    else quotient << static_cast<double>(n) / getSize();
+    TORCH_CHECK(false, "neuron backend: reduce_scatter_tensor: scatter dimension 0 of the flattened tensors: input size (",
+                n, ") must be evenly divisible by replica group size (", getSize(), "), but ", n, " / ", getSize(), " = ",
+                quotient.str(), ". Expected output size: ", quotient.str(), ", actual output size: ", output.numel(),
+                ". The input must hold group size x the output's elements.");
+  }
   at::Tensor in = flattened(host(input, "reduce_scatter_tensor"));
   at::Tensor out = flattened(host(output, "reduce_scatter_tensor"));
   const ReduceStage stage = prepare_reduce(opts.reduceOp, /*in_place=*/false, each_of(in), {out}, getSize());

@@ -9,8 +9,8 @@ import pytest
 
 from .launcher import assert_check, run_job
 
-CHECKS = ["device_per_rank", "backend_names", "all_reduce_ops", "all_reduce_dtypes", "async_work_and_future",
-          "dropped_async_work_keeps_tensors", "all_gather_forms", "reduce_scatter_forms",
+CHECKS = ["device_per_rank", "backend_names", "all_reduce_ops", "all_reduce_dtypes", "functional_coalesced_average",
+          "async_work_and_future", "dropped_async_work_keeps_tensors", "all_gather_forms", "reduce_scatter_forms",
           "broadcast_reduce_gather_scatter", "all_to_all_uneven", "point_to_point", "coalesced_forms", "subgroups",
           "cpu_tensors_and_objects", "barrier_and_views", "profiler_lane_and_timing"]
 MIXED_CHECKS = ["backend_names", "all_reduce_ops", "async_work_and_future", "all_gather_forms", "all_to_all_uneven",

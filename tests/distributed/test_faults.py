@@ -67,6 +67,9 @@ Every rank must call the same collective, in the same order, with tensors of the
     def test_reduce_scatter_input_count(self) -> None:
         self.assertExpectedInline(self._messages("rs_count"), """RuntimeError: neuron backend: reduce_scatter takes one input per rank of the group (2) or a single input holding every rank's block; got 3 inputs""")
 
+    def test_reduce_scatter_tensor_sizes(self) -> None:
+        self.assertExpectedInline(self._messages("rst_size"), """RuntimeError: neuron backend: reduce_scatter_tensor: scatter dimension 0 of the flattened tensors: input size (21) must be evenly divisible by replica group size (2), but 21 / 2 = 10.5. Expected output size: 10.5, actual output size: 10. The input must hold group size x the output's elements.""")
+
     def test_all_to_all_list_lengths(self) -> None:
         self.assertExpectedInline(self._messages("a2a_count"), """RuntimeError: neuron backend: all_to_all: the number of input tensors (1) and of output tensors (2) must equal world size (2): one tensor to and from each rank""")
 

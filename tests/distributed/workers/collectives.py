@@ -74,6 +74,20 @@ def main() -> None:
             dist.all_reduce(t)
             equal(t, torch.stack(xs).sum(0).to(dtype))
 
+    def functional_coalesced_average() -> None:
+        # Waited once per output, as compiled graphs and DTensor do: a second wait must not undo AVG's division.
+        import torch.distributed._functional_collectives  # noqa: F401  (registers the functional ops)
+        fc = torch.ops._c10d_functional
+        xs = [[data(r, (world * 2, 4)), data(r, (world * 3, 4))] for r in range(world)]
+        for op, ref in (("avg", lambda s: s.mean(0)), ("sum", lambda s: s.sum(0)), ("max", lambda s: s.max(0).values)):
+            outs = fc.reduce_scatter_tensor_coalesced([t.to(DEV) for t in xs[rank]], op, world,
+                                                     dist.group.WORLD.group_name)
+            for o in outs:
+                fc.wait_tensor(o)
+            for i, (o, rows) in enumerate(zip(outs, (2, 3))):
+                whole = ref(torch.stack([x[i] for x in xs]))
+                equal(o, whole[rank * rows:(rank + 1) * rows])
+
     def async_work_and_future() -> None:
         t = data(rank).to(DEV)
         work = dist.all_reduce(t, op=dist.ReduceOp.AVG, async_op=True)

@@ -45,6 +45,8 @@ def mismatch(rank: int) -> dict[str, str]:
     out["rs_ratio"] = error_of(lambda: dist.reduce_scatter(torch.empty(3, device=DEV), [torch.ones(8, device=DEV)]))
     out["rs_count"] = error_of(lambda: dist.reduce_scatter(torch.empty(2, device=DEV),
                                                            [torch.ones(2, device=DEV) for _ in range(3)]))
+    out["rst_size"] = error_of(lambda: dist.reduce_scatter_tensor(torch.empty(10, device=DEV),
+                                                                  torch.ones(21, device=DEV)))
     out["a2a_count"] = error_of(lambda: dist.all_to_all([torch.empty(3, device=DEV) for _ in range(2)],
                                                         [torch.ones(3, device=DEV)]))
     out["agc_layout"] = error_of(lambda: dist.all_gather_coalesced(
