@@ -7,7 +7,7 @@ cores) are refused with TorchNeuron's messages.
 
 TorchNeuron sets this up when the first ``"neuron"`` process group is created, and so does
 :func:`setup_rank_device`. When torchrun's environment already says it all at import
-(``LOCAL_RANK`` and ``LOCAL_WORLD_SIZE``), :func:`select_rank_core` does it then, so a script may call
+(``LOCAL_RANK`` and ``LOCAL_WORLD_SIZE``), :func:`number_from_environment` does it then, so a script may call
 ``torch.neuron.set_device(local_rank)`` or create tensors on ``neuron:{local_rank}`` before
 ``init_process_group``, as CUDA scripts do.
 """

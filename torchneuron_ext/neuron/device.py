@@ -26,7 +26,7 @@ class InvalidDeviceError(torch.AcceleratorError, ValueError):
 
 def is_available() -> bool:
     """True when at least one (emulated) NeuronCore is visible."""
-    return _C._end_device() > _C._first_device()
+    return bool(local_devices())
 
 
 def device_count() -> int:

@@ -8,7 +8,7 @@ import torch
 
 from .. import _C
 from ._lazy import _lazy_init
-from .device import DeviceLike, _get_device_index
+from .device import DeviceLike, _get_device_index, local_devices
 
 
 def _index(device: DeviceLike) -> int:
@@ -59,7 +59,7 @@ def reset_accumulated_memory_stats(device: DeviceLike = None) -> None:
 
 def empty_cache() -> None:
     """Return cached, unused HBM blocks of every core to the host."""
-    if _C._end_device() > _C._first_device():
+    if local_devices():
         _C._empty_cache()
 
 
@@ -88,7 +88,7 @@ def set_hbm_capacity(capacity: int | str, device: DeviceLike = None) -> None:
         capacity = parsed
     if not isinstance(capacity, int) or isinstance(capacity, bool) or capacity <= 0:
         raise ValueError(f"HBM capacity must be a positive number of bytes, got {capacity!r}")
-    devices = range(_C._first_device(), _C._end_device()) if device == "all" else [_index(device)]
+    devices = local_devices() if device == "all" else [_index(device)]
     for d in devices:
         _C._set_hbm_capacity(d, capacity)
 
