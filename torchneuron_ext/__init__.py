@@ -16,6 +16,7 @@ def _autoload() -> None:
 
 
 import os as _os  # noqa: E402
+import sys as _sys  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -30,7 +31,13 @@ except ImportError as _error:
 from . import _torch_internals
 from . import neuron
 from . import profiler
-from .ops import clear_op_tracking, get_executed_ops, get_fallback_ops, get_op_counts, warn_on_generic_path
+from .instrumentation import numerics, op_tracking as ops
+from .instrumentation.op_tracking import (clear_op_tracking, get_executed_ops, get_fallback_ops, get_op_counts,
+                                          warn_on_generic_path)
+
+# `torchneuron_ext.ops` and `torchneuron_ext.numerics` are public names of modules that live in instrumentation/.
+_sys.modules[__name__ + ".ops"] = ops
+_sys.modules[__name__ + ".numerics"] = numerics
 
 __version__ = "0.1.0"
 

@@ -21,7 +21,7 @@ import math
 import os
 from typing import Any, Iterable, Optional
 
-from . import _trace_schema as _schema
+from .instrumentation import trace_schema as _schema
 
 # ---------------------------------------------------------------------------------------------
 # The hardware table. Per *physical* NeuronCore; an LNC=2 logical core is two of them

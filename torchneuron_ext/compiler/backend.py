@@ -9,7 +9,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from .. import _C, _torch_internals
-from .._activity import DeviceActivity
+from ..instrumentation.activity import DeviceActivity
 from . import metrics
 
 

@@ -6,7 +6,7 @@ from typing import Any, Callable
 import torch
 
 from .. import _C
-from .._activity import DeviceActivity
+from ..instrumentation.activity import DeviceActivity
 
 _timing_mode = _C._timing_mode
 _Tensor = torch.Tensor

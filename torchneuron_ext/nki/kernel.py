@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from .._activity import DeviceActivity
+from ..instrumentation.activity import DeviceActivity
 from . import blas_threads, runtime
 from .cost_model import Costs
 from .errors import fail

@@ -17,8 +17,9 @@ from typing import Any, Iterable, Optional, Union
 
 import torch
 
-from .. import _C, _torch_internals, costmodel, numerics
-from .. import _trace_schema as S
+from .. import _C, _torch_internals, costmodel
+from ..instrumentation import numerics
+from ..instrumentation import trace_schema as S
 
 _torch_internals.require("P19")
 

@@ -16,7 +16,7 @@ from collections import defaultdict
 from typing import Any, Optional, Union
 
 from .. import costmodel
-from .. import _trace_schema as S
+from ..instrumentation import trace_schema as S
 from ._format import format_bytes, format_us
 from .trace_events import COPY, REGION_KERNEL, ClassifiedTrace, Dispatch, activity_op, classify
 

@@ -22,7 +22,7 @@ class OpStat:
     """Aggregates for one operator in one execution tier."""
 
     name: str
-    tier: str  # one of torchneuron_ext._trace_schema.TIERS (the tier enumerator)
+    tier: str  # one of torchneuron_ext.instrumentation.trace_schema.TIERS (the tier enumerator)
     calls: int  # every call since the last reset (timing on or off)
     calls_timed: int  # calls made while timing was on
     host_total_us: float

@@ -13,7 +13,7 @@ events are read once, in one pass, into a ClassifiedTrace:
   and dispatches together, in trace order);
 - counters (the HBM ones also per core), flow points, thread and process names, the run's numerics.
 
-The names all come from the trace schema (torchneuron_ext/_trace_schema.py). A classification is a
+The names all come from the trace schema (torchneuron_ext/instrumentation/trace_schema.py). A classification is a
 snapshot: it keeps a reference to the trace dict and to the events it placed (`placed()`, what the
 cost model projects), and a trace changed afterwards needs classifying again.
 
@@ -31,7 +31,7 @@ from typing import Any, NamedTuple, Optional, Union
 
 import numpy as np
 
-from .. import _trace_schema as S
+from ..instrumentation import trace_schema as S
 
 # Lane groups, top to bottom, as Neuron Explorer's system timeline lays them out ("memory": the
 # counters).

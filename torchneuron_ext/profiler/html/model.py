@@ -23,7 +23,7 @@ from typing import Any, Union
 
 import numpy as np
 
-from ... import _trace_schema as S
+from ...instrumentation import trace_schema as S
 from ..trace_events import GROUPS, ClassifiedTrace, classify
 
 # An event's tier as an index into this ("": none), the enumerator's tiers in its order.

@@ -8,7 +8,8 @@ import re
 from importlib import resources
 from typing import Optional, Sequence, Union
 
-from ... import _trace_schema, costmodel
+from ... import costmodel
+from ...instrumentation import trace_schema as _trace_schema
 from ..report import summarize_trace
 from ..trace_events import ClassifiedTrace, classify, read_trace
 from .findings import find

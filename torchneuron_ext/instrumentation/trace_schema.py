@@ -10,7 +10,7 @@ through this module.
 """
 from __future__ import annotations
 
-from . import _C
+from .. import _C
 
 _S: dict[str, str] = _C._trace_schema()
 

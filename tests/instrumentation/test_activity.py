@@ -5,7 +5,7 @@ import time
 import pytest
 
 import torchneuron_ext
-from torchneuron_ext._activity import DeviceActivity
+from torchneuron_ext.instrumentation.activity import DeviceActivity
 from torchneuron_ext.profiler import op_stats, reset_timing, timing
 
 

@@ -6,7 +6,8 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from torchneuron_ext import _C, _trace_schema as S, costmodel
+from torchneuron_ext import _C, costmodel
+from torchneuron_ext.instrumentation import trace_schema as S
 from torchneuron_ext.profiler import NeuronConfig, NeuronProfiler
 from torchneuron_ext.profiler.html import model, page
 

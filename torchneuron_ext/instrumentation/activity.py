@@ -19,7 +19,7 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Optional
 
-from . import _C
+from .. import _C
 
 _now_ns = _C._now_ns
 _record_kernel = _C._record_kernel

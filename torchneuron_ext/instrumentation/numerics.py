@@ -7,7 +7,7 @@ bytes (integers) instead of zeros or stale data. Read once, when the library loa
 """
 from __future__ import annotations
 
-from . import _C
+from .. import _C
 
 MODES = ("host", "trainium")
 

@@ -1,7 +1,7 @@
 """Which operators ran on the device and by which path (TorchNeuron's op tracking)."""
 from __future__ import annotations
 
-from . import _C
+from .. import _C
 
 
 def get_op_counts() -> dict[str, dict[str, int]]:
