@@ -27,6 +27,12 @@ def _complain(message: str, on_error: OnError) -> None:
     warnings.warn(message, stacklevel=3)
 
 
+def _read(var: str, environ: Optional[Mapping[str, str]]) -> tuple[str, str]:
+    """(the raw value, its normal form): unset reads as empty."""
+    raw = (os.environ if environ is None else environ).get(var, "")
+    return raw, raw.strip().lower()
+
+
 def flag(var: str, default: bool = False, *, on_error: OnError = "raise",
          environ: Optional[Mapping[str, str]] = None) -> bool:
     """Whether the switch `var` is on.
@@ -38,16 +44,12 @@ def flag(var: str, default: bool = False, *, on_error: OnError = "raise",
             neither on nor off.
         environ: the mapping to read instead of os.environ.
     """
-    raw = (os.environ if environ is None else environ).get(var, "")
-    value = raw.strip().lower()
-    if value == "":
-        return default
-    if value in ON:
-        return True
-    if value in OFF:
-        return False
-    _complain(f"{var}={raw!r} is not understood: use 1 (or true/on/yes) to turn it on, 0 (or false/off/no) "
-              f"to turn it off", on_error)
+    raw, value = _read(var, environ)
+    if value in ON or value in OFF:
+        return value in ON
+    if value:
+        _complain(f"{var}={raw!r} is not understood: use 1 (or true/on/yes) to turn it on, 0 (or false/off/no) "
+                  f"to turn it off", on_error)
     return default
 
 
@@ -55,11 +57,9 @@ def choice(var: str, choices: Iterable[str], default: str, *, on_error: OnError 
            environ: Optional[Mapping[str, str]] = None) -> str:
     """The value of `var` among `choices` (compared in lower case), or `default` when it is unset or empty."""
     allowed = tuple(choices)
-    raw = (os.environ if environ is None else environ).get(var, "")
-    value = raw.strip().lower()
-    if value == "":
-        return default
+    raw, value = _read(var, environ)
     if value in allowed:
         return value
-    _complain(f"{var}={raw!r} is not one of {', '.join(allowed)}", on_error)
+    if value:
+        _complain(f"{var}={raw!r} is not one of {', '.join(allowed)}", on_error)
     return default
