@@ -17,7 +17,7 @@ from collections import defaultdict
 
 PACKAGE = "torchneuron_ext"
 
-# Longest prefix wins. Lower numbers are lower layers.
+# Longest prefix wins; a key ending in "$" names that one module only. Lower numbers are lower layers.
 LAYERS = {
     # 0: leaves every layer may use: stdlib-only helpers, the internals inventory, the Python half of
     # csrc/instrumentation, the Trainium target records and projection formulas.
@@ -27,6 +27,8 @@ LAYERS = {
     "torchneuron_ext.trainium": 0,
     # 1: the NKI simulator's core (numpy only).
     "torchneuron_ext.nki": 1,
+    # The nki package's face: it assembles the core and, when torch is there, the torch integration.
+    "torchneuron_ext.nki$": 3,
     # 2: the torch.neuron device module.
     "torchneuron_ext.neuron": 2,
     # 3: features on the device: compile, custom ops, distributed, profiling, NKI's torch integration.
@@ -49,7 +51,9 @@ FORBIDDEN_IN_CORE = ("torch",)
 
 
 def layer_of(module: str) -> int:
-    best = max((p for p in LAYERS if module == p or module.startswith(p + ".")), key=len)
+    if module + "$" in LAYERS:
+        return LAYERS[module + "$"]
+    best = max((p for p in LAYERS if not p.endswith("$") and (module == p or module.startswith(p + "."))), key=len)
     return LAYERS[best]
 
 
@@ -146,7 +150,7 @@ def upward(edges: dict[str, set[str]]) -> list[tuple[str, str]]:
 
 def impure_core(external: dict[str, set[str]]) -> list[tuple[str, str]]:
     return sorted((m, name) for m, names in external.items() for name in names
-                  if (m == NKI_CORE or m.startswith(NKI_CORE + "."))
+                  if m.startswith(NKI_CORE + ".")
                   and not any(m == x or m.startswith(x + ".") for x in NKI_CORE_EXCLUDED)
                   and name in FORBIDDEN_IN_CORE)
 

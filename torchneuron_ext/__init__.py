@@ -3,6 +3,21 @@
 Importing this package (or just `import torch`, through the `torch.backends`
 entry point) registers the device: `torch.device("neuron")`, `torch.neuron`,
 `Tensor.neuron()`, and kernels for every ATen operator.
+
+What the import does, in order (each is where it is named):
+1. loads the extension `_C`, which registers the kernels with the dispatcher, re-routes the
+   composites that must run on the device (csrc/aten/host_kernel_routing.cpp) and wraps the
+   process's CPU allocator so a refused host allocation releases the device caches;
+2. checks the PyTorch internals the registration relies on (`_torch_internals.require`);
+3. imports `neuron` (torch.neuron), `profiler` (which turns timing on when
+   TORCHNEURON_EXT_TIMING asks) and the op-tracking functions;
+4. renames PrivateUse1 to "neuron", registers `torch.neuron` and generates the `Tensor.neuron()`
+   family of methods (`_register`);
+5. installs the compiler's hooks (Dynamo's device interface and Inductor's backend for "neuron" are
+   registered lazily, when Dynamo is first imported);
+6. installs the import aliases of AWS's packages when TORCHNEURON_EXT_NKI_COMPAT asks;
+7. registers torch.distributed's "neuron" backend and, under torchrun, pins the process to its core.
+The NKI simulator, its torch integration and the cost model's projections are imported on first use.
 """
 from __future__ import annotations
 
