@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from packaging.version import Version
 
-from .. import _torch_internals
+from ... import _torch_internals
 
 __all__ = [
     "MXFP8", "TORCH_VERSION", "cast_dtype_if_needed", "convert_for_neuron", "flatten_tensors",
@@ -182,16 +182,16 @@ def _get_instance_type() -> str:
 
 def log_executed_op(op_name: str) -> None:
     """Record ``op_name`` as executed on Neuron (torch_neuronx.get_executed_ops())."""
-    import torchneuron_ext.torch_neuronx as tnx
+    from . import _python_executed
 
-    tnx._python_executed.add(str(op_name))
+    _python_executed.add(str(op_name))
 
 
 def log_offloaded_op(op_name: str) -> None:
     """Record ``op_name`` as fallen back to the CPU (torch_neuronx.get_fallback_ops())."""
-    import torchneuron_ext.torch_neuronx as tnx
+    from . import _python_offloaded
 
-    tnx._python_offloaded.add(str(op_name))
+    _python_offloaded.add(str(op_name))
 
 
 def log_neff_cache_hit(cache_key: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-import torchneuron_ext.torch_neuronx as tnx
+import torchneuron_ext.compat.torch_neuronx as tnx
 from torchneuron_ext.neuron.device import InvalidDeviceError
 
 
@@ -180,7 +180,7 @@ def test_runtime_state_and_misc():
 
 def test_nki_and_profiling_names():
     from torchneuron_ext.nki import torch_ops
-    from torchneuron_ext.profiling import NeuronProfiler
+    from torchneuron_ext.compat.torch_neuronx.profiling import NeuronProfiler
 
     assert tnx.nki_op is torch_ops.nki_op and tnx.wrap_nki is torch_ops.wrap_nki
     assert tnx.nki_hop.nki_op is torch_ops.nki_op
@@ -189,3 +189,4 @@ def test_nki_and_profiling_names():
     import torchneuron_ext.nki
 
     assert tnx.nki is torchneuron_ext.nki
+

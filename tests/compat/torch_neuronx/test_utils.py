@@ -9,8 +9,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
-import torchneuron_ext.torch_neuronx as tnx
-from torchneuron_ext.torch_neuronx import utils
+import torchneuron_ext.compat.torch_neuronx as tnx
+from torchneuron_ext.compat.torch_neuronx import utils
 
 
 def test_configuration_queries(monkeypatch):
