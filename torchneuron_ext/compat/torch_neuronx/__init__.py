@@ -34,6 +34,9 @@ from torchneuron_ext import _C as _ext_C
 from torchneuron_ext import neuron as _neuron
 from torchneuron_ext.neuron import Event, Stream, StreamContext
 from torchneuron_ext.neuron import _lazy as _neuron_lazy
+from torchneuron_ext.neuron.device import InvalidDeviceError as _InvalidDeviceError
+from torchneuron_ext.neuron.device import _get_device_index as _neuron_device_index
+from torchneuron_ext.neuron.device import local_devices as _local_devices
 
 from . import _scope, env
 from .memory import (
@@ -88,29 +91,40 @@ def current_device() -> int:
     return _neuron.current_device()
 
 
-def _index_or_raise(device: DeviceLike) -> int:
-    """An explicit device (int, "neuron:i", torch.device) as an index; ValueError when out of range."""
-    if isinstance(device, bool):
-        raise ValueError(f"Invalid device id: {device}")
-    if isinstance(device, str):
-        device = torch.device(device)
-    if isinstance(device, torch.device):
-        if device.type != "neuron":
-            raise ValueError(f"Expected neuron device, got {device.type}")
-        index = device.index if device.index is not None else current_device()
-    elif isinstance(device, int):
-        index = device
-    else:
+def _device_index(device: DeviceLike, node_wide: bool = False) -> int:
+    """An explicit device (int, "neuron:i", torch.device) as an index, refused exactly as the runtime refuses it.
+
+    torch.neuron's normaliser and the runtime's check decide, so that in a distributed job (which owns only
+    neuron:LOCAL_RANK) this refuses what the runtime refuses; only TorchNeuron's error types and the start of
+    its messages are kept ("Invalid device id: i." followed by the runtime's reason). With ``node_wide``, an
+    index of the node that another process of the job owns is accepted (get_device_properties describes it,
+    as TorchNeuron does).
+    """
+    if device is None:  # torch.neuron would read it as the current device
         raise ValueError(f"Invalid device specification: {device}")
-    count = device_count()
-    if index < 0 or index >= count:
-        raise ValueError(f"Invalid device id: {index}. Valid range is 0 to {count - 1}")
-    return index
+    if isinstance(device, bool):  # TorchNeuron refuses it; torch.neuron would read True as neuron:1
+        raise ValueError(f"Invalid device id: {device}")
+    try:
+        return _neuron_device_index(device, optional=True)
+    except _InvalidDeviceError as e:
+        requested = device if isinstance(device, int) else torch.device(device).index
+        if node_wide and 0 <= requested < device_count():
+            return requested
+        raise _InvalidDeviceError(f"Invalid device id: {requested}. {e}") from None
+    except TypeError:
+        if isinstance(device, int):  # beyond the runtime's index type, so it has no message of its own
+            local = _local_devices()
+            raise _InvalidDeviceError(
+                f"Invalid device id: {device}. Valid range is {local.start} to {local.stop - 1} for this process"
+            ) from None
+        raise ValueError(f"Invalid device specification: {device}") from None
+    except ValueError:  # a device of another type
+        raise ValueError(f"Expected neuron device, got {torch.device(device).type}") from None
 
 
 def set_device(device: DeviceLike) -> None:
     """Make ``device`` the calling thread's current Neuron device (ValueError when it does not exist)."""
-    _neuron.set_device(_index_or_raise(device))
+    _neuron.set_device(_device_index(device))
 
 
 def get_device_properties(device: DeviceLike = None) -> Any:
@@ -119,24 +133,17 @@ def get_device_properties(device: DeviceLike = None) -> Any:
     ``device`` is an index, ``"neuron:i"`` or a torch.device; None is the current device. A device that
     does not exist raises ValueError.
     """
-    index = current_device() if device is None else _index_or_raise(device)
+    index = current_device() if device is None else _device_index(device, node_wide=True)
     _lazy_init()
     return _neuron.get_device_properties(index)
 
 
 def _get_device_index(device: DeviceLike, optional: bool = False, allow_cpu: bool = False) -> Optional[int]:
-    """TorchNeuron's private helper: None stays None when ``optional``, else the current device."""
+    """TorchNeuron's private helper: None stays None when ``optional``, else the current device; any other
+    device is checked as every function here checks it."""
     if device is None:
         return None if optional else current_device()
-    if isinstance(device, str):
-        device = torch.device(device)
-    if isinstance(device, torch.device):
-        if device.type != "neuron":
-            raise ValueError(f"Expected neuron device, got {device.type}")
-        return device.index if device.index is not None else current_device()
-    if isinstance(device, int):
-        return device
-    raise ValueError(f"Invalid device specification: {device}")
+    return _device_index(device)
 
 
 class device(_neuron.device):
@@ -147,13 +154,13 @@ class device(_neuron.device):
 
     def __init__(self, device: DeviceLike):
         if device is not None and not (isinstance(device, int) and device < 0):
-            _index_or_raise(device)
+            _device_index(device)
         super().__init__(device if not (isinstance(device, int) and device < 0) else None)
 
 
 def synchronize(device: DeviceLike = None) -> None:
     """Wait for all work in all streams of a Neuron device (the current one by default) to finish."""
-    _neuron.synchronize(None if device is None else _index_or_raise(device))
+    _neuron.synchronize(None if device is None else _device_index(device))
 
 
 def empty_cache() -> None:
@@ -166,12 +173,12 @@ def empty_cache() -> None:
 
 def current_stream(device: DeviceLike = None) -> torch.Stream:
     """The calling thread's current stream on a Neuron device (the current device by default)."""
-    return _neuron.current_stream(None if device is None else _index_or_raise(device))
+    return _neuron.current_stream(None if device is None else _device_index(device))
 
 
 def default_stream(device: DeviceLike = None) -> torch.Stream:
     """The default stream (id 0) of a Neuron device."""
-    return _neuron.default_stream(None if device is None else _index_or_raise(device))
+    return _neuron.default_stream(None if device is None else _device_index(device))
 
 
 def set_stream(stream: Optional[torch.Stream]) -> None:
