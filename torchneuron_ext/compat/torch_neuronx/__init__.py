@@ -261,9 +261,8 @@ def __getattr__(name: str) -> Any:
     if name == "profiling":
         return _importlib.import_module(f"{__name__}.profiling")
     if name in ("nki_op", "wrap_nki"):
-        from torchneuron_ext.nki import torch_ops
-
-        return getattr(torch_ops, name)
+        # The package root's public names, so this does not depend on where NKI's torch integration lives.
+        return getattr(_ext, name)
     if name == "nki":
         return _importlib.import_module("torchneuron_ext.nki")
     if name == "nki_jit":  # the XLA-era decorator: legacy-dialect kernels
