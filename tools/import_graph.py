@@ -40,6 +40,9 @@ LAYERS = {
     "torchneuron_ext.costmodel": 3,
     # 4: what imitates other products, and the entry points.
     "torchneuron_ext.compat": 4,
+    # The former path of compat/aliases.py (`python -m torchneuron_ext.nki.compat`, docs/nki.md): a stub that
+    # re-exports compat's names, so it sits in compat's layer although its file is in nki/.
+    "torchneuron_ext.nki.compat": 4,
     "torchneuron_ext.cli": 4,
     "torchneuron_ext": 4,
 }

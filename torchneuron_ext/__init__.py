@@ -90,10 +90,12 @@ from .compiler import _hooks as _compiler_hooks  # noqa: E402
 
 _compiler_hooks.install()
 
-if _os.environ.get("TORCHNEURON_EXT_NKI_COMPAT"):
-    from .nki import compat as _nki_compat
+# Other products' module names (neuronxcc.nki, nki, torch_neuronx), when the environment asks. The variable
+# is read by _env.flag in install_from_environment; this test only spares importing compat/ when it is unset.
+if _os.environ.get("TORCHNEURON_EXT_NKI_COMPAT", "").strip():
+    from .compat import aliases as _compat_aliases
 
-    _nki_compat._install_from_env()
+    _compat_aliases.install_from_environment()
 
 
 def __getattr__(name: str) -> object:

@@ -1,5 +1,5 @@
-"""`torchneuron_ext.profiling`: TorchNeuron's module name for its profiling API
-(`from torch_neuronx.profiling import NeuronConfig, ProfileMode, NeuronProfiler`)."""
-from .profiler.config import NeuronConfig, NeuronProfiler, ProfileMode
+"""Former path of TorchNeuron's profiling names (the README's import), now
+torchneuron_ext.compat.torch_neuronx.profiling: importing it gives that module itself."""
+from torchneuron_ext.compat import aliases as _aliases
 
-__all__ = ["NeuronConfig", "NeuronProfiler", "ProfileMode"]
+_aliases.rename(__name__)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-import torchneuron_ext.torch_neuronx as tnx
+import torchneuron_ext.compat.torch_neuronx as tnx
 from torchneuron_ext.neuron.device import InvalidDeviceError
 
 
@@ -180,7 +180,7 @@ def test_runtime_state_and_misc():
 
 def test_nki_and_profiling_names():
     from torchneuron_ext.nki import torch_ops
-    from torchneuron_ext.profiling import NeuronProfiler
+    from torchneuron_ext.compat.torch_neuronx.profiling import NeuronProfiler
 
     assert tnx.nki_op is torch_ops.nki_op and tnx.wrap_nki is torch_ops.wrap_nki
     assert tnx.nki_hop.nki_op is torch_ops.nki_op
@@ -189,3 +189,52 @@ def test_nki_and_profiling_names():
     import torchneuron_ext.nki
 
     assert tnx.nki is torchneuron_ext.nki
+
+
+_RENUMBERED = """
+import json, torch
+import torchneuron_ext.compat.torch_neuronx as tnx
+out = {"count": tnx.device_count(), "current": tnx.current_device()}
+for name, call in [("set_device", lambda i: tnx.set_device(i)), ("device", lambda i: tnx.device(i)),
+                   ("synchronize", lambda i: tnx.synchronize(i)), ("current_stream", lambda i: tnx.current_stream(i)),
+                   ("_get_device_index", lambda i: tnx._get_device_index(i)),
+                   ("get_device_properties", lambda i: tnx.get_device_properties(i).physical_core_id),
+                   ("torch.neuron.set_device", lambda i: torch.neuron.set_device(i))]:
+    for index in (0, 1, 2, "neuron:0"):
+        try:
+            result = call(index)
+            out[f"{name}({index!r})"] = "ok" if name != "get_device_properties" else result
+        except ValueError as e:
+            out[f"{name}({index!r})"] = str(e)
+print(json.dumps(out))
+"""
+
+
+def test_refuses_what_the_runtime_refuses_in_a_distributed_job():
+    """Latent bug 5: in a job that owns only neuron:LOCAL_RANK, torch_neuronx checked 0..device_count()-1, so it
+    accepted other ranks' cores (and said so in its message) where the runtime refuses them."""
+    import json
+
+    from tests.conftest import run_python
+
+    r = run_python(_RENUMBERED, env={"LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out.pop("count") == 2 and out.pop("current") == 1
+    # Properties describe the node's other cores, as TorchNeuron and torch.neuron do.
+    assert out.pop("get_device_properties(0)") == -1 and out.pop("get_device_properties(1)") == 1
+    assert out.pop("get_device_properties('neuron:0')") == -1
+    runtime_refusal = out.pop("torch.neuron.set_device(2)")
+    assert runtime_refusal.startswith("Device index 2 is out of range. Valid range is 1 to 1 for this process")
+    for key, text in out.items():
+        name, index = key.split("(", 1)
+        if index.startswith("1"):
+            assert text == "ok", (key, text)
+        elif index.startswith("2"):
+            # TorchNeuron's ValueError and the start of its message, then the runtime's reason.
+            assert text == f"Invalid device id: 2. {runtime_refusal}", (key, text)
+        elif name == "torch.neuron.set_device":
+            assert text.startswith("Attempted to access device that doesn't attach to this process"), (key, text)
+        else:
+            assert text.startswith("Invalid device id: 0. Attempted to access device that doesn't attach to this "
+                                   "process"), (key, text)

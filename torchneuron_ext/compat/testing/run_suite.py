@@ -1,11 +1,11 @@
 """Run a checkout of TorchNeuron's test suite on the emulator, one folder at a time, and count.
 
-    python -m torchneuron_ext.testing.run_suite CHECKOUT [FOLDER ...] [--json FILE] [--timeout S]
+    python -m torchneuron_ext.compat.testing.run_suite CHECKOUT [FOLDER ...] [--json FILE] [--timeout S]
         [--memory-limit GIB] [-- PYTEST_ARGS]
 
 CHECKOUT holds TorchNeuron's ``conftest.py`` and ``tests/`` (extract only those: see docs/torch_neuronx.md);
 FOLDERs are under ``tests/`` (default: the folders in ``DEFAULT_FOLDERS``). Each folder runs in its own
-``python -m pytest -p torchneuron_ext.testing.torchneuron_suite`` process (the emulator's core count is
+``python -m pytest -p torchneuron_ext.compat.testing.torchneuron_suite`` process (the emulator's core count is
 fixed when its runtime starts); the table gives, per folder, the test files that import and the tests
 passed / failed / skipped (out of scope, and skipped by the suite itself).
 """
@@ -59,7 +59,7 @@ def _pytest(checkout: str, paths: list[str], timeout: float, extra: list[str],
             memory_gib: float = 0) -> tuple[int, dict[str, Any], str]:
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         report = f.name
-    cmd = [sys.executable, "-m", "pytest", "-p", "torchneuron_ext.testing.torchneuron_suite", *paths,
+    cmd = [sys.executable, "-m", "pytest", "-p", "torchneuron_ext.compat.testing.torchneuron_suite", *paths,
            "-q", "-p", "no:cacheprovider", "--continue-on-collection-errors", f"--tnx-timeout={timeout:g}",
            f"--tnx-report={report}", *extra]
     proc = subprocess.run(cmd, cwd=checkout, capture_output=True, text=True, preexec_fn=_limit_memory(memory_gib))
@@ -117,7 +117,7 @@ def main(argv: list[str]) -> int:
     if "--" in argv:
         i = argv.index("--")
         argv, extra = argv[:i], argv[i + 1:]
-    parser = argparse.ArgumentParser(prog="python -m torchneuron_ext.testing.run_suite", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m torchneuron_ext.compat.testing.run_suite", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("checkout", help="directory with TorchNeuron's conftest.py and tests/")
     parser.add_argument("folders", nargs="*", default=list(DEFAULT_FOLDERS), help="folders under tests/")

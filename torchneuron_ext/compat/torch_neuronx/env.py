@@ -22,6 +22,8 @@ import threading
 import warnings
 from typing import Optional
 
+from ... import _env
+
 __all__ = ["HONOURED", "IMPLIED", "NOT_APPLICABLE", "EnvVar", "NotApplicableEnvWarning", "VARIABLES",
            "ACKNOWLEDGED_VAR", "check_environment", "not_applicable_set", "status"]
 
@@ -29,7 +31,6 @@ HONOURED = "honoured"
 IMPLIED = "implied"
 NOT_APPLICABLE = "not applicable"
 
-_TRUE = ("1", "true", "yes", "on")
 
 
 class NotApplicableEnvWarning(UserWarning):
@@ -68,17 +69,17 @@ VARIABLES: dict[str, EnvVar] = {v.name: v for v in [
        NOT_APPLICABLE, "collectives rendezvous through torch.distributed's store (MASTER_ADDR/MASTER_PORT)"),
     _v("NEURON_RT_ENABLE_HOST_CC", "host collectives with a pool of 3 streams per device (otherwise every "
        "user stream is the default stream)", IMPLIED,
-       "streams are always distinct streams with their own ids", _TRUE),
+       "streams are always distinct streams with their own ids", _env.ON),
     _v("NEURON_RT_DBG_ZEROCOPY", "zero-copy tensor transfers in NRT", IMPLIED,
-       "device memory is host memory: kernels never copy", _TRUE),
+       "device memory is host memory: kernels never copy", _env.ON),
     _v("NEURON_RT_ALLOW_LEGACY_NEFF", "let NRT load NEFFs of older compilers", NOT_APPLICABLE, _NO_COMPILER),
     _v("NEURON_RT_INSPECT_ENABLE", "NRT's environment-driven profile capture", NOT_APPLICABLE,
        "profile with torch.profiler and torchneuron_ext.profiling.NeuronConfig"),
     # --- Eager execution
     _v("NEURON_LAUNCH_BLOCKING", "1: every op waits for its execution (synchronous mode); 0: asynchronous "
-       "queues", IMPLIED, "execution is always synchronous: an op has finished when its call returns", _TRUE),
+       "queues", IMPLIED, "execution is always synchronous: an op has finished when its call returns", _env.ON),
     _v("TORCH_NEURONX_ENABLE_ASYNC_NRT", "asynchronous NRT execution (nrta)", IMPLIED,
-       "execution is always synchronous", ("0", "false", "no", "off")),
+       "execution is always synchronous", _env.OFF),
     _v("TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS", "1: an op that fails on Neuron raises instead of "
        "re-running on CPU (only unimplemented ops fall back)", HONOURED,
        "either value behaves alike: no op fails on the device where the CPU succeeds, and errors raise with "
@@ -123,7 +124,7 @@ VARIABLES: dict[str, EnvVar] = {v.name: v for v in [
     _v("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", "keep the compilation artifacts", NOT_APPLICABLE,
        "use TORCH_COMPILE_DEBUG=1"),
     _v("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", "1: a graph that fails on Neuron raises instead of running "
-       "eagerly", IMPLIED, "a compiled graph that fails raises", _TRUE),
+       "eagerly", IMPLIED, "a compiled graph that fails raises", _env.ON),
     _v("TORCH_NEURONX_RETAIN_DEVICE_MODE", "1: compiled outputs return on the inputs' original device",
        NOT_APPLICABLE, "compiled outputs are where the graph computes them, as with Inductor"),
     _v("TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY", "1: CPU inputs to a compiled graph raise instead of being "

@@ -33,7 +33,7 @@ FILES = {
             assert torch.equal(g.cpu(), torch.randn(3))
 
         def test_is_the_emulator():
-            assert torch_neuronx.__name__ == "torchneuron_ext.torch_neuronx"
+            assert torch_neuronx.__name__ == "torchneuron_ext.compat.torch_neuronx"
             assert (torch.ones(2, device="neuron") + 1).sum().item() == 4
 
         def test_reaches_internals():
@@ -73,7 +73,7 @@ def test_runner_and_plugin(tmp_path):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("NEURON_RT_", "NEURON_EMU_", "TORCH_NEURONX_", "TORCHNEURON_EXT_", "PYTEST_"))}
     out_json = tmp_path / "counts.json"
-    r = subprocess.run([sys.executable, "-m", "torchneuron_ext.testing.run_suite", str(tmp_path), "fake",
+    r = subprocess.run([sys.executable, "-m", "torchneuron_ext.compat.testing.run_suite", str(tmp_path), "fake",
                         "--json", str(out_json), "--timeout", "120"],
                        capture_output=True, text=True, env=env, timeout=900)
     assert r.returncode == 1, r.stdout + r.stderr  # test_a_real_failure
@@ -91,7 +91,7 @@ def test_runner_and_plugin(tmp_path):
 
 
 def test_out_of_scope_list():
-    from torchneuron_ext.testing.out_of_scope import OUT_OF_SCOPE, reason_for
+    from torchneuron_ext.compat.testing.out_of_scope import OUT_OF_SCOPE, reason_for
 
     assert "neuronx-cc" in reason_for("tests/streams/test_error_handler.py::TestErrorHandler::test_x")
     assert reason_for("tests/streams/test_stream_creation.py::TestStreamCreation::test_basic") is None
@@ -99,7 +99,7 @@ def test_out_of_scope_list():
 
 
 def test_own_process_files(tmp_path):
-    from torchneuron_ext.testing.run_suite import _own_process_files
+    from torchneuron_ext.compat.testing.run_suite import _own_process_files
 
     for name, text in {"a/test_x.py": "", "a/test_y_all_cores.py": "", "a/sub/test_z.py": "@pytest.mark.multi_device",
                        "distributed/test_d.py": "@pytest.mark.multi_device"}.items():

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from packaging.version import Version
 
-from .. import _torch_internals
+from ... import _env, _torch_internals
 
 __all__ = [
     "MXFP8", "TORCH_VERSION", "cast_dtype_if_needed", "convert_for_neuron", "flatten_tensors",
@@ -105,21 +105,18 @@ def suppress_specific_warnings(patterns: _t.Iterable[str]) -> _t.Iterator[None]:
 # ============================================================ configuration
 
 
-def _flag(name: str, default: str) -> bool:
-    return os.environ.get(name, default) == "1"
-
-
 def use_mlir_aten_ops() -> bool:
-    """TORCH_NEURONX_MLIR_ATEN_OPS == "1" (TorchNeuron's default): ATen ops lowered through torch-mlir.
+    """TORCH_NEURONX_MLIR_ATEN_OPS, on by default as in TorchNeuron: ATen ops lowered through torch-mlir.
 
-    The emulator has no lowering; this only reports the variable, so tests branch as on TorchNeuron.
+    The emulator has no lowering; this only reports the variable, so tests branch as on TorchNeuron. Like
+    every switch of the package it reads 1/true/on/yes and 0/false/off/no (_env.flag).
     """
-    return _flag("TORCH_NEURONX_MLIR_ATEN_OPS", "1")
+    return _env.flag("TORCH_NEURONX_MLIR_ATEN_OPS", True)
 
 
 def is_stablehlo_enabled() -> bool:
-    """False only when TORCH_NEURONX_ENABLE_STABLEHLO is "0" or "false" (a report; nothing is lowered here)."""
-    return os.environ.get("TORCH_NEURONX_ENABLE_STABLEHLO", "1") not in ("0", "false")
+    """TORCH_NEURONX_ENABLE_STABLEHLO, on by default (a report; nothing is lowered here)."""
+    return _env.flag("TORCH_NEURONX_ENABLE_STABLEHLO", True)
 
 
 def is_sync_mode_enabled() -> bool:
@@ -136,13 +133,13 @@ def get_gmm_align() -> int:
 
 
 def skip_op_preconditions() -> bool:
-    """TORCH_NEURONX_SKIP_OP_PRECONDITIONS == "1" (a report; the emulator has no lowering preconditions)."""
-    return _flag("TORCH_NEURONX_SKIP_OP_PRECONDITIONS", "0")
+    """TORCH_NEURONX_SKIP_OP_PRECONDITIONS, off by default (a report; the emulator has no lowering preconditions)."""
+    return _env.flag("TORCH_NEURONX_SKIP_OP_PRECONDITIONS", False)
 
 
 def is_neff_cache_disabled() -> bool:
-    """TORCH_NEURONX_DISABLE_NEFF_CACHE in ("1", "true", "yes") (a report; the emulator has no NEFF cache)."""
-    return os.environ.get("TORCH_NEURONX_DISABLE_NEFF_CACHE", "").lower() in ("1", "true", "yes")
+    """TORCH_NEURONX_DISABLE_NEFF_CACHE, off by default (a report; the emulator has no NEFF cache)."""
+    return _env.flag("TORCH_NEURONX_DISABLE_NEFF_CACHE", False)
 
 
 def get_platform_target() -> str:
@@ -182,16 +179,16 @@ def _get_instance_type() -> str:
 
 def log_executed_op(op_name: str) -> None:
     """Record ``op_name`` as executed on Neuron (torch_neuronx.get_executed_ops())."""
-    import torchneuron_ext.torch_neuronx as tnx
+    from . import _python_executed
 
-    tnx._python_executed.add(str(op_name))
+    _python_executed.add(str(op_name))
 
 
 def log_offloaded_op(op_name: str) -> None:
     """Record ``op_name`` as fallen back to the CPU (torch_neuronx.get_fallback_ops())."""
-    import torchneuron_ext.torch_neuronx as tnx
+    from . import _python_offloaded
 
-    tnx._python_offloaded.add(str(op_name))
+    _python_offloaded.add(str(op_name))
 
 
 def log_neff_cache_hit(cache_key: str) -> None:

@@ -6,8 +6,8 @@ from unittest import mock
 import pytest
 import torch
 
-import torchneuron_ext.torch_neuronx as tnx
-from torchneuron_ext.torch_neuronx import neuron
+import torchneuron_ext.compat.torch_neuronx as tnx
+from torchneuron_ext.compat.torch_neuronx import neuron
 
 
 def test_set_device_hands_over_to_torch_neuronx():

@@ -9,8 +9,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
-import torchneuron_ext.torch_neuronx as tnx
-from torchneuron_ext.torch_neuronx import utils
+import torchneuron_ext.compat.torch_neuronx as tnx
+from torchneuron_ext.compat.torch_neuronx import utils
 
 
 def test_configuration_queries(monkeypatch):
@@ -41,6 +41,20 @@ def test_configuration_queries(monkeypatch):
     monkeypatch.setenv("NKI_TARGET", "gpu")
     with pytest.raises(ValueError, match="unknown Neuron platform target 'gpu'"):
         utils.get_platform_target()
+
+
+def test_configuration_switches_read_the_package_grammar(monkeypatch):
+    """TorchNeuron's switches are read as every switch of the package is (_env.flag): before, "off" left
+    StableHLO reported on, "true" turned the torch-mlir report off, and anything unknown passed silently."""
+    monkeypatch.setenv("TORCH_NEURONX_ENABLE_STABLEHLO", "off")
+    monkeypatch.setenv("TORCH_NEURONX_MLIR_ATEN_OPS", "true")
+    monkeypatch.setenv("TORCH_NEURONX_SKIP_OP_PRECONDITIONS", "on")
+    monkeypatch.setenv("TORCH_NEURONX_DISABLE_NEFF_CACHE", "No")
+    assert utils.is_stablehlo_enabled() is False and utils.use_mlir_aten_ops() is True
+    assert utils.skip_op_preconditions() is True and utils.is_neff_cache_disabled() is False
+    monkeypatch.setenv("TORCH_NEURONX_MLIR_ATEN_OPS", "maybe")
+    with pytest.raises(ValueError, match="TORCH_NEURONX_MLIR_ATEN_OPS='maybe' is not understood"):
+        utils.use_mlir_aten_ops()
 
 
 def test_sync_mode_is_always_on(monkeypatch):

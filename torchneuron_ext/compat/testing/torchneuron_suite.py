@@ -1,8 +1,8 @@
 """pytest plugin: run TorchNeuron's own test suite (a checkout outside this repository) on the emulator.
 
-    cd <checkout> && python -m pytest -p torchneuron_ext.testing.torchneuron_suite tests/device
+    cd <checkout> && python -m pytest -p torchneuron_ext.compat.testing.torchneuron_suite tests/device
 
-(``python -m torchneuron_ext.testing.run_suite <checkout>`` runs every folder this way and counts.) It maps
+(``python -m torchneuron_ext.compat.testing.run_suite <checkout>`` runs every folder this way and counts.) It maps
 what a Trainium host provides and the emulator does differently:
 
 - the single-core assumption: ``NEURON_RT_NUM_CORES=1``, as the suite's conftest sets on hardware (it skips
@@ -24,7 +24,7 @@ what a Trainium host provides and the emulator does differently:
 
 Tests that need what the emulator deliberately lacks are reported as skipped, with the reason: those
 whose module or body reaches an out-of-scope part of TorchNeuron (its errors name the limitation, see
-torchneuron_ext/torch_neuronx/_scope.py), and those listed in out_of_scope.py (about hardware, neuronx-cc,
+torchneuron_ext/compat/torch_neuronx/_scope.py), and those listed in out_of_scope.py (about hardware, neuronx-cc,
 NEFF caches, XLA/JAX or StableHLO). ``--tnx-report FILE`` writes per-file counts as JSON.
 """
 from __future__ import annotations
@@ -49,7 +49,7 @@ ENV_MAPPING = {
     "TORCHNEURON_EXT_RNG": "cpu",
 }
 
-_IMPORT_NAME = re.compile(r"cannot import name '(\w+)' from '((?:torchneuron_ext\.)?torch_neuronx[\w.]*)'")
+_IMPORT_NAME = re.compile(r"cannot import name '(\w+)' from '((?:torchneuron_ext\.compat\.)?torch_neuronx[\w.]*)'")
 # XLA and JAX, which TorchNeuron lowers through and the emulator does not have: a test that imports them
 # itself (not through torch_neuronx, whose modules name the limitation) is out of scope too.
 _XLA_MODULE = re.compile(r"No module named '((?:jax|jaxlib|torch_xla|libneuronxla)(?:\.[\w.]+)?)'")
@@ -88,13 +88,12 @@ def _needs_all_cores(item: Any) -> bool:
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: Any) -> None:
     _map_environment(list(config.args))
-    # Set on purpose: no not-applicable notice for them (torchneuron_ext.torch_neuronx.env), here or in ranks.
+    # Set on purpose: no not-applicable notice for them (torch_neuronx/env.py), here or in ranks.
     os.environ["TORCHNEURON_EXT_ENV_ACKNOWLEDGED"] = ",".join(ENV_MAPPING)
-    from torchneuron_ext.nki import compat
-    from torchneuron_ext.torch_neuronx import _importer
+    from .. import aliases
 
-    compat.install()
-    _importer.force()
+    aliases.install()
+    aliases.force()
     config._tnx_counts = collections.defaultdict(collections.Counter)
     config._tnx_reasons = collections.Counter()
     config.addinivalue_line("markers", "tnx_out_of_scope(reason): not applicable to the emulated device")
@@ -104,7 +103,7 @@ def pytest_configure(config: Any) -> None:
 
 
 def _marker() -> str:
-    from torchneuron_ext.torch_neuronx._scope import MARKER
+    from ..torch_neuronx._scope import MARKER
 
     return MARKER
 

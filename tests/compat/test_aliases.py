@@ -1,5 +1,5 @@
-"""Opt-in import aliases: neuronxcc.nki*, nki* and torch_neuronx resolve to torchneuron_ext when the
-real packages are absent (issue 6, point 5). Each case runs in a fresh interpreter."""
+"""Opt-in import aliases (torchneuron_ext.compat.aliases): neuronxcc.nki*, nki* and torch_neuronx resolve to
+torchneuron_ext when the real packages are absent (issue 6, point 5)."""
 import os
 import sys
 import textwrap
@@ -7,6 +7,7 @@ import textwrap
 from expecttest import TestCase
 
 from tests.conftest import run_python
+from torchneuron_ext.compat.__main__ import main
 
 _ON = {"TORCHNEURON_EXT_NKI_COMPAT": "1"}
 
@@ -141,16 +142,16 @@ class TestInstall(TestCase):
     """install() and friends, in this interpreter (each test leaves no alias behind)."""
 
     def setUp(self):
-        from torchneuron_ext.nki import compat
-        self.compat = compat
+        from torchneuron_ext.compat import aliases
+        self.aliases = aliases
 
     def tearDown(self):
-        self.compat.uninstall()
+        self.aliases.uninstall()
 
     def test_install_and_uninstall(self):
         import importlib
-        self.compat.install()
-        self.assertTrue(self.compat.installed())
+        self.aliases.install()
+        self.assertTrue(self.aliases.installed())
         nl = importlib.import_module("nki.language")
         import torchneuron_ext.nki.language as ours
         self.assertIs(nl, ours)
@@ -159,8 +160,8 @@ class TestInstall(TestCase):
         # AWS's custom C++ operator scripts import the workflow from torch_neuronx.xla_impl.
         from torch_neuronx.xla_impl import custom_op
         self.assertIs(custom_op, importlib.import_module("torchneuron_ext.custom_op"))
-        self.compat.uninstall()
-        self.assertFalse(self.compat.installed())
+        self.aliases.uninstall()
+        self.assertFalse(self.aliases.installed())
         self.assertNotIn("nki", sys.modules)
         with self.assertRaises(ModuleNotFoundError):
             importlib.import_module("nki")
@@ -174,7 +175,7 @@ class TestInstall(TestCase):
                 f.write("REAL = True\n")
             sys.path.insert(0, d)
             try:
-                finder = self.compat._AliasFinder()
+                finder = self.aliases.AliasFinder(products=True)
                 self.assertIsNone(finder.find_spec("nki", None))           # installed: left alone
                 self.assertIsNone(finder.find_spec("nki.language", None))
                 self.assertIsNotNone(finder.find_spec("neuronxcc.nki", None))  # not installed: aliased
@@ -183,19 +184,19 @@ class TestInstall(TestCase):
                 sys.path.remove(d)
 
     def test_bad_environment_value_warns(self):
-        old = os.environ.get(self.compat.ENV_VAR)
-        os.environ[self.compat.ENV_VAR] = "yes please"
+        old = os.environ.get(self.aliases.ENV_VAR)
+        os.environ[self.aliases.ENV_VAR] = "yes please"
         try:
             with self.assertWarns(UserWarning) as cm:
-                self.compat._install_from_env()
+                self.assertFalse(self.aliases.install_from_environment())
         finally:
             if old is None:
-                del os.environ[self.compat.ENV_VAR]
+                del os.environ[self.aliases.ENV_VAR]
             else:
-                os.environ[self.compat.ENV_VAR] = old
-        self.assertFalse(self.compat.installed())
+                os.environ[self.aliases.ENV_VAR] = old
+        self.assertFalse(self.aliases.installed())
         self.assertExpectedInline(str(cm.warning), """\
-TORCHNEURON_EXT_NKI_COMPAT='yes please' is not understood: use 1 to install the NKI import aliases (neuronxcc.nki, nki, torch_neuronx), 0 not to; they are not installed""")
+TORCHNEURON_EXT_NKI_COMPAT='yes please' is not understood: use 1 (or true/on/yes) to turn it on, 0 (or false/off/no) to turn it off""")
 
     def test_run_script(self):
         import contextlib
@@ -209,7 +210,7 @@ TORCHNEURON_EXT_NKI_COMPAT='yes please' is not understood: use 1 to install the 
             argv = sys.argv
             try:
                 with contextlib.redirect_stdout(out):
-                    self.assertEqual(self.compat._main([path, "--flag"]), 0)
+                    self.assertEqual(main([path, "--flag"]), 0)
             finally:
                 sys.argv = argv
         self.assertIn("legacy ok", out.getvalue())
@@ -227,61 +228,10 @@ TORCHNEURON_EXT_NKI_COMPAT='yes please' is not understood: use 1 to install the 
             sys.path.insert(0, d)
             try:
                 with contextlib.redirect_stdout(out):
-                    self.assertEqual(self.compat._main(["-m", "kernel_module", "-k", "x"]), 0)
+                    self.assertEqual(main(["-m", "kernel_module", "-k", "x"]), 0)
             finally:
                 sys.argv = argv
                 sys.path.remove(d)
                 sys.modules.pop("kernel_module", None)
         self.assertIn("legacy ok", out.getvalue())
         self.assertIn("argv ['-k', 'x']", out.getvalue())
-
-
-# In a fresh interpreter: forget any hook the environment already has, then process a site directory
-# holding only the hook written by --install-hook, as the interpreter does at start-up.
-HOOK_SCRIPT = """
-import sys, site
-sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != "LazyCompatFinder"]
-site.addsitedir(sys.argv[1] if len(sys.argv) > 1 else HOOK_DIR)
-print("finder:", sum(type(f).__name__ == "LazyCompatFinder" for f in sys.meta_path))
-print("torch before:", "torch" in sys.modules)
-try:
-    import neuronxcc.nki.language as nl
-    print("imported:", nl.__name__)
-except ModuleNotFoundError as e:
-    print("error:", e)
-"""
-
-
-class TestStartupHook(TestCase):
-    """TORCHNEURON_EXT_NKI_COMPAT=1 must work when the first import is neuronxcc.nki, not torch."""
-
-    def _hook_dir(self) -> str:
-        import tempfile
-        from torchneuron_ext.nki import compat
-        d = tempfile.mkdtemp()
-        self.addCleanup(lambda: (compat.uninstall_hook(d), os.rmdir(d)))
-        path = compat.install_hook(d)
-        self.assertTrue(path.endswith("torchneuron_ext_nki_compat.pth"))
-        return d
-
-    def test_first_import_is_neuronxcc(self) -> None:
-        d = self._hook_dir()
-        r = run_python(HOOK_SCRIPT.replace("HOOK_DIR", repr(d)), env=_ON)
-        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
-        self.assertEqual(r.stdout.strip().splitlines(), [
-            "finder: 1", "torch before: False", "imported: torchneuron_ext.nki.legacy.language"])
-
-    def test_nothing_without_the_variable(self):
-        d = self._hook_dir()
-        r = run_python(HOOK_SCRIPT.replace("HOOK_DIR", repr(d)), env={"TORCHNEURON_EXT_NKI_COMPAT": "0"})
-        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
-        self.assertEqual(r.stdout.strip().splitlines(), [
-            "finder: 0", "torch before: False", "error: No module named 'neuronxcc'"])
-
-    def test_uninstall_hook(self):
-        from torchneuron_ext.nki import compat
-        d = self._hook_dir()
-        self.assertTrue(os.path.exists(compat.hook_path(d)))
-        self.assertEqual(compat.uninstall_hook(d), compat.hook_path(d))
-        self.assertFalse(os.path.exists(compat.hook_path(d)))
-        self.assertIsNone(compat.uninstall_hook(d))

@@ -14,6 +14,7 @@ Every other name (``amp``, ``get_rng_state_all``, ``mem_get_info``, ...) is ``to
 """
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import torch
@@ -24,9 +25,9 @@ from . import memory  # noqa: F401  (torch.neuron.memory.* in TorchNeuron)
 
 
 def _tnx() -> Any:
-    import torchneuron_ext.torch_neuronx as tnx
-
-    return tnx
+    # The package this module belongs to, looked up at each call (TorchNeuron's hand-over; tests patch its
+    # functions). A submodule's package is always imported before it, so this needs no import.
+    return sys.modules[__name__.rpartition(".")[0]]
 
 
 def is_initialized() -> bool:

@@ -6,7 +6,7 @@ import warnings
 import pytest
 
 from tests.conftest import run_python
-from torchneuron_ext.torch_neuronx import _scope, env
+from torchneuron_ext.compat.torch_neuronx import _scope, env
 
 
 @pytest.fixture

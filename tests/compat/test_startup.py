@@ -1,0 +1,73 @@
+"""The interpreter start-up hook (torchneuron_ext.compat.startup): TORCHNEURON_EXT_NKI_COMPAT=1 must work when
+the first import is neuronxcc.nki, not torch; hooks written by earlier versions keep working."""
+import os
+import tempfile
+
+from expecttest import TestCase
+
+from tests.conftest import run_python
+from torchneuron_ext.compat import startup
+
+_ON = {"TORCHNEURON_EXT_NKI_COMPAT": "1"}
+
+# In a fresh interpreter: forget any hook the environment already has, then process a site directory
+# holding only the hook under test, as the interpreter does at start-up.
+HOOK_SCRIPT = """
+import sys, site
+sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != "LazyCompatFinder"]
+site.addsitedir(sys.argv[1] if len(sys.argv) > 1 else HOOK_DIR)
+print("finder:", sum(type(f).__name__ == "LazyCompatFinder" for f in sys.meta_path))
+print("torch before:", "torch" in sys.modules)
+try:
+    import neuronxcc.nki.language as nl
+    print("imported:", nl.__name__)
+except ModuleNotFoundError as e:
+    print("error:", e)
+"""
+
+# The line `python -m torchneuron_ext.nki.compat --install-hook` wrote before compat/ existed: it executes
+# torchneuron_ext/nki/startup.py.
+OLD_PTH_LINE = ("import os; os.environ.get('TORCHNEURON_EXT_NKI_COMPAT', '').strip().lower() in "
+                "('1', 'true', 'on', 'yes') and exec(open(os.path.join(os.path.dirname(__import__('importlib.util')"
+                ".util.find_spec('torchneuron_ext').origin), 'nki', 'startup.py')).read(), "
+                "{'__name__': 'torchneuron_ext_nki_startup'})\n")
+
+
+class TestStartupHook(TestCase):
+
+    def _hook_dir(self) -> str:
+        d = tempfile.mkdtemp()
+        self.addCleanup(lambda: (startup.uninstall_hook(d), os.rmdir(d)))
+        path = startup.install_hook(d)
+        self.assertTrue(path.endswith("torchneuron_ext_nki_compat.pth"))
+        return d
+
+    def test_first_import_is_neuronxcc(self) -> None:
+        d = self._hook_dir()
+        r = run_python(HOOK_SCRIPT.replace("HOOK_DIR", repr(d)), env=_ON)
+        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+        self.assertEqual(r.stdout.strip().splitlines(), [
+            "finder: 1", "torch before: False", "imported: torchneuron_ext.nki.legacy.language"])
+
+    def test_nothing_without_the_variable(self) -> None:
+        d = self._hook_dir()
+        r = run_python(HOOK_SCRIPT.replace("HOOK_DIR", repr(d)), env={"TORCHNEURON_EXT_NKI_COMPAT": "0"})
+        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+        self.assertEqual(r.stdout.strip().splitlines(), [
+            "finder: 0", "torch before: False", "error: No module named 'neuronxcc'"])
+
+    def test_hook_of_an_earlier_version(self) -> None:
+        d = self._hook_dir()
+        with open(startup.hook_path(d), "w") as f:
+            f.write(OLD_PTH_LINE)
+        r = run_python(HOOK_SCRIPT.replace("HOOK_DIR", repr(d)), env=_ON)
+        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+        self.assertEqual(r.stdout.strip().splitlines(), [
+            "finder: 1", "torch before: False", "imported: torchneuron_ext.nki.legacy.language"])
+
+    def test_uninstall_hook(self) -> None:
+        d = self._hook_dir()
+        self.assertTrue(os.path.exists(startup.hook_path(d)))
+        self.assertEqual(startup.uninstall_hook(d), startup.hook_path(d))
+        self.assertFalse(os.path.exists(startup.hook_path(d)))
+        self.assertIsNone(startup.uninstall_hook(d))
