@@ -25,6 +25,25 @@ ProcessGroupNeuron = _C._ProcessGroupNeuron
 _CHECKS_ENV = "TORCHNEURON_EXT_DIST_CHECKS"
 
 
+def _check_c10d_registration() -> None:
+    if not dist.is_available():
+        return
+    backend = _torch_internals.attribute("torch.distributed", "Backend")
+    for name in ("_plugins", "default_device_backend_map"):
+        if not hasattr(backend, name):
+            raise _torch_internals.Broken(f"torch.distributed.Backend.{name} does not exist")
+    _torch_internals.parameters(backend.register_backend, "extended_api", "devices", label="Backend.register_backend")
+    if dist.is_gloo_available() and not hasattr(dist.ProcessGroupGloo, "_set_sequence_number_for_group"):
+        raise _torch_internals.Broken("ProcessGroupGloo._set_sequence_number_for_group does not exist")
+
+
+_torch_internals.register(
+    "P20", "c10d backend registration", "torchneuron_ext/distributed/backend.py",
+    "dist.Backend._plugins, Backend.default_device_backend_map, register_backend(extended_api=, "
+    "devices=), ProcessGroupGloo._set_sequence_number_for_group",
+    "register() and _create_backend in distributed/backend.py", _check_c10d_registration)
+
+
 @dataclasses.dataclass
 class NeuronOptions:
     """Per-group options: ``dist.new_group(backend="neuron", pg_options=NeuronOptions(...))``.

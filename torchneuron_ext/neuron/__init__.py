@@ -51,6 +51,15 @@ from .streams import (Event, Stream, StreamContext, current_stream, default_stre
 from . import device as _device_mod
 from .. import _torch_internals
 
+
+def _check_serialization_utils() -> None:
+    _torch_internals.source_mentions("serialization.py", "device_module._utils._get_device_index(location, True)")
+
+
+_torch_internals.register(
+    "P3", "serialization's _utils lookup", "torchneuron_ext/neuron/__init__.py (`_utils = _device_mod`)",
+    "torch.serialization calling torch.neuron._utils._get_device_index(location, True) to restore neuron tensors",
+    "the `_utils` alias in neuron/__init__.py (or the new lookup)", _check_serialization_utils)
 _torch_internals.require("P3")
 _utils = _device_mod  # torch.serialization looks up `_utils._get_device_index`
 
