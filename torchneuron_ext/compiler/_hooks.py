@@ -2,8 +2,9 @@
 (and Inductor's CPU behaviour for neuron when torch._inductor.compile_fx is),
 so that `import torch` stays cheap (Dynamo costs over a second to import) and the default
 `torch.compile()` still works on neuron tensors. Inductor finds its half through torch.neuron's
-`Scheduling` / `PythonWrapperCodegen` / `CppWrapperCodegen` attributes (see neuron/__init__.py),
-which it asks for at a point where importing its codegen modules is safe."""
+`Scheduling` / `PythonWrapperCodegen` / `CppWrapperCodegen` attributes (which install() has
+registration.register_device_module give torch.neuron), which it asks for at a point where importing
+its codegen modules is safe."""
 from __future__ import annotations
 
 import importlib.abc
@@ -74,6 +75,9 @@ def _on_import(name: str) -> None:
 def install() -> None:
     """Register now for modules already imported; hook the others."""
     _torch_internals.require("P5")
+    from . import registration
+
+    registration.register_device_module()
     for name in list(_pending):
         if name in sys.modules:
             _on_import(name)

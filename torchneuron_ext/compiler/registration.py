@@ -2,6 +2,8 @@
 scheduling and wrapper classes, and Inductor's CPU behaviour for neuron graphs (cpu_parity.py)."""
 from __future__ import annotations
 
+from typing import Callable
+
 from .. import _torch_internals
 
 _done = False
@@ -106,6 +108,23 @@ def register_inductor() -> None:
 
     c = inductor_classes()
     register_backend_for_device("neuron", c["Scheduling"], c["PythonWrapperCodegen"], c["CppWrapperCodegen"])
+
+
+def _inductor_class(name: str) -> Callable[[], object]:
+    return lambda: inductor_classes()[name]
+
+
+def register_device_module() -> None:
+    """Give torch.neuron the names that belong to the compiler: Inductor's classes for neuron (looked up
+    when Inductor first compiles for the device, so they are served lazily) and TorchNeuron's
+    `torch.neuron.get_dynamo_metrics` / `reset_dynamo_metrics`."""
+    from .. import neuron
+    from . import metrics
+
+    for name in ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen"):
+        neuron._provide_attribute(name, _inductor_class(name))
+    neuron._provide_attribute("get_dynamo_metrics", lambda: metrics.get_dynamo_metrics)
+    neuron._provide_attribute("reset_dynamo_metrics", lambda: metrics.reset_dynamo_metrics)
 
 
 def register_all() -> None:
