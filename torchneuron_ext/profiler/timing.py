@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 from typing import Iterator, Optional, Sequence, Union
+
+from .._env import flag as _env_flag
 
 from .. import _C, costmodel
 from ._format import format_bytes, format_us
@@ -166,5 +167,7 @@ def format_timing_table(stats: list[OpStat], target: "costmodel.Target", inside:
     return "\n".join(lines)
 
 
-if os.environ.get("TORCHNEURON_EXT_TIMING", "0") not in ("", "0"):
+# Read while `import torch` runs (the backend's autoload): a value it does not understand warns and
+# leaves timing off rather than making torch unimportable.
+if _env_flag("TORCHNEURON_EXT_TIMING", False, on_error="warn"):
     enable_timing()
