@@ -54,10 +54,10 @@ def _routing_tag() -> str:
     return routing.cache_tag() if routing is not None else ""
 
 
-def _phase_seconds(metrics: dict[str, list[float]], before: dict[str, int]) -> dict[str, float]:
+def _phase_seconds(timers: dict[str, list[float]], before: dict[str, int]) -> dict[str, float]:
     out = {}
     for phase, timer in _PHASES.items():
-        new = metrics.get(timer, [])[before.get(timer, 0):]
+        new = timers.get(timer, [])[before.get(timer, 0):]
         out[phase] = round(float(sum(new)), 6)
     return out
 

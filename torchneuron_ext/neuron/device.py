@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Optional, Union
+from typing import Any, Union
 
 import torch
 
@@ -190,7 +190,3 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
 def get_amp_supported_dtype() -> list[torch.dtype]:
     """The dtypes torch.autocast("neuron") accepts."""
     return [torch.bfloat16, torch.float16]
-
-
-def _optional_index(device: Optional[DeviceLike]) -> int:
-    return _get_device_index(device, optional=True)
