@@ -32,10 +32,13 @@ from typing import Any, Callable, Optional
 
 VERIFIED_ON = "2.13.0"
 
-# The modules that declare entries (import order does not matter: entries are listed by key).
-# torchneuron_ext/_pending_internals.py holds those whose sites other branches of issue 28 move.
+# The modules that declare entries. Entries are listed by key whatever the order; a require() of an
+# entry its caller does not declare imports them in this order until it is found, so the module that
+# serves the sites not declaring their own (torchneuron_ext/_pending_internals.py, whose sites other
+# branches of issue 28 move) comes first.
 SITES: tuple[str, ...] = (
     "torchneuron_ext",
+    "torchneuron_ext._pending_internals",
     "torchneuron_ext.neuron",
     "torchneuron_ext.neuron.device",
     "torchneuron_ext.neuron._csrc_internals",
@@ -46,7 +49,6 @@ SITES: tuple[str, ...] = (
     "torchneuron_ext.custom_op.headers",
     "torchneuron_ext.custom_op.library",
     "torchneuron_ext.distributed.backend",
-    "torchneuron_ext._pending_internals",
 )
 
 
@@ -85,9 +87,11 @@ def register(key: str, name: str, where: str, relies_on: str, update: str,
     return entry
 
 
-def _load_sites() -> None:
+def _load_sites(until: Optional[str] = None) -> None:
     for module in SITES:
         importlib.import_module(module)
+        if until in _BY_KEY:
+            return
 
 
 def _order(key: str) -> tuple[int, int]:
@@ -102,7 +106,7 @@ def entries() -> tuple[Internal, ...]:
 
 def internal(key: str) -> Internal:
     if key not in _BY_KEY:
-        _load_sites()  # a site that requires an entry another module declares
+        _load_sites(until=key)  # a site that requires an entry another module declares
     return _BY_KEY[key]
 
 
