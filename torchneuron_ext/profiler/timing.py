@@ -12,8 +12,6 @@ import contextlib
 import dataclasses
 from typing import Iterator, Optional, Sequence, Union
 
-from .._env import flag as _env_flag
-
 from .. import _C, costmodel
 from ._format import format_bytes, format_us
 
@@ -167,7 +165,13 @@ def format_timing_table(stats: list[OpStat], target: "costmodel.Target", inside:
     return "\n".join(lines)
 
 
-# Read while `import torch` runs (the backend's autoload): a value it does not understand warns and
-# leaves timing off rather than making torch unimportable.
-if _env_flag("TORCHNEURON_EXT_TIMING", False, on_error="warn"):
+def _requested_by_environment() -> bool:
+    # Read while `import torch` runs (the backend's autoload): a value it does not understand warns and
+    # leaves timing off rather than making torch unimportable.
+    from .._env import flag
+
+    return flag("TORCHNEURON_EXT_TIMING", False, on_error="warn")
+
+
+if _requested_by_environment():
     enable_timing()
