@@ -60,9 +60,6 @@ GROUPS: dict[str, tuple[str, list[str]]] = {
     ]),
 }
 
-# Operators whose CPU kernels would do the wrong thing on views of device memory.
-SKIP = set()
-
 # Overloads with a hand-written neuron kernel (which uses the native tier's kernel for the common case).
 HANDWRITTEN = {
     # CUDA's half_to_float (float32 softmax of a half input, and its backward); native_softmax.cpp
@@ -102,7 +99,7 @@ def collect(names: list[str]) -> list[tuple[str, str]]:
         for overload in packet.overloads():
             ov = "" if overload == "default" else overload
             qualified = f"aten::{name}" + (f".{ov}" if ov else "")
-            if name in SKIP or (name, ov) in HANDWRITTEN or (name, ov) in AS_COMPOSITE or not eligible(qualified):
+            if (name, ov) in HANDWRITTEN or (name, ov) in AS_COMPOSITE or not eligible(qualified):
                 continue
             schema = getattr(packet, overload)._schema
             # Symbolic-int and dimname overloads are not host-kernel paths.

@@ -73,6 +73,27 @@ __all__ = [
 set_hbm_capacity = neuron.set_hbm_capacity
 
 
+def _check_autoload() -> None:
+    _torch_internals.attribute("torch", "_import_device_backends", "_is_device_backend_autoload_enabled")
+    _torch_internals.source_mentions("__init__.py", '"torch.backends"', "TORCH_DEVICE_BACKEND_AUTOLOAD")
+
+
+def _check_device_module() -> None:
+    _torch_internals.attribute("torch", "_C._get_privateuse1_backend_name", "_register_device_module",
+                               "utils.rename_privateuse1_backend", "utils.generate_methods_for_privateuse1_backend")
+
+
+_torch_internals.register(
+    "P1", "backend autoload", "torchneuron_ext/__init__.py (_autoload before `import torch`)",
+    "torch's `torch.backends` entry-point autoload (torch._import_device_backends) looking up "
+    "`torchneuron_ext:_autoload` on a possibly half-imported package",
+    "keep _autoload defined before `import torch`; follow the new autoload protocol", _check_autoload)
+_torch_internals.register(
+    "P2", "PrivateUse1 device module", "torchneuron_ext/__init__.py (_register)",
+    "torch._C._get_privateuse1_backend_name, torch._register_device_module",
+    "_register() in torchneuron_ext/__init__.py", _check_device_module)
+
+
 def _register() -> None:
     _torch_internals.require("P1")
     _torch_internals.require("P2")

@@ -23,7 +23,6 @@ For every OpInfo in ``op_db`` that runs on CPU, and each dtype of float32, bfloa
 - ``test_gradcheck[<op>-float64]``: ``torch.autograd.gradcheck`` (fast mode, no batched grads) of the
   first sample on neuron in float64, for a fixed subset of the ops (one in ``GRADCHECK_EVERY``; all of
   them in full mode); a sample CPU's gradcheck rejects too is not counted.
-- ``test_crash_reproducer[...]``: the minimal reproducers of the known crashes, each in a subprocess.
 
 Samples come from ``op.sample_inputs("cpu", dtype)`` (seeded); their tensors are copied to neuron with
 the same sizes, strides, storage offsets and aliasing (a copy of the whole storage, then
@@ -46,23 +45,16 @@ collecting), the non-contiguous, variant, out= error and gradcheck checks about 
 
 ``EXCLUDED`` lists the ops (or op+dtype) that cannot match, with reasons; ``UNINITIALIZED`` ops are
 compared on shape, dtype, strides and device only. Backend bugs are ``xfail`` with a reason starting
-"neuron backend bug:" (``KNOWN_BUGS``, not strict: a fix shows as XPASS, remove the entry then).
-``CRASHES`` are the bugs that kill the interpreter inside the op call: while the minimal reproducer of
-their cause (``CRASH_REPRODUCERS``, run once in a subprocess, also ``test_crash_reproducer``) still
-crashes they are xfailed without running; ``NEURON_OPINFO_RUN_CRASHERS=1`` runs each in a subprocess.
-Results that would crash pytest when read or printed (conj/neg-bit or memory-less tensors) fail the
-test instead (``_check_readable``).
+"neuron backend bug:" (``KNOWN_BUGS``, not strict: a fix shows as XPASS, remove the entry then). A bug
+that kills the interpreter fails the run; tests/aten/test_semantics.py keeps the reproducers of the
+crashes found so far (conj/neg copies, ZeroTensor results) as ordinary tests.
 
 Summary of pass rates per test kind and dtype:  ``python tests/aten/test_opinfo.py --report``
 """
 import concurrent.futures
-import functools
 import math
 import os
-import signal
-import subprocess
 import sys
-import textwrap
 import zlib
 
 import pytest
@@ -115,46 +107,10 @@ OUT_COPIED_ACROSS_DEVICES = {
 }
 
 # ---- known backend bugs -------------------------------------------------------------------------
-_CONJ = ("neuron backend bug: copying a neuron tensor that has the conj/neg bit (.cpu(), clone, "
-         "resolve_conj, any op reading it) recurses _copy_from -> Conjugate/Negative fallback -> clone "
-         "-> copy_ -> _copy_from until the stack overflows (SIGSEGV)")
-_ZERO = ("neuron backend bug: a ZeroTensor from the CPU kernel (torch._efficientzerotensor, autograd's "
-         "zero gradient) is adopted without its ZeroTensor key: data_ptr 0, reading it segfaults")
-_SDPA = ("neuron backend bug: _fused_sdp_choice runs on host views that lost requires_grad, so it picks "
-         "the CPU flash kernel for an attn_mask that requires grad (CPU picks math) and the call raises")
-_MODE = ("neuron backend bug: torch.mode(..., out=) takes mode.values' CompositeExplicitAutograd "
-         "kernel, which rejects the device ('mode only supports CPU, CUDA and XPU device type, got: "
-         "neuron'); it needs a PrivateUse1 kernel")
-# (kind, op) -> (reason, dtypes or None for all): xfail. CRASHES: the process dies inside the op call;
-# while the reproducer of the reason (PROBES) still crashes they are xfailed without running.
+# (kind, op) -> (reason, dtypes or None for all): xfail.
 # Every bug found by this file so far is fixed (conj/neg copies, ZeroTensor results, the SDPA choice
 # with a mask that requires grad, mode(out=)); tests/aten/test_semantics.py keeps their reproducers.
 KNOWN_BUGS: dict = {}
-CRASHES: dict = {}
-
-
-# Minimal reproducers of the crashes (run once, lazily, in a fresh interpreter; see _crashes).
-CRASH_REPRODUCERS = {
-    "conj_copy": (_CONJ, "torch.randn(3, dtype=torch.complex64, device='neuron').conj().cpu()"),
-    "neg_copy": (_CONJ, "torch.ones(3, device='neuron')._neg_view().clone()"),
-    "ifft_of_real": (_CONJ, "torch.fft.ifft(torch.randn(8, device='neuron')).cpu()"),
-    "zerotensor": (_ZERO, "torch._efficientzerotensor(4, device='neuron').cpu()"),
-    "sgn_grad": (_ZERO, """
-        x = torch.randn(4, device='neuron', requires_grad=True)
-        torch.autograd.grad(torch.sgn(x), x, torch.ones(4, device='neuron'))[0].cpu()"""),
-}
-PROBES = {_CONJ: "conj_copy", _ZERO: "zerotensor"}
-
-
-@functools.cache
-def _reproduce(name):
-    code = "import torch\n" + textwrap.dedent(CRASH_REPRODUCERS[name][1])
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-
-
-def _crashes(name):
-    """Whether the reproducer `name` still kills the interpreter (with a signal)."""
-    return _reproduce(name).returncode < 0
 
 
 def op_id(op):
@@ -216,20 +172,6 @@ def _detach_leaf(x):
 # ---- comparing ----------------------------------------------------------------------------------
 
 
-class UnreadableResult(AssertionError):
-    """A result that crashes the process when read (even by pytest's repr of the failing frames)."""
-
-
-def _check_readable(t, path):
-    """Known ways a neuron result crashes the process when read: fail instead of crashing."""
-    if (t.is_conj() or t.is_neg()) and _crashes("conj_copy" if t.is_conj() else "neg_copy"):
-        raise UnreadableResult(f"{path}: result has the {'conj' if t.is_conj() else 'neg'} bit; reading it "
-                             f"from neuron segfaults (_copy_from recursion)")
-    if t.numel() > 0 and t.data_ptr() == 0 and not t._is_zerotensor():
-        raise UnreadableResult(f"{path}: result has no memory (data_ptr 0, zerotensor={t._is_zerotensor()}); "
-                             f"reading it segfaults (a CPU ZeroTensor adopted without its ZeroTensor key)")
-
-
 def assert_same(neuron, cpu, path="out", values=True):
     """neuron result == CPU result, recursively; tensors must be on neuron."""
     if neuron is cpu:
@@ -242,7 +184,6 @@ def assert_same(neuron, cpu, path="out", values=True):
         if not values:
             assert neuron.stride() == cpu.stride(), f"{path}: strides {neuron.stride()} != cpu {cpu.stride()}"
             return
-        _check_readable(neuron, path)
         torch.testing.assert_close(neuron.cpu(), cpu, equal_nan=True, msg=lambda m: f"{path}: {m}")
     elif isinstance(cpu, (tuple, list)) and not isinstance(cpu, torch.Size):
         assert isinstance(neuron, (tuple, list)), f"{path}: expected a sequence, got {type(neuron).__name__}"
@@ -654,8 +595,6 @@ def _params(kind):
             marks = []
             if excluded := EXCLUDED.get(name, EXCLUDED.get((name, d))):
                 marks.append(pytest.mark.skip(reason=f"excluded: {excluded}"))
-            elif _bug(CRASHES, kind, name, d):
-                pass  # decided when it runs (_run)
             elif reason := _bug(KNOWN_BUGS, kind, name, d):
                 marks.append(pytest.mark.xfail(reason=reason, strict=False))
             params.append(pytest.param(name, d, id=f"{name}-{d}", marks=marks))
@@ -663,21 +602,7 @@ def _params(kind):
 
 
 def _run(kind, name, dtype_name):
-    crash = _bug(CRASHES, kind, name, dtype_name)
-    if crash and os.environ.get("NEURON_OPINFO_RUN_CRASHERS"):  # run it in a subprocess
-        proc = subprocess.run([sys.executable, __file__, "--run-one", kind, name, dtype_name],
-                              capture_output=True, text=True, timeout=300)
-        if proc.returncode < 0:
-            pytest.xfail(f"{crash} [{signal.Signals(-proc.returncode).name}]")
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-        return
-    if crash and _crashes(PROBES[crash]):
-        pytest.xfail(f"{crash} [not run: it would crash the process]")
-    try:
-        compared = CHECKS[kind](OPS[name], ALL_DTYPES[dtype_name])
-    except UnreadableResult as e:
-        # re-raised without the frames that hold the tensor: printing it would crash pytest
-        raise AssertionError(str(e)) from None
+    compared = CHECKS[kind](OPS[name], ALL_DTYPES[dtype_name])
     if not compared:
         pytest.skip("no sample both runs on CPU and uses the device (e.g. the op takes no tensor)")
 
@@ -723,15 +648,6 @@ def test_out_errors(name, dtype):
 @pytest.mark.parametrize("name,dtype", _params("gradcheck"))
 def test_gradcheck(name, dtype):
     _run("gradcheck", name, dtype)
-
-
-@pytest.mark.parametrize("name", CRASH_REPRODUCERS)
-def test_crash_reproducer(name):
-    reason = CRASH_REPRODUCERS[name][0]
-    proc = _reproduce(name)
-    if proc.returncode < 0:
-        pytest.xfail(f"{reason} [{signal.Signals(-proc.returncode).name}]")
-    assert proc.returncode == 0, proc.stderr[-3000:]
 
 
 # ---- entry points -------------------------------------------------------------------------------
@@ -793,9 +709,4 @@ def _report():
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--report"]:
         sys.exit(_report())
-    if sys.argv[1:2] == ["--run-one"]:  # --run-one KIND OP DTYPE (used for the crashing ops)
-        import torchneuron_ext  # noqa: F401
-        kind, name, dtype_name = sys.argv[2:5]
-        print(f"{kind} {name} {dtype_name}: compared {CHECKS[kind](OPS[name], ALL_DTYPES[dtype_name])} samples")
-        sys.exit(0)
     print(__doc__)

@@ -44,10 +44,16 @@ class TestRegistration(expecttest.TestCase):
         try:
             os.environ["TORCHNEURON_EXT_DIST_CHECKS"] = "0"
             self.assertFalse(nd.checks_enabled_by_default())
-            os.environ["TORCHNEURON_EXT_DIST_CHECKS"] = "yes"
+            # The package's one switch grammar (_env.flag): "true" raised and "false" was refused before.
+            for value, on in (("false", False), ("off", False), ("true", True), ("yes", True), ("1", True)):
+                os.environ["TORCHNEURON_EXT_DIST_CHECKS"] = value
+                self.assertEqual(nd.checks_enabled_by_default(), on, value)
+            os.environ["TORCHNEURON_EXT_DIST_CHECKS"] = ""
+            self.assertTrue(nd.checks_enabled_by_default())
+            os.environ["TORCHNEURON_EXT_DIST_CHECKS"] = "maybe"
             with self.assertRaises(ValueError) as e:
                 nd.checks_enabled_by_default()
-            self.assertExpectedInline(str(e.exception), """TORCHNEURON_EXT_DIST_CHECKS='yes' must be 0 or 1""")
+            self.assertExpectedInline(str(e.exception), """TORCHNEURON_EXT_DIST_CHECKS='maybe' is not understood: use 1 (or true/on/yes) to turn it on, 0 (or false/off/no) to turn it off""")
         finally:
             os.environ.pop("TORCHNEURON_EXT_DIST_CHECKS")
             if old is not None:

@@ -17,7 +17,7 @@ def test_autocast_bf16_forward_matches_cpu_autocast(name):
         def cpu():
             with torch.autocast("cpu", dtype=torch.bfloat16):
                 return model(**f.batch("cpu"))
-        expected = tensors_of(cpu_reference(cpu, f"{name} under CPU autocast"))
+        expected = tensors_of(cpu_reference(cpu, f"{name} under CPU autocast", name))
         with torch.autocast("neuron", dtype=torch.bfloat16):
             actual = tensors_of(on_neuron(model)(**f.batch("neuron")))
     assert actual.keys() == expected.keys()

@@ -18,7 +18,7 @@ def test_compiled_training_step_matches_cpu(name):
     compile_or_skip(name, COMPILED_TRAINING)
     f = family(name)
     cpu_model = fresh(name)
-    expected = cpu_reference(lambda: cpu_model(**f.batch("cpu")), f"{name} forward")
+    expected = cpu_reference(lambda: cpu_model(**f.batch("cpu")), f"{name} forward", name)
     expected.loss.backward()
 
     torch._dynamo.reset()
@@ -40,7 +40,7 @@ def test_plain_torch_compile_forward_matches_cpu(name):
     f = family(name)
     model = fresh(name)
     with torch.no_grad():
-        expected = cpu_reference(lambda: model(**f.batch("cpu")), f"{name} forward")
+        expected = cpu_reference(lambda: model(**f.batch("cpu")), f"{name} forward", name)
         torch._dynamo.reset()
         actual = torch.compile(on_neuron(model))(**f.batch("neuron"))
     assert_outputs_close(actual, expected, **TOL)

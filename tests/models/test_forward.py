@@ -9,7 +9,7 @@ def test_forward_matches_cpu(name):
     f = family(name)
     model = fresh(name)
     with torch.no_grad():
-        expected = cpu_reference(lambda: model(**f.batch("cpu")), f"{name} forward")
+        expected = cpu_reference(lambda: model(**f.batch("cpu")), f"{name} forward", name)
         actual = on_neuron(model)(**f.batch("neuron"))
     # The same host kernels run on both sides: only summation order may differ.
     assert_outputs_close(actual, expected, rtol=1e-5, atol=1e-5)

@@ -22,7 +22,8 @@ def _generate(model: torch.nn.Module, batch: dict, cache: str | None) -> torch.T
 def test_greedy_generate_matches_cpu(name, cache):
     f = family(name)
     model = fresh(name)
-    expected = cpu_reference(lambda: _generate(model, f.batch("cpu"), cache), f"{name} generate ({cache or 'dynamic'})")
+    expected = cpu_reference(lambda: _generate(model, f.batch("cpu"), cache),
+                             f"{name} generate ({cache or 'dynamic'})", name)
     compiled_before = counters["stats"]["unique_graphs"]
     actual = _generate(on_neuron(model), f.batch("neuron"), cache)
     assert actual.device.type == "neuron"

@@ -23,7 +23,7 @@ def test_training_step_matches_cpu(name, optimizer_before_move):
     f = family(name)
     cpu_model, model = fresh(name).train(), fresh(name).train()
     cpu_opt = torch.optim.AdamW(cpu_model.parameters(), lr=1e-3)
-    expected = cpu_reference(lambda: _step(cpu_model, cpu_opt, f.batch("cpu")), f"{name} training step")
+    expected = cpu_reference(lambda: _step(cpu_model, cpu_opt, f.batch("cpu")), f"{name} training step", name)
 
     if optimizer_before_move:
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)

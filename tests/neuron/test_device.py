@@ -12,7 +12,21 @@ def test_defaults():
     assert torch.neuron.is_available()
     assert torch.neuron.device_count() == 2
     assert torch.neuron.current_device() == 0
-    assert torch.neuron.is_initialized() or torch.neuron.init() is None
+    torch.neuron.init()  # idempotent: the session's earlier ops may have initialised the runtime
+    assert torch.neuron.is_initialized()
+
+
+def test_initialisation_is_lazy():
+    r = run_python("""
+        import torch
+        before = torch.neuron.is_initialized()
+        torch.neuron.is_available(), torch.neuron.device_count()  # queries that do not start the runtime
+        queried = torch.neuron.is_initialized()
+        torch.neuron.init()
+        print(before, queried, torch.neuron.is_initialized())
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["False", "False", "True"]
 
 
 def test_set_device_and_context_manager():

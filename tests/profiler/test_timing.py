@@ -130,3 +130,28 @@ def test_environment_switch():
     """, env={"TORCHNEURON_EXT_TIMING": "1"})
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "True [1]"
+
+
+@pytest.mark.parametrize("value, on", [("false", False), ("off", False), ("0", False), ("true", True), ("Yes", True)])
+def test_environment_switch_grammar(value, on):
+    # Read at import: before the switch used _env.flag, "false" and "off" turned timing on.
+    r = run_python("""
+        import torch
+        from torchneuron_ext.profiler import timing_enabled
+        print(timing_enabled())
+    """, env={"TORCHNEURON_EXT_TIMING": value})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == str(on)
+
+
+def test_environment_switch_not_understood_warns_and_stays_off():
+    r = run_python("""
+        import warnings
+        warnings.simplefilter("always")
+        import torch
+        from torchneuron_ext.profiler import timing_enabled
+        print(timing_enabled())
+    """, env={"TORCHNEURON_EXT_TIMING": "maybe"})
+    assert r.returncode == 0, r.stderr  # `import torch` must not fail on it
+    assert r.stdout.strip() == "False"
+    assert "TORCHNEURON_EXT_TIMING='maybe' is not understood" in r.stderr

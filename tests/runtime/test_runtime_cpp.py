@@ -5,12 +5,24 @@ of the instrumentation layer (csrc/instrumentation/tracer.cpp) under AddressSani
 and UndefinedBehaviorSanitizer and run: device configuration and the current core, the caching
 allocator (statistics, reuse, capacity, out of memory, threads), streams and events, and the
 tracer's per-thread buffers. About 30 s on two cores, most of it the compile.
+
+On a developer's machine without a compiler or libasan the tests skip; in CI they fail instead, since
+CI installs both (g++ brings libasan and libubsan). CI is TORCHNEURON_EXT_CI on (.ci/run sets it; not
+`CI` itself, which also changes torch's behaviour) or a CI service's own `CI` on.
 """
 import os
 import shutil
 import subprocess
 
 import pytest
+
+from torchneuron_ext import _env
+
+
+def _skip_outside_ci(reason: str) -> None:
+    if _env.flag("TORCHNEURON_EXT_CI", False) or _env.flag("CI", False, on_error="warn"):
+        pytest.fail(f"{reason}; CI installs both (apt-get install g++), so this must not be skipped there")
+    pytest.skip(reason)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUNTIME = os.path.join(ROOT, "csrc", "runtime")
@@ -38,15 +50,27 @@ def _clean_env(**extra: str) -> dict:
 def binary(tmp_path_factory):
     cxx = _compiler()
     if cxx is None:
-        pytest.skip("no C++ compiler (g++, clang++ or $CXX) to build the runtime's unit tests")
+        _skip_outside_ci("no C++ compiler (g++, clang++ or $CXX) to build the runtime's unit tests")
     sources = sorted(os.path.join(RUNTIME, f) for f in os.listdir(RUNTIME) if f.endswith(".cpp")) + [TRACER]
     out = str(tmp_path_factory.mktemp("runtime_cpp") / "runtime_tests")
     build = subprocess.run([cxx, *FLAGS, "-I", os.path.join(ROOT, "csrc"), TESTS, *sources, "-o", out, "-lpthread"],
                            capture_output=True, text=True, timeout=300)
     if build.returncode != 0 and "asan" in build.stderr.lower() and "cannot find" in build.stderr.lower():
-        pytest.skip(f"{cxx} has no AddressSanitizer runtime (libasan): {build.stderr.strip()[-300:]}")
+        _skip_outside_ci(f"{cxx} has no AddressSanitizer runtime (libasan): {build.stderr.strip()[-300:]}")
     assert build.returncode == 0, f"building the runtime's unit tests failed:\n{build.stderr[-4000:]}"
     return out
+
+
+@pytest.mark.parametrize("variable", ["TORCHNEURON_EXT_CI", "CI"])
+def test_missing_sanitizers_fail_in_ci(monkeypatch, variable):
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv("TORCHNEURON_EXT_CI", raising=False)
+    monkeypatch.setenv(variable, "1")
+    with pytest.raises(pytest.fail.Exception, match="no C\\+\\+ compiler.*must not be skipped"):
+        _skip_outside_ci("no C++ compiler (g++, clang++ or $CXX) to build the runtime's unit tests")
+    monkeypatch.setenv(variable, "false")
+    with pytest.raises(pytest.skip.Exception, match="no C\\+\\+ compiler"):
+        _skip_outside_ci("no C++ compiler (g++, clang++ or $CXX) to build the runtime's unit tests")
 
 
 def _run(binary: str, *args: str, **env: str) -> subprocess.CompletedProcess:

@@ -2,16 +2,35 @@
 (and Inductor's CPU behaviour for neuron when torch._inductor.compile_fx is),
 so that `import torch` stays cheap (Dynamo costs over a second to import) and the default
 `torch.compile()` still works on neuron tensors. Inductor finds its half through torch.neuron's
-`Scheduling` / `PythonWrapperCodegen` / `CppWrapperCodegen` attributes (see neuron/__init__.py),
-which it asks for at a point where importing its codegen modules is safe."""
+`Scheduling` / `PythonWrapperCodegen` / `CppWrapperCodegen` attributes (which install() has
+registration.register_device_module give torch.neuron), which it asks for at a point where importing
+its codegen modules is safe."""
 from __future__ import annotations
 
 import importlib.abc
 import importlib.machinery
+import os
 import sys
 from typing import Any, Optional, Sequence
 
+from .. import _torch_internals
+
 _TRIGGERS = ("torch._dynamo.device_interface", "torch._inductor.compile_fx")
+
+
+def _check_import_hook() -> None:
+    torch_dir = os.path.dirname(_torch_internals.attribute("torch", "__file__"))
+    for rel in (os.path.join("_dynamo", "device_interface.py"), os.path.join("_inductor", "compile_fx.py")):
+        if not os.path.exists(os.path.join(torch_dir, rel)):
+            raise _torch_internals.Broken(f"torch/{rel} is gone (the hook waits for its import)")
+    if not callable(getattr(importlib.machinery.SourceFileLoader, "exec_module", None)):
+        raise _torch_internals.Broken("SourceFileLoader.exec_module is gone")
+
+
+_torch_internals.register(
+    "P5", "post-import hook", "torchneuron_ext/compiler/_hooks.py",
+    "a sys.meta_path finder that wraps the loader's exec_module of torch._dynamo.device_interface and "
+    "torch._inductor.compile_fx (their module paths)", "_TRIGGERS in compiler/_hooks.py", _check_import_hook)
 
 
 class _PostImportFinder(importlib.abc.MetaPathFinder):
@@ -55,9 +74,10 @@ def _on_import(name: str) -> None:
 
 def install() -> None:
     """Register now for modules already imported; hook the others."""
-    from .. import _torch_internals
-
     _torch_internals.require("P5")
+    from . import registration
+
+    registration.register_device_module()
     for name in list(_pending):
         if name in sys.modules:
             _on_import(name)

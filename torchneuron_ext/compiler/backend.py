@@ -2,6 +2,7 @@
 and each compiled-graph call timed and traced as a device kernel."""
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import Any, Callable, Optional
@@ -11,6 +12,25 @@ import torch
 from .. import _C, _torch_internals
 from ..instrumentation.activity import DeviceActivity
 from . import metrics
+
+
+def _check_compile_metrics() -> None:
+    counters = _torch_internals.attribute("torch._dynamo.utils", "counters")
+    _torch_internals.attribute("torch._dynamo.utils", "compilation_time_metrics")
+    _torch_internals.attribute("torch._inductor.metrics", "generated_kernel_count")
+    _torch_internals.attribute("torch._inductor", "list_mode_options")
+    _torch_internals.attribute("torch.compiler", "config.cache_key_tag")
+    if not hasattr(counters, "__getitem__"):
+        raise _torch_internals.Broken("torch._dynamo.utils.counters is not a mapping")
+    _torch_internals.source_mentions(os.path.join("_functorch", "aot_autograd.py"), "_boxed_call")
+
+
+_torch_internals.register(
+    "P13", "compile metrics and boxed calls", "torchneuron_ext/compiler/backend.py",
+    "torch._dynamo.utils.counters['inductor'] / compilation_time_metrics, "
+    "torch._inductor.metrics.generated_kernel_count, list_mode_options, torch.compiler.config."
+    "cache_key_tag, AOTAutograd reading `_boxed_call` on a backend's result",
+    "neuron_backend in compiler/backend.py", _check_compile_metrics)
 
 
 # Bump when the generated code changes (wrapper_codegen.py, runtime.py, cpu_parity.py).
@@ -34,10 +54,10 @@ def _routing_tag() -> str:
     return routing.cache_tag() if routing is not None else ""
 
 
-def _phase_seconds(metrics: dict[str, list[float]], before: dict[str, int]) -> dict[str, float]:
+def _phase_seconds(timers: dict[str, list[float]], before: dict[str, int]) -> dict[str, float]:
     out = {}
     for phase, timer in _PHASES.items():
-        new = metrics.get(timer, [])[before.get(timer, 0):]
+        new = timers.get(timer, [])[before.get(timer, 0):]
         out[phase] = round(float(sum(new)), 6)
     return out
 

@@ -31,8 +31,9 @@ Mechanisms, each installed once (idempotent) from registration.py:
 
 `report()` lists what was installed; tests/compiler/test_cpu_parity.py checks that every site was
 found in this torch version and rewrote at least one literal. The four mechanisms are entries P9-P12
-of the inventory of PyTorch internals (torchneuron_ext/_torch_internals.py), which also keeps the
-per-site bookkeeping and words the warning about a site this torch lacks.
+of the inventory of PyTorch internals (torchneuron_ext/_torch_internals.py, which words the warning
+about a site this torch lacks); they are declared at the end of this file, with their checks, which
+need this file's site lists and code inspection.
 """
 from __future__ import annotations
 
@@ -41,12 +42,29 @@ import functools
 import importlib
 import inspect
 import types
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from .. import _torch_internals
-from .._torch_internals import SiteStatus
 
 NEURON = "neuron"
+
+
+@dataclasses.dataclass
+class SiteStatus:
+    """One installed patch site: how many literals (or wrappers) it changed, or why it was not."""
+    site: str
+    literals: int = 0
+    error: Optional[str] = None
+
+
+# Which site was installed, with how many literals, or why not; in installation order.
+_site_status: dict[str, SiteStatus] = {}
+
+
+def _site_error(name: str) -> Optional[str]:
+    """None when site `name` was installed without error; a reason otherwise (also when never tried)."""
+    status = _site_status.get(name)
+    return "not installed" if status is None else status.error
 
 
 class _HostDeviceType(str):
@@ -487,7 +505,6 @@ def _sites() -> list[tuple[str, str, str, Callable[[], SiteStatus]]]:
 
 
 
-
 def install(inductor: bool = True) -> None:
     """Install the sites (idempotent). `inductor=False` installs only those outside torch._inductor
     (meta and fake kernels, decompositions, refs), which Dynamo's tracing uses before Inductor is
@@ -498,13 +515,13 @@ def install(inductor: bool = True) -> None:
         return
     missing: dict[str, list[SiteStatus]] = {}
     for name, module, key, installer in _sites():
-        if _torch_internals.site_error(name) is None:
+        if _site_error(name) is None:
             continue
         if not inductor and module.startswith("torch._inductor"):
             continue
         status = installer()
         status.site = name
-        _torch_internals.record_site(status)
+        _site_status[status.site] = status
         if status.error:
             missing.setdefault(key, []).append(status)
     if inductor:
@@ -519,8 +536,95 @@ def install(inductor: bool = True) -> None:
 
 
 def report() -> list[SiteStatus]:
+    """The sites installed so far (or tried), in installation order."""
     names = {name for name, _, _, _ in _sites()}
-    return [s for s in _torch_internals.site_status() if s.site in names]
+    return [s for s in _site_status.values() if s.site in names]
 
 
-__all__ = ["CPU_LITERAL_SITES", "HOST_DEVICE_TYPE", "LEFT_AS_CPU", "PREDICATE_SITES", "install", "report"]
+# -- the inventory entries (torchneuron_ext/_torch_internals.py) ---------------------------------------
+
+def _has_cpu_literal(code: types.CodeType) -> bool:
+    for c in code.co_consts:
+        if type(c) is str and c == "cpu":
+            return True
+        if isinstance(c, types.CodeType) and _has_cpu_literal(c):
+            return True
+        if type(c) in (tuple, frozenset) and any(type(v) is str and v == "cpu" for v in c):
+            return True
+    return False
+
+
+def _check_cpu_literals() -> None:
+    broken = []
+    for site in CPU_LITERAL_SITES:
+        try:
+            fn = _resolve(site.module, site.qualname)
+        except Exception as e:
+            broken.append(f"{site.module}.{site.qualname} ({type(e).__name__}: {e})")
+            continue
+        if not _count_host_literals(fn.__code__) and not _has_cpu_literal(fn.__code__):
+            broken.append(f"{site.module}.{site.qualname} (no 'cpu' literal)")
+    if broken:
+        raise _torch_internals.Broken("; ".join(broken))
+
+
+def _check_cpu_predicates() -> None:
+    for site in PREDICATE_SITES:
+        if not callable(_torch_internals.attribute(site.module, site.name)):
+            raise _torch_internals.Broken(f"{site.module}.{site.name} is not callable")
+        for name in site.rebind_in:
+            importlib.import_module(name)
+
+
+def _check_fake_conv() -> None:
+    import torch
+
+    impls = _torch_internals.attribute("torch._subclasses.fake_impls", "op_implementations_dict")
+    for name in _CONV_OPS:
+        packet, overload = name.split(".")
+        op = getattr(getattr(torch.ops.aten, packet), overload)
+        if op not in impls:
+            raise _torch_internals.Broken(f"fake_impls.op_implementations_dict has no entry for aten.{name}")
+    _torch_internals.attribute("torch._subclasses.fake_tensor", "FakeTensor", "in_kernel_invocation_manager")
+
+
+def _check_compile_fx() -> None:
+    fn = _torch_internals.attribute("torch._inductor.compile_fx", "compile_fx")
+    _torch_internals.parameters(inspect.unwrap(fn), "model_", "example_inputs_", "config_patches",
+                                label="compile_fx")
+    _torch_internals.attribute("torch._inductor.config", "fallback_random")
+
+
+def _check_pytree() -> None:
+    _torch_internals.attribute("torch.utils._pytree", "tree_flatten", "tree_map")
+
+
+# A missing site is warned about (install()), not raised, so these are not require()d at install:
+# compiling must not break on a torch upgrade. require("P9") & co. still raise (the canary test).
+_torch_internals.register(
+    "P9", "Inductor CPU-parity literal rewrites", "torchneuron_ext/compiler/cpu_parity.py (CPU_LITERAL_SITES)",
+    "each listed Inductor/decomposition/meta function being a plain Python function whose code "
+    "constants hold the 'cpu' device-type literal (its co_consts are replaced)",
+    "CPU_LITERAL_SITES (audit the new torch's 'cpu' tests against LEFT_AS_CPU)", _check_cpu_literals)
+_torch_internals.register(
+    "P10", "Inductor CPU-parity predicates", "torchneuron_ext/compiler/cpu_parity.py (PREDICATE_SITES)",
+    "torch._inductor.utils.is_cpu_device, rebound in torch._inductor.fx_passes.pre_grad; "
+    "torch._inductor.fx_passes.post_grad._is_nondeterministic_seeded_node(node), looked up as a "
+    "module global by _chain_random_ops_for_ordering", "PREDICATE_SITES", _check_cpu_predicates)
+_torch_internals.register(
+    "P11", "fake convolution impls", "torchneuron_ext/compiler/cpu_parity.py (_install_fake_conv)",
+    "torch._subclasses.fake_impls.op_implementations_dict entries for the convolution ops (_CONV_OPS), "
+    "impl(fake_mode, func, *args, **kwargs), FakeTensor(fake_mode, meta, device), "
+    "in_kernel_invocation_manager", "_fake_conv_as_cpu in cpu_parity.py", _check_fake_conv)
+_torch_internals.register(
+    "P12", "compile_fx wrapper (eager random ops)", "torchneuron_ext/compiler/cpu_parity.py (_install_eager_random)",
+    "torch._inductor.compile_fx.compile_fx(model_, example_inputs_, ..., config_patches=) as a module "
+    "attribute, config.fallback_random", "_compile_fx_with_eager_random in cpu_parity.py", _check_compile_fx)
+_torch_internals.register(
+    "P22", "pytree", "torchneuron_ext/nki/aten_routing.py, compiler/cpu_parity.py",
+    "torch.utils._pytree.tree_flatten / tree_map", "the imports in nki/aten_routing.py and "
+    "compiler/cpu_parity.py", _check_pytree)
+
+
+__all__ = ["CPU_LITERAL_SITES", "HOST_DEVICE_TYPE", "LEFT_AS_CPU", "PREDICATE_SITES", "SiteStatus", "install",
+           "report"]

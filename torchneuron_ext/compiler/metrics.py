@@ -43,6 +43,18 @@ def reset_metrics() -> None:
         _graphs.clear()
 
 
+# TorchNeuron's names, served as torch.neuron.get_dynamo_metrics / reset_dynamo_metrics
+# (registration.register_device_module).
+def get_dynamo_metrics() -> list[dict[str, Any]]:
+    """One record per graph compiled by ``torch.compile(backend="neuron")`` (TorchNeuron's torch.neuron name)."""
+    return get_metrics()
+
+
+def reset_dynamo_metrics() -> None:
+    """Forget the compile metrics recorded so far."""
+    reset_metrics()
+
+
 @dataclasses.dataclass
 class GraphBreakReport:
     graphs: int

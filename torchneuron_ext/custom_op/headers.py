@@ -16,12 +16,31 @@ import os
 
 import torch
 
+from .. import _torch_internals
+
 PACKAGE_INCLUDE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "include")
 DEVICE_TORCH_INCLUDE = os.path.join(PACKAGE_INCLUDE, "torchneuron", "device_torch")
 
 _TENSOR_BODY = os.path.join("ATen", "core", "TensorBody.h")
 _NAMESPACE_ANCHOR = "#include <ATen/MethodOperators.h>\n"
 _CLASS_ANCHOR = "class TORCH_API Tensor: public TensorBase {\n"
+
+
+def _check_tensor_body() -> None:
+    path = os.path.join(os.path.dirname(torch.__file__), "include", _TENSOR_BODY)
+    with open(path, encoding="utf-8") as f:
+        if patched_tensor_body(f.read()) is None:
+            raise _torch_internals.Broken(f"{path} lacks the anchors {_NAMESPACE_ANCHOR.strip()!r} and "
+                                          f"{_CLASS_ANCHOR.strip()!r} (exactly once each)")
+
+
+# Not require()d: a library still builds without the patch, so include_dirs() warns with the message.
+_torch_internals.register(
+    "C4", "TensorBody.h patch for custom ops", "torchneuron_ext/custom_op/headers.py",
+    "the text of the installed ATen/core/TensorBody.h: the anchors '#include <ATen/MethodOperators.h>' "
+    "and 'class TORCH_API Tensor: public TensorBase {' (custom-op libraries then see an at::Tensor "
+    "with extra non-virtual methods)", "_NAMESPACE_ANCHOR / _CLASS_ANCHOR in custom_op/headers.py",
+    _check_tensor_body)
 
 
 def include_dir() -> str:
@@ -66,8 +85,6 @@ def include_dirs(build_directory: str) -> list[str]:
         dirs.append(generated)
     else:  # the library still builds, without the GPSIMD methods; say which internal broke
         import warnings
-
-        from .. import _torch_internals
 
         warnings.warn(_torch_internals.failure("C4") or "TensorBody.h has an unknown layout", stacklevel=2)
     dirs += [DEVICE_TORCH_INCLUDE, PACKAGE_INCLUDE]

@@ -26,6 +26,16 @@ from .errors import CustomOpError
 ABI_VERSION = 1
 
 
+def _check_schema_lookup() -> None:
+    _torch_internals.attribute("torch", "_C._get_schema", "_C._dispatch_get_registrations_for_dispatch_key")
+
+
+_torch_internals.register(
+    "P21", "schema and registration lookups", "torchneuron_ext/custom_op/library.py, compat/torch_neuronx/utils.py",
+    "torch._C._get_schema, torch._C._dispatch_get_registrations_for_dispatch_key",
+    "custom_op/library.py and compat/torch_neuronx/utils.py", _check_schema_lookup)
+
+
 @dataclasses.dataclass(frozen=True)
 class CustomOpLibrary:
     """A loaded custom-op library: call its ops as torch.ops.<namespace>.<op>."""

@@ -8,21 +8,39 @@ bytes; this module only wires the two together.
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Any
 
 import torch.distributed as dist
 
-from .. import _C, _torch_internals
+from .. import _C, _env, _torch_internals
 from . import attention_sharding
 from .rank_device import setup_rank_device
 
 BACKEND_NAME = "neuron"
 ProcessGroupNeuron = _C._ProcessGroupNeuron
 
-# "1" (default) runs the cross-rank shape/dtype agreement check before each
-# collective; "0" skips it (one small all-gather fewer per collective).
+# On (the default) runs the cross-rank shape/dtype agreement check before each
+# collective; off skips it (one small all-gather fewer per collective).
 _CHECKS_ENV = "TORCHNEURON_EXT_DIST_CHECKS"
+
+
+def _check_c10d_registration() -> None:
+    if not dist.is_available():
+        return
+    backend = _torch_internals.attribute("torch.distributed", "Backend")
+    for name in ("_plugins", "default_device_backend_map"):
+        if not hasattr(backend, name):
+            raise _torch_internals.Broken(f"torch.distributed.Backend.{name} does not exist")
+    _torch_internals.parameters(backend.register_backend, "extended_api", "devices", label="Backend.register_backend")
+    if dist.is_gloo_available() and not hasattr(dist.ProcessGroupGloo, "_set_sequence_number_for_group"):
+        raise _torch_internals.Broken("ProcessGroupGloo._set_sequence_number_for_group does not exist")
+
+
+_torch_internals.register(
+    "P20", "c10d backend registration", "torchneuron_ext/distributed/backend.py",
+    "dist.Backend._plugins, Backend.default_device_backend_map, register_backend(extended_api=, "
+    "devices=), ProcessGroupGloo._set_sequence_number_for_group",
+    "register() and _create_backend in distributed/backend.py", _check_c10d_registration)
 
 
 @dataclasses.dataclass
@@ -38,10 +56,8 @@ class NeuronOptions:
 
 
 def checks_enabled_by_default() -> bool:
-    value = os.environ.get(_CHECKS_ENV, "1").strip()
-    if value not in ("0", "1"):
-        raise ValueError(f"{_CHECKS_ENV}='{value}' must be 0 or 1")
-    return value == "1"
+    """TORCHNEURON_EXT_DIST_CHECKS: on unless 0/false/off/no; a ValueError for a value that is neither."""
+    return _env.flag(_CHECKS_ENV, True)
 
 
 def _create_backend(opts: Any, backend_options: Any) -> ProcessGroupNeuron:

@@ -1,6 +1,8 @@
 """`torch.neuron`: the device module of the emulated neuron device, shaped like torch.cuda."""
 from __future__ import annotations
 
+from typing import Callable
+
 from . import amp
 from ._lazy import _is_in_bad_fork, _lazy_init, init, is_initialized
 from .device import (
@@ -51,6 +53,15 @@ from .streams import (Event, Stream, StreamContext, current_stream, default_stre
 from . import device as _device_mod
 from .. import _torch_internals
 
+
+def _check_serialization_utils() -> None:
+    _torch_internals.source_mentions("serialization.py", "device_module._utils._get_device_index(location, True)")
+
+
+_torch_internals.register(
+    "P3", "serialization's _utils lookup", "torchneuron_ext/neuron/__init__.py (`_utils = _device_mod`)",
+    "torch.serialization calling torch.neuron._utils._get_device_index(location, True) to restore neuron tensors",
+    "the `_utils` alias in neuron/__init__.py (or the new lookup)", _check_serialization_utils)
 _torch_internals.require("P3")
 _utils = _device_mod  # torch.serialization looks up `_utils._get_device_index`
 
@@ -68,30 +79,22 @@ __all__ = [
 ]
 
 
-def get_dynamo_metrics() -> list:
-    """One record per graph compiled by ``torch.compile(backend="neuron")`` (TorchNeuron's torch.neuron name)."""
-    from ..compiler import metrics
-
-    return metrics.get_metrics()
-
-
-def reset_dynamo_metrics() -> None:
-    """Forget the compile metrics recorded so far."""
-    from ..compiler import metrics
-
-    metrics.reset_metrics()
+# Names the layers above provide (compiler/registration.py: Inductor's Scheduling and wrapper classes,
+# which Inductor asks the device module for when it first compiles for "neuron", and TorchNeuron's
+# compile-metrics functions). They register a factory rather than a value so that nothing here pulls
+# Inductor into `import torch`, and the device module imports no layer above it.
+_provided: dict[str, Callable[[], object]] = {}
 
 
-_INDUCTOR_NAMES = ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen")
+def _provide_attribute(name: str, factory: Callable[[], object]) -> None:
+    """Serve `torch.neuron.<name>` as `factory()`, computed on each lookup."""
+    _provided[name] = factory
 
 
-def __getattr__(name: str):
-    # Inductor asks the device module for these when it first compiles for "neuron"; importing
-    # them earlier would pull Inductor into `import torch`.
-    if name in _INDUCTOR_NAMES:
-        from ..compiler.registration import inductor_classes
-
-        return inductor_classes()[name]
+def __getattr__(name: str) -> object:
+    factory = _provided.get(name)
+    if factory is not None:
+        return factory()
     if name == "_initialized":
         # torch.cuda's module global, which torch.utils.checkpoint reads (getattr(device_module,
         # "_initialized", False)) to decide whether to save and restore the device RNG state around

@@ -2,13 +2,11 @@
 from __future__ import annotations
 
 import threading
-from typing import Callable
 
 from .. import _C
 
 _initialized = False
 _lock = threading.Lock()
-_queued_calls: list[Callable[[], None]] = []
 
 
 def is_initialized() -> bool:
@@ -36,9 +34,6 @@ def _lazy_init() -> None:
         _C._rng_source()  # and for a bad TORCHNEURON_EXT_RNG
         _C._init()  # raises ValueError for a bad NEURON_RT_* configuration
         _initialized = True
-        for call in _queued_calls:
-            call()
-        _queued_calls.clear()
 
 
 def init() -> None:

@@ -2,13 +2,25 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Optional, Union
+from typing import Any, Union
 
 import torch
 
 from .. import _C, _torch_internals
 from ._lazy import _lazy_init
 
+
+def _check_accelerator_bindings() -> None:
+    _torch_internals.attribute("torch", "_C._accelerator_getStream", "_C._accelerator_setStream",
+                               "_C._accelerator_synchronizeDevice")
+
+
+# Declared here, the first of its two sites to be imported (streams.py is the other).
+_torch_internals.register(
+    "P4", "accelerator stream bindings", "torchneuron_ext/neuron/streams.py, neuron/device.py",
+    "torch._C._accelerator_getStream / _accelerator_setStream / _accelerator_synchronizeDevice",
+    "neuron/streams.py and neuron/device.py (torch.accelerator may offer them publicly)",
+    _check_accelerator_bindings)
 _torch_internals.require("P4")
 
 DeviceLike = Union[torch.device, str, int, None]
@@ -178,7 +190,3 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
 def get_amp_supported_dtype() -> list[torch.dtype]:
     """The dtypes torch.autocast("neuron") accepts."""
     return [torch.bfloat16, torch.float16]
-
-
-def _optional_index(device: Optional[DeviceLike]) -> int:
-    return _get_device_index(device, optional=True)

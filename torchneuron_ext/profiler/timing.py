@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 from typing import Iterator, Optional, Sequence, Union
 
 from .. import _C, costmodel
@@ -166,5 +165,13 @@ def format_timing_table(stats: list[OpStat], target: "costmodel.Target", inside:
     return "\n".join(lines)
 
 
-if os.environ.get("TORCHNEURON_EXT_TIMING", "0") not in ("", "0"):
+def _requested_by_environment() -> bool:
+    # Read while `import torch` runs (the backend's autoload): a value it does not understand warns and
+    # leaves timing off rather than making torch unimportable.
+    from .._env import flag
+
+    return flag("TORCHNEURON_EXT_TIMING", False, on_error="warn")
+
+
+if _requested_by_environment():
     enable_timing()
