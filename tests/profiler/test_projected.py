@@ -316,4 +316,4 @@ def test_cli_report_follows_the_target(tmp_path):
     assert "projected on trn3 LNC=1 (cost model" in r.stdout and "top ops by projected time on trn3 LNC=1" in r.stdout
     bad = report("trn7")
     assert bad.returncode != 0
-    assert "NEURON_EMU_TARGET='trn7': unknown Trainium target 'trn7': use one of trn1, trn2, trn3" in bad.stderr
+    assert "NEURON_EMU_TARGET='trn7': unknown Neuron platform target 'trn7': use one of trn1, inf2, trn2, trn3" in bad.stderr

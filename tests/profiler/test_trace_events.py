@@ -10,7 +10,7 @@ import torch
 from expecttest import TestCase
 from torch.profiler import ProfilerActivity, profile
 
-from torchneuron_ext import _trace_schema as S
+from torchneuron_ext.instrumentation import trace_schema as S
 from torchneuron_ext.profiler import NeuronConfig, NeuronProfiler, summarize_trace
 from torchneuron_ext.profiler import trace_events as T
 from torchneuron_ext.profiler.html import page
