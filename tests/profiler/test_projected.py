@@ -258,7 +258,7 @@ def test_op_stats_project_each_op_from_its_mean_call():
 
 def test_nki_kernel_projects_its_instruction_estimate(tmp_path):
     import torchneuron_ext.nki.legacy as nki
-    from tests.test_costmodel import _scale_tiles  # docs/cost_model.md's case 4
+    from tests.trainium.test_costmodel import _scale_tiles  # docs/cost_model.md's case 4
 
     scale_tiles = nki.jit(platform_target="trn2")(_scale_tiles)
     x = torch.ones(512, 512, device="neuron")
