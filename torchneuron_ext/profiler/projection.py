@@ -107,11 +107,16 @@ def project_trace(trace: Union[dict[str, Any], ClassifiedTrace], target: Optiona
     host = c.spans_of(*_HOST_CATS)
     # Kernels run inside a compiled graph are its children: annotations on the hardware lane.
     device = sorted(c.activities, key=lambda a: (a.ts, -a.dur))
-    starts = [float(c.spans.ts[i]) for i in host] + [a.ts for a in device]
-    if not starts:
+    if not len(host) and not device:
         return ProjectedTimeline(t, [], 0.0, 0.0)
-    origin = min(starts)
-    host_end = max([float(c.spans.ts[i] + c.spans.dur[i]) for i in host] + [a.ts + a.dur for a in device])
+    starts, finishes = [], []
+    if len(host):
+        starts.append(float(c.spans.ts[host].min()))
+        finishes.append(float((c.spans.ts[host] + c.spans.dur[host]).max()))
+    if device:
+        starts.append(device[0].ts)  # sorted by start
+        finishes.append(max(a.ts + a.dur for a in device))
+    origin, host_end = min(starts), max(finishes)
 
     # The host time spent executing emulated kernels is what the real device takes over:
     # compressed(ts) = ts - the measured time of the (top-level) kernels that ended by ts.
