@@ -144,3 +144,26 @@ def test_nki_projection_is_one_generations(monkeypatch, tmp_path):
     assert timeline.target.label == "trn3 LNC=2"
     t = targets.by_name("trn3")
     assert abs(k.duration_us - (both["args"][S.MODEL_NS] / 1e3 + t.launch_s * 1e6)) < 1e-3
+
+
+def test_the_records_and_formulas_need_only_the_standard_library():
+    # The NKI simulator's numpy core and every layer above read them: loaded on their own, as a
+    # package of their own, they must not pull in torch, numpy or the rest of torchneuron_ext.
+    import os
+    import subprocess
+    import sys
+
+    folder = os.path.dirname(targets.__file__)
+    code = (
+        "import importlib.util, sys\n"
+        f"spec = importlib.util.spec_from_file_location('trainium', {os.path.join(folder, '__init__.py')!r},"
+        f" submodule_search_locations=[{folder!r}])\n"
+        "m = importlib.util.module_from_spec(spec); sys.modules['trainium'] = m; spec.loader.exec_module(m)\n"
+        "import trainium.projection as p\n"
+        "assert abs(p.eager_kernel('aten::add.Tensor', 128, 64, 0, 16, 'Float', 'trn2').duration_s - 12.0003e-6) < 1e-9\n"
+        "bad = sorted(n for n in sys.modules if n.split('.')[0] in ('torch', 'numpy', 'torchneuron_ext'))\n"
+        "assert not bad, bad\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={k: v for k, v in os.environ.items() if k not in ENV})
+    assert r.returncode == 0, r.stderr
