@@ -15,7 +15,6 @@ _torch_internals.require("P4")
 DeviceLike = Union[torch.device, str, int, None]
 
 
-
 class InvalidDeviceError(torch.AcceleratorError, ValueError):
     """A neuron device index that does not exist: torch.AcceleratorError as on CUDA, and ValueError as
     TorchNeuron raises it (torch.neuron.device(i), set_device(i), ...)."""

@@ -15,9 +15,9 @@ import os
 from collections import defaultdict
 from typing import Any, Optional, Union
 
+from ..instrumentation import trace_schema as S
 from ..trainium.projection import resolve_target
 from ..trainium.targets import Target
-from ..instrumentation import trace_schema as S
 from ._format import format_bytes, format_us
 from .projection import ProjectedTimeline, project_trace, union_length
 from .trace_events import COPY, REGION_KERNEL, ClassifiedTrace, Dispatch, activity_op, classify
