@@ -40,8 +40,8 @@ def default_target() -> _targets.Target:
     return _targets.target_from_environment()
 
 
-def current_target() -> _targets.Target:
-    """The running launch's target (nki.jit(platform_target=...)), else the configured one."""
+def current_target() -> Target:
+    """The running launch's target (nki.jit(platform_target=...) or NKI_TARGET), else NKI_TARGET's."""
     from . import runtime
     launch = runtime.current_or_none()
     return launch.target if launch is not None else default_target()

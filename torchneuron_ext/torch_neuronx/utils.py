@@ -20,7 +20,6 @@ import torch
 from packaging.version import Version
 
 from .. import _torch_internals
-from ..trainium.targets import target_from_environment
 
 __all__ = [
     "MXFP8", "TORCH_VERSION", "cast_dtype_if_needed", "convert_for_neuron", "flatten_tensors",
@@ -150,11 +149,15 @@ def get_platform_target() -> str:
 
     It is the generation the NKI simulator checks kernels against.
     """
+    from torchneuron_ext.trainium.targets import target_from_environment
+
     return target_from_environment().name
 
 
 def get_lnc_setting() -> str:
     """The hardware's default logical NeuronCore size: "2" on trn2 and trn3, "1" on trn1 and inf2."""
+    from torchneuron_ext.trainium.targets import target_from_environment
+
     return str(target_from_environment().default_lnc)
 
 
