@@ -16,8 +16,8 @@ from typing import Iterator, Optional, Sequence, Union
 from .. import _C
 from ..trainium.projection import project, resolve_target
 from ..trainium.targets import Target
-from .projection import project_stats
 from ._format import format_bytes, format_us
+from .projection import project_stats
 
 
 @dataclasses.dataclass(frozen=True)
