@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Optional
+from typing import Any, Optional
 
 
 @dataclasses.dataclass(frozen=True)
@@ -233,8 +233,7 @@ def target_from_environment() -> Target:
     return by_name(DEFAULT)
 
 
-def simulated(name: str, sbuf_partition_bytes: int, **limits: object) -> Target:
+def simulated(name: str, sbuf_partition_bytes: int, **limits: Any) -> Target:
     """A made-up generation for the NKI simulator: trn2's record with other limits (and trn2's rates,
     which is how nki.benchmark times it)."""
-    return dataclasses.replace(TARGETS[DEFAULT], name=name, sbuf_partition_bytes=sbuf_partition_bytes,
-                               **limits)  # type: ignore[arg-type]
+    return dataclasses.replace(TARGETS[DEFAULT], name=name, sbuf_partition_bytes=sbuf_partition_bytes, **limits)
