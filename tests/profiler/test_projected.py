@@ -258,7 +258,7 @@ def test_op_stats_project_each_op_from_its_mean_call():
 
 def test_nki_kernel_projects_its_instruction_estimate(tmp_path):
     import torchneuron_ext.nki.legacy as nki
-    from tests.test_costmodel import _scale_tiles  # docs/cost_model.md's case 4
+    from tests.trainium.test_costmodel import _scale_tiles  # docs/cost_model.md's case 4
 
     scale_tiles = nki.jit(platform_target="trn2")(_scale_tiles)
     x = torch.ones(512, 512, device="neuron")
@@ -316,4 +316,4 @@ def test_cli_report_follows_the_target(tmp_path):
     assert "projected on trn3 LNC=1 (cost model" in r.stdout and "top ops by projected time on trn3 LNC=1" in r.stdout
     bad = report("trn7")
     assert bad.returncode != 0
-    assert "NEURON_EMU_TARGET='trn7': unknown Trainium target 'trn7': use one of trn1, trn2, trn3" in bad.stderr
+    assert "NEURON_EMU_TARGET='trn7': unknown Neuron platform target 'trn7': use one of trn1, inf2, trn2, trn3" in bad.stderr

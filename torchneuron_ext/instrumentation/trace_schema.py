@@ -67,12 +67,22 @@ CAT_CPU_OP = "cpu_op"
 CAT_USER_ANNOTATION = "user_annotation"
 CAT_PYTHON = "python_function"
 
-# What Python adds at export (profiler/config.py, costmodel.py).
+# What Python adds at export (profiler/config.py, profiler/projection.py).
 CAT_PROJECTED = "neuron_projected"  # the cost model's projected lanes
 CAT_DISPATCH = "neuron_dispatch"  # flows from a framework op to its runtime span
 HBM_COUNTER_SUFFIX = " HBM"  # counter events "NC<core> HBM"
 HBM_ALLOCATED_MB = "allocated MB"
 HBM_RESERVED_MB = "reserved MB"
+# The projected lanes (profiler/projection.py): "NC<core>" and one of these, then " (<target>)". They
+# live past kineto_plugin.cpp's 64 lanes per core (hardware, runtime streams, collectives,
+# transfers): tid = PROJECTED_TID_BASE + 2 * core (+1: the core's collectives, which run on their
+# own queues beside compute); a non-default stream's kernels: PROJECTED_STREAM_TID_BASE + i.
+LANE_PROJECTED = " projected"
+LANE_PROJECTED_COLLECTIVES = " projected collectives"
+LANE_PROJECTED_STREAM = " projected stream "  # then the stream's number
+PROJECTED_TID_BASE = 1 << 16
+# Lanes of the non-default streams that ran kernels, one per (core, stream), in order of appearance.
+PROJECTED_STREAM_TID_BASE = PROJECTED_TID_BASE + (1 << 12)
 
 
 def hbm_counter_name(core: int) -> str:

@@ -7,6 +7,7 @@ from typing import Any, Union
 import torch
 
 from .. import _C, _torch_internals
+from ..trainium.targets import target_from_environment
 from ._lazy import _lazy_init
 
 
@@ -24,11 +25,6 @@ _torch_internals.register(
 _torch_internals.require("P4")
 
 DeviceLike = Union[torch.device, str, int, None]
-
-# A Trn2 logical NeuronCore (two physical NeuronCore-v3 cores).
-_INSTANCE_TYPE = "trn2.48xlarge"
-_CORE_TYPE = "NeuronCore-v3"
-_CAPABILITY = (3, 0)
 
 
 class InvalidDeviceError(torch.AcceleratorError, ValueError):
@@ -147,7 +143,8 @@ class NeuronDeviceProperties:
 
 
 def get_device_properties(device: DeviceLike = None) -> NeuronDeviceProperties:
-    """Name, HBM capacity and identity of a logical NeuronCore.
+    """Name, HBM capacity and identity of a logical NeuronCore of the configured Trainium target
+    (trainium.targets.target_from_environment: trn2 unless NEURON_EMU_TARGET or NKI_TARGET says otherwise).
 
     In a distributed job the node's other cores (indices below device_count() that other processes
     own) are described too, as TorchNeuron does, with physical_core_id -1 and this core's capacity."""
@@ -160,13 +157,14 @@ def get_device_properties(device: DeviceLike = None) -> NeuronDeviceProperties:
         index, own = device, current_device()
     else:
         index = _get_device_index(device, optional=True)
+    target = target_from_environment()
     return NeuronDeviceProperties(
-        name=_INSTANCE_TYPE,
-        core_type=_CORE_TYPE,
+        name=target.instance_type,
+        core_type=target.core_type,
         total_memory=int(_C._hbm_capacity(index if own is None else own)),
         physical_core_id=int(_C._physical_core_id(index)) if own is None else -1,
-        major=_CAPABILITY[0],
-        minor=_CAPABILITY[1],
+        major=target.capability[0],
+        minor=target.capability[1],
         multi_processor_count=os.cpu_count() or 1,
     )
 
@@ -177,9 +175,9 @@ def get_device_name(device: DeviceLike = None) -> str:
 
 
 def get_device_capability(device: DeviceLike = None) -> tuple[int, int]:
-    """NeuronCore generation as (major, minor): (3, 0) for NeuronCore-v3 (Trn2)."""
+    """NeuronCore generation of the configured target as (major, minor): (3, 0) for NeuronCore-v3 (Trn2)."""
     _get_device_index(device, optional=True)
-    return _CAPABILITY
+    return target_from_environment().capability
 
 
 def is_bf16_supported(including_emulation: bool = True) -> bool:

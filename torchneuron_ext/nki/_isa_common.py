@@ -46,9 +46,11 @@ class nc_version(enum.IntEnum):  # ordered: kernels test get_nc_version() >= nc_
 
 
 def get_nc_version() -> nc_version:
-    from .memory import default_target
-    return {"trn1": nc_version.gen2, "inf2": nc_version.gen2, "trn2": nc_version.gen3,
-            "trn3": nc_version.gen4}[default_target().name]
+    """The NeuronCore version of the running launch's target, so that a kernel launched with
+    ``nki.jit(platform_target="trn3")`` branches as it would on trn3; outside a launch, the configured one."""
+    from . import memory, runtime
+    launch = runtime.current_or_none()
+    return nc_version((launch.target if launch is not None else memory.default_target()).generation)
 
 
 def check_dge_mode(mode: Any) -> None:

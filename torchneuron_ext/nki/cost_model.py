@@ -1,8 +1,7 @@
 """The instruction-level latency model of ``nki.benchmark`` (docs/cost_model.md, "NKI kernels").
 
 Every instruction is charged to the engine that runs it, at that engine's clock from the shared
-hardware table (torchneuron_ext.costmodel._BASE via get_target, one physical NeuronCore of the launch's
-target).
+target record (torchneuron_ext/trainium/targets.py, one physical NeuronCore of the launch's target).
 Engines run concurrently on the device, so the estimate is the busiest engine's total (perfect
 overlap); the serial sum is reported too, as the bound with no overlap at all. The per-instruction
 costs are the NKI ISA reference's (Neuron 2.26) for NeuronCore-v2, carried to v3/v4 by clock:
@@ -15,21 +14,18 @@ costs are the NKI ISA reference's (Neuron 2.26) for NeuronCore-v2, carried to v3
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import Any, Union
 
-from .. import costmodel
+from ..trainium import targets
 
 ENGINES = ("tensor", "vector", "scalar", "gpsimd", "dma")
 
 
-def hardware(target: Any) -> costmodel.Target:
-    """The shared constants for an NKI target (trn1, inf2, trn2, trn3), per physical core. A
-    simulator target the cost model has no public figures for (one registered in
-    nki.memory.TARGETS to check other limits) is timed with trn2's."""
-    name = str(getattr(target, "name", target))
-    if name.strip().lower() not in costmodel.TARGET_NAMES + ("inf2",):
-        name = "trn2"
-    return costmodel.get_target(name, lnc=1)
+def hardware(target: Union[targets.Target, str]) -> targets.Target:
+    """The rates a launch is timed at: one physical NeuronCore of its target (a record, or a name
+    such as "trn2"). A simulator-only target (nki.memory.Target) carries trn2's rates."""
+    record = targets.by_name(target) if isinstance(target, str) else target
+    return record.physical_core()
 
 
 class Costs:

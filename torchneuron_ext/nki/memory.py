@@ -1,8 +1,7 @@
 """The NeuronCore memories a kernel sees, the targets' capacities and the tile-size constants."""
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
+from ..trainium import targets as _targets
 
 
 class Buffer:
@@ -28,44 +27,17 @@ private_hbm = Buffer("private_hbm", False)
 hbm = private_hbm  # nl.hbm is per-instance scratch, an alias of private_hbm
 
 
-@dataclass(frozen=True)
-class Target:
-    """Per-NeuronCore limits of one Trainium generation."""
-    name: str
-    sbuf_partition_bytes: int
-    psum_partition_bytes: int = 16 * 1024
-    psum_bank_bytes: int = 2 * 1024
-    num_partitions: int = 128
-    gemm_moving_fmax: int = 512
-    gemm_stationary_fmax: int = 128
-    bn_stats_fmax: int = 512
-    pe_array: int = 128             # rows and columns of the Tensor engine's PE array
-    vector_transpose_max: int = 32  # the Vector engine transposes 32x32 blocks
-    psum_bf16: bool = False
-
-    @property
-    def psum_bank_fmax(self) -> int:
-        return self.psum_bank_bytes // 4
-
-    @property
-    def psum_num_banks(self) -> int:
-        return self.psum_partition_bytes // self.psum_bank_bytes
+# The generations are trainium/targets.py's records, one per generation for the whole package.
+# `Target(name, sbuf_partition_bytes, **limits)` makes a simulator-only generation (trn2 with other
+# limits) that a test registers in TARGETS to check that every limit follows the target.
+Target = _targets.simulated
+TARGETS = _targets.TARGETS
 
 
-TARGETS = {
-    "trn1": Target("trn1", 192 * 1024),
-    "inf2": Target("inf2", 192 * 1024),
-    "trn2": Target("trn2", 224 * 1024),
-    "trn3": Target("trn3", 256 * 1024, gemm_moving_fmax=4096, psum_bf16=True),
-}
-
-
-def default_target() -> Target:
-    """NKI_TARGET (trn1, inf2, trn2 or trn3) chooses the generation; trn2 when unset."""
-    name = os.environ.get("NKI_TARGET", os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE", "trn2")).lower()
-    if name not in TARGETS:
-        raise ValueError(f"unknown NKI target {name!r}: set NKI_TARGET to one of {sorted(TARGETS)}")
-    return TARGETS[name]
+def default_target() -> _targets.Target:
+    """The configured target (trainium.targets.target_from_environment: NEURON_EMU_TARGET, else
+    NKI_TARGET, else NEURON_PLATFORM_TARGET_OVERRIDE, else trn2)."""
+    return _targets.target_from_environment()
 
 
 def current_target() -> Target:

@@ -17,9 +17,10 @@ from typing import Any, Iterable, Optional, Union
 
 import torch
 
-from .. import _C, _torch_internals, costmodel
+from .. import _C, _torch_internals
 from ..instrumentation import numerics
 from ..instrumentation import trace_schema as S
+from .projection import add_projected_lanes
 
 _torch_internals.require("P19")
 
@@ -172,7 +173,7 @@ class NeuronProfiler:
         # projects a collective over its record's group size, world_size for traces without it.
         info = trace.setdefault("distributedInfo", {"rank": int(os.environ.get("RANK", "0"))})
         info.setdefault("world_size", int(os.environ.get("WORLD_SIZE", "1")))
-        projection = costmodel.add_projected_lanes(trace)
+        projection = add_projected_lanes(trace)
         # Read by summarize_trace: a report of a run in trainium numerics says so in its header.
         trace["neuron"] = {"numerics": numerics.mode()}
         summary = summarize_trace(trace, projection=projection)  # the lanes' projection, not a second one

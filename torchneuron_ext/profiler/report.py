@@ -15,9 +15,11 @@ import os
 from collections import defaultdict
 from typing import Any, Optional, Union
 
-from .. import costmodel
 from ..instrumentation import trace_schema as S
+from ..trainium.projection import resolve_target
+from ..trainium.targets import Target
 from ._format import format_bytes, format_us
+from .projection import ProjectedTimeline, project_trace, union_length
 from .trace_events import COPY, REGION_KERNEL, ClassifiedTrace, Dispatch, activity_op, classify
 
 
@@ -83,17 +85,17 @@ class TraceSummary:
 
 
 def summarize_trace(trace: Union[str, os.PathLike, dict, ClassifiedTrace],
-                    target: Optional[Union[str, costmodel.Target]] = None, *,
-                    projection: Optional[costmodel.ProjectedTimeline] = None) -> TraceSummary:
+                    target: Optional[Union[str, Target]] = None, *,
+                    projection: Optional[ProjectedTimeline] = None) -> TraceSummary:
     """The trace's summary; `target` (default NEURON_EMU_TARGET, trn2) is the projection's. A trace
     already classified (trace_events.classify) is read from its classification, not walked again;
-    `projection`, the trace's projection when the caller has it (costmodel.add_projected_lanes
+    `projection`, the trace's projection when the caller has it (add_projected_lanes
     returns it), is not computed again."""
     c = classify(trace)
     if projection is not None and target is not None and \
-            projection.target.label != costmodel.resolve_target(target).label:
+            projection.target.label != resolve_target(target).label:
         raise ValueError(f"the projection is on {projection.target.label}, the summary's target is "
-                         f"{costmodel.resolve_target(target).label}")
+                         f"{resolve_target(target).label}")
     rows: dict[str, OpRow] = {}
     host = 0.0
     generic: dict[str, int] = defaultdict(int)
@@ -130,10 +132,10 @@ def summarize_trace(trace: Union[str, os.PathLike, dict, ClassifiedTrace],
         wall = t_max - t_min if t_max > t_min else 0.0
     # At least 0: a counter that reads below zero means nothing is allocated.
     peak = {core: max(0, *(int(mb * 2**20) for mb in samples)) for core, samples in c.hbm_allocated.items()}
-    projected = _project(projection or costmodel.project_trace(c.placed(), target), rows)
+    projected = _project(projection or project_trace(c, target), rows)
     ops = sorted(rows.values(), key=lambda r: (r.device_us, r.host_us), reverse=True)
     return TraceSummary(
-        projected=projected, wall_us=wall, device_busy_us=costmodel.union_length(kernels), host_dispatch_us=host, ops=ops,
+        projected=projected, wall_us=wall, device_busy_us=union_length(kernels), host_dispatch_us=host, ops=ops,
         generic_ops=dict(sorted(generic.items(), key=lambda kv: -kv[1])),
         transfers={k: (v[0], v[1]) for k, v in sorted(transfers.items())},
         peak_hbm_bytes=dict(sorted(peak.items())), kernels=len(kernels), cores=sorted(cores),
@@ -141,7 +143,7 @@ def summarize_trace(trace: Union[str, os.PathLike, dict, ClassifiedTrace],
     )
 
 
-def _project(timeline: costmodel.ProjectedTimeline, rows: dict[str, OpRow]) -> ProjectedSummary:
+def _project(timeline: ProjectedTimeline, rows: dict[str, OpRow]) -> ProjectedSummary:
     bounds: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for k in timeline.kernels:
         op = activity_op(k.name)

@@ -12,8 +12,11 @@ import contextlib
 import dataclasses
 from typing import Iterator, Optional, Sequence, Union
 
-from .. import _C, costmodel
+from .. import _C
+from ..trainium.projection import project, resolve_target
+from ..trainium.targets import Target
 from ._format import format_bytes, format_us
+from .projection import project_stats
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,7 +89,7 @@ def reset_timing() -> None:
     _C._reset_op_timings()
 
 
-def op_stats(sort_by: str = "device_total_us", target: Optional[Union[str, "costmodel.Target"]] = None,
+def op_stats(sort_by: str = "device_total_us", target: Optional[Union[str, Target]] = None,
              nested: bool = False) -> list[OpStat]:
     """Per-op aggregates, largest first by `sort_by` (any OpStat field or property).
 
@@ -106,7 +109,7 @@ def op_stats(sort_by: str = "device_total_us", target: Optional[Union[str, "cost
         )
         for d in _C._op_timings() if nested or not d.get("nested", False)
     ]
-    t = costmodel.resolve_target(target)
+    t = resolve_target(target)
     for s in stats:
         # Rows made just above and held by nobody else: set the projection in place (as a frozen
         # dataclass's __init__ does) instead of dataclasses.replace, which was most of op_stats' cost.
@@ -116,21 +119,21 @@ def op_stats(sort_by: str = "device_total_us", target: Optional[Union[str, "cost
     return sorted(stats, key=lambda s: (getattr(s, sort_by), s.name), reverse=True)
 
 
-def _projected_us(s: OpStat, target: "costmodel.Target") -> float:
+def _projected_us(s: OpStat, target: Target) -> float:
     if not s.calls_timed:
         return 0.0
     n = s.calls_timed
     if s.nested:  # part of its graph's one launch: the work only
-        p = costmodel.project(s.name, s.tier, s.bytes_read // n, s.bytes_written // n, s.flops // n,
+        p = project(s.name, s.tier, s.bytes_read // n, s.bytes_written // n, s.flops // n,
                               s.elements // n, s.dtype, target, launch=False)
         return p.duration_s * n * 1e6
-    return costmodel.project_stats([s], target).get((s.name, s.tier), 0.0) * 1e6
+    return project_stats([s], target).get((s.name, s.tier), 0.0) * 1e6
 
 
 def timing_table(sort_by: str = "device_total_us", limit: Optional[int] = 20,
-                 target: Optional[Union[str, "costmodel.Target"]] = None) -> str:
+                 target: Optional[Union[str, Target]] = None) -> str:
     """The aggregates as a table a person can read, with the projected device time on `target`."""
-    t = costmodel.resolve_target(target)
+    t = resolve_target(target)
     rows = [s for s in op_stats(sort_by, t, nested=True) if s.calls_timed > 0]
     stats = [s for s in rows if not s.nested]
     inside = [s for s in rows if s.nested]
@@ -139,7 +142,7 @@ def timing_table(sort_by: str = "device_total_us", limit: Optional[int] = 20,
     return format_timing_table(stats, t, inside)
 
 
-def format_timing_table(stats: list[OpStat], target: "costmodel.Target", inside: Sequence[OpStat] = ()) -> str:
+def format_timing_table(stats: list[OpStat], target: Target, inside: Sequence[OpStat] = ()) -> str:
     """The table of `timing_table` for given rows (tests pin it on rows made by hand); `inside`: the
     rows of what ran inside compiled graphs, listed apart because their graphs' rows count them."""
     header = (f"{'Operator':<42}{'Tier':<9}{'Calls':>7}{'Host total':>12}{'Host mean':>11}"

@@ -14,8 +14,8 @@ events are read once, in one pass, into a ClassifiedTrace:
 - counters (the HBM ones also per core), flow points, thread and process names, the run's numerics.
 
 The names all come from the trace schema (torchneuron_ext/instrumentation/trace_schema.py). A classification is a
-snapshot: it keeps a reference to the trace dict and to the events it placed (`placed()`, what the
-cost model projects), and a trace changed afterwards needs classifying again.
+snapshot: it keeps a reference to the trace dict, and a trace changed afterwards needs classifying
+again. The cost model's replay (profiler/projection.py) reads the same classification.
 
 What cannot be placed is skipped, as Chrome's viewer does: an event that is not an object, a span or
 flow point or counter sample without a usable time. A neuron event whose metadata has the wrong type
@@ -101,7 +101,6 @@ class Spans:
     lane: list[int]  # index into ClassifiedTrace.lanes
     tier: list[Optional[str]]  # the tier its args record, None when they record none
     args: list[Any]  # the event's args as written (None when it has none)
-    events: list[dict]  # the events themselves, for readers of the raw records (the cost model's projection)
 
     def __len__(self) -> int:
         return len(self.name)
@@ -137,11 +136,6 @@ class ClassifiedTrace:
 
     def has_cat(self, cat: str) -> bool:
         return cat in self.cats
-
-    def placed(self) -> dict:
-        """The trace with only its complete events that could be placed: what the cost model
-        projects, so that it reads the events this classification read (a shallow copy)."""
-        return dict(self.trace, traceEvents=self.spans.events)
 
 
 def read_trace(trace: TraceSource) -> tuple[Any, Optional[str]]:
@@ -198,7 +192,6 @@ class _Classifier:
         lane_l: list[int] = []
         tier_l: list[Optional[str]] = []
         args_l: list[Any] = []
-        events_l: list[dict] = []
         activities: list[DeviceActivity] = []
         dispatches: list[Dispatch] = []
         counters: dict[tuple, list] = {}
@@ -212,9 +205,8 @@ class _Classifier:
         # Plain Python over dicts, once; what the readers do after works on the columns. A loop run
         # for each of up to millions of events: its lookups are bound to locals.
         group_of, tier_key, neuron_span = GROUP_OF_CAT.get, _TIER, self._neuron_span
-        ts_add, dur_add, name_add, cat_add, lane_add, tier_add, args_add, event_add = (
-            ts_l.append, dur_l.append, name_l.append, cat_l.append, lane_l.append, tier_l.append, args_l.append,
-            events_l.append)
+        ts_add, dur_add, name_add, cat_add, lane_add, tier_add, args_add = (
+            ts_l.append, dur_l.append, name_l.append, cat_l.append, lane_l.append, tier_l.append, args_l.append)
         for i, e in enumerate(events):
             if not isinstance(e, dict):
                 skipped += 1
@@ -257,7 +249,6 @@ class _Classifier:
                 else:
                     tier_add(None)
                     args_add(None)
-                event_add(e)
                 if cat in _DEVICE_CATS:
                     neuron_span(i, len(ts_l) - 1, cat, ename, ts, dur, e, activities, dispatches, neuron_spans)
             elif ph in ("s", "f", "t"):
@@ -307,7 +298,7 @@ class _Classifier:
         numerics = str((neuron if isinstance(neuron, dict) else {}).get("numerics", "host"))
         return ClassifiedTrace(
             trace=self.data, path=self.path,
-            spans=Spans(ts_a, dur_a, name_l, cat_l, lane_l, tier_l, args_l, events_l),
+            spans=Spans(ts_a, dur_a, name_l, cat_l, lane_l, tier_l, args_l),
             names=list(names), cats=list(cats), lanes=list(lane_ids), activities=activities, dispatches=dispatches,
             neuron_spans=neuron_spans,
             counters=counters, hbm_allocated=hbm, flow_points=flow_points, thread_names=thread_names,

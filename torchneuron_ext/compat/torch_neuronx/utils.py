@@ -34,8 +34,6 @@ __all__ = [
 
 TORCH_VERSION = Version(torch.__version__)
 
-_PLATFORMS = ("trn1", "inf2", "trn2", "trn3")
-
 # ============================================================ tensors
 
 
@@ -143,19 +141,21 @@ def is_neff_cache_disabled() -> bool:
 
 
 def get_platform_target() -> str:
-    """The Trainium generation: "trn2" unless NKI_TARGET (or NEURON_PLATFORM_TARGET_OVERRIDE) says otherwise.
+    """The Trainium generation: "trn2" unless NEURON_EMU_TARGET, NKI_TARGET or
+    NEURON_PLATFORM_TARGET_OVERRIDE says otherwise (trainium.targets.target_from_environment).
 
     It is the generation the NKI simulator checks kernels against.
     """
-    name = os.environ.get("NKI_TARGET", os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE", "trn2")).strip().lower()
-    if name not in _PLATFORMS:
-        raise ValueError(f"unknown Neuron platform target {name!r}: set NKI_TARGET to one of {list(_PLATFORMS)}")
-    return name
+    from torchneuron_ext.trainium.targets import target_from_environment
+
+    return target_from_environment().name
 
 
 def get_lnc_setting() -> str:
     """The hardware's default logical NeuronCore size: "2" on trn2 and trn3, "1" on trn1 and inf2."""
-    return "2" if get_platform_target() in ("trn2", "trn3") else "1"
+    from torchneuron_ext.trainium.targets import target_from_environment
+
+    return str(target_from_environment().default_lnc)
 
 
 def get_logical_neuron_cores() -> str:

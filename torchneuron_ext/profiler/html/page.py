@@ -8,8 +8,8 @@ import re
 from importlib import resources
 from typing import Optional, Sequence, Union
 
-from ... import costmodel
 from ...instrumentation import trace_schema as _trace_schema
+from ..projection import ProjectedTimeline, add_projected_lanes
 from ..report import summarize_trace
 from ..trace_events import ClassifiedTrace, classify, read_trace
 from .findings import find
@@ -40,7 +40,7 @@ def _default_name(trace: TraceLike, index: int, path: Optional[str]) -> str:
     return stem if stem != "trace" or len(parts) < 2 else parts[-2]
 
 
-def _classified(trace: TraceLike) -> tuple[ClassifiedTrace, Optional[costmodel.ProjectedTimeline]]:
+def _classified(trace: TraceLike) -> tuple[ClassifiedTrace, Optional[ProjectedTimeline]]:
     """The trace classified once, for both the summary and the timeline, with its projected lanes;
     and their projection when it was made here."""
     c = trace if isinstance(trace, ClassifiedTrace) else None
@@ -57,7 +57,7 @@ def _classified(trace: TraceLike) -> tuple[ClassifiedTrace, Optional[costmodel.P
     # A trace from torch's own export_chrome_trace (NeuronProfiler adds these at export): its
     # projected lanes, on a copy (the caller's dict stays as it was).
     data = dict(data, traceEvents=list(data["traceEvents"]))
-    projection = costmodel.add_projected_lanes(data)
+    projection = add_projected_lanes(data)
     return classify(data, path=path), projection
 
 

@@ -147,7 +147,7 @@ class TestTargets(TestCase):
         self.assertEqual(cm.get_target("inf2").name, "trn1")
         with self.assertRaises(ValueError) as ctx:
             cm.get_target("trn4")
-        self.assertExpectedInline(str(ctx.exception), """unknown Trainium target 'trn4': use one of trn1, trn2, trn3""")
+        self.assertExpectedInline(str(ctx.exception), """unknown Neuron platform target 'trn4': use one of trn1, inf2, trn2, trn3""")
         with self.assertRaises(ValueError) as ctx:
             cm.get_target("trn1", lnc=2)
         self.assertExpectedInline(str(ctx.exception), """LNC=2 is not a logical-core size of trn1: use 1""")
@@ -172,6 +172,6 @@ def test_environment_chooses_the_target(monkeypatch, env, label):
 
 def test_bad_environment_names_the_variable(monkeypatch):
     monkeypatch.setenv("NEURON_EMU_TARGET", "trn9")
-    with pytest.raises(ValueError, match=r"NEURON_EMU_TARGET='trn9': unknown Trainium target 'trn9': use one of "
-                                         r"trn1, trn2, trn3"):
+    with pytest.raises(ValueError, match=r"NEURON_EMU_TARGET='trn9': unknown Neuron platform target 'trn9': use one of "
+                                         r"trn1, inf2, trn2, trn3"):
         cm.default_target()

@@ -1,0 +1,275 @@
+"""Projection formulas: how long one device activity would take on a Trainium target.
+
+A roofline per kernel (the busiest engine or the memory traffic) plus a launch term, from what the
+runtime records per activity (op name, tier, bytes read and written, FLOPs, elements, dtype, the NKI
+simulator's own estimate). docs/cost_model.md gives the formulas, worked cases and their validation;
+the rates are the target records' (trainium/targets.py). Replaying a whole trace on these is the
+profiler's (profiler/projection.py). Standard library only, like the records.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Optional
+
+from .targets import PROJECTED_AS, Target, by_name, from_spec, target_from_environment
+
+
+def _projected_as(t: Target) -> Target:
+    """The record whose figures project `t`: inf2 is projected (and labelled) as trn1."""
+    alias = PROJECTED_AS.get(t.name)
+    return t if alias is None else by_name(alias, t.lnc)
+
+
+def get_target(name: str = "trn2", lnc: Optional[int] = None) -> Target:
+    """The projection target `name` (trn1, trn2, trn3; inf2 is trn1) at logical-core size `lnc`
+    (1 or 2; trn1: 1; default: the generation's)."""
+    key = name.strip().lower()
+    return by_name(PROJECTED_AS.get(key, key), lnc)
+
+
+def parse_target(spec: str) -> Target:
+    """``trn2``, ``trn2:lnc=1``, ``trn3:lnc=2`` (also ``trn2:1``)."""
+    return _projected_as(from_spec(spec))
+
+
+def default_target() -> Target:
+    """The configured target (trainium.targets.target_from_environment) as projections use it."""
+    return _projected_as(target_from_environment())
+
+
+def resolve_target(target: Optional[Target | str] = None) -> Target:
+    """A Target as given, parsed from a spec such as "trn2:lnc=1", or the default one."""
+    if target is None:
+        return default_target()
+    return parse_target(target) if isinstance(target, str) else target
+
+# ---------------------------------------------------------------------------------------------
+# Which engine runs which operator.
+# ---------------------------------------------------------------------------------------------
+
+_TENSOR_OPS = frozenset({
+    "mm", "bmm", "addmm", "addmm_", "baddbmm", "baddbmm_", "addbmm", "addbmm_", "mv", "addmv", "addmv_", "dot",
+    "matmul", "linear", "convolution", "convolution_overrideable", "_convolution",
+    "convolution_backward_overrideable", "convolution_backward", "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_flash_attention_for_cpu_backward", "scaled_dot_product_attention",
+    "_scaled_dot_product_fused_attention_overrideable", "_scaled_dot_product_fused_attention_overrideable_backward",
+})
+# Transcendentals and activations: the Scalar (activation) engine's lookup tables.
+_SCALAR_OPS = frozenset({
+    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "tanh", "sigmoid", "rsqrt", "sqrt", "gelu", "silu",
+    "erf", "erfc", "erfinv", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "pow", "softplus",
+    "elu", "selu", "celu", "mish", "hardswish", "hardsigmoid", "logit", "glu", "_log_softmax", "log_sigmoid",
+    "log_sigmoid_forward",
+})
+# Normalizations and softmax: statistics and normalization on Vector, the exp / rsqrt pass on Scalar.
+_NORM_OPS = frozenset({
+    "softmax", "_softmax", "log_softmax", "_log_softmax", "layer_norm", "native_layer_norm", "rms_norm",
+    "_fused_rms_norm", "batch_norm", "native_batch_norm", "_native_batch_norm_legit",
+    "_native_batch_norm_legit_no_training", "group_norm", "native_group_norm", "_batch_norm_with_update",
+})
+NORM_VECTOR_PASSES = 2   # statistics (bn_stats / reduce), then normalize (tensor_scalar)
+NORM_SCALAR_PASSES = 1   # exp with accumulate (softmax) or the scale activation (norms)
+BACKWARD_PASSES = 2      # a backward kernel reads its forward's inputs and the incoming gradient
+
+
+def _base_op(name: str) -> tuple[str, bool]:
+    """aten::gelu_backward -> ("gelu", True); aten::mul_ -> ("mul", False)."""
+    op = name.split("::", 1)[-1].split(".", 1)[0]
+    backward = op.endswith("_backward") or "_backward_" in op
+    op = op.replace("_backward_data", "").replace("_backward_input", "").replace("_backward", "")
+    if op.endswith("_") and not op.startswith("_") and op[:-1]:
+        op = op[:-1]
+    return op, backward
+
+
+def _is_16bit(dtype: str) -> bool:
+    return dtype in ("BFloat16", "Half", "bfloat16", "float16")
+
+
+def _is_fp8(dtype: str) -> bool:
+    return dtype.lower().startswith("float8")
+
+
+@dataclasses.dataclass(frozen=True)
+class Projection:
+    """One kernel's projected duration and the inputs that produced it."""
+
+    duration_s: float
+    engine: str           # tensor, vector, scalar, gpsimd, dma, pcie, link, efa, none
+    bound: str            # compute, memory or launch
+    work_s: float         # the duration without the launch overhead
+    launch_s: float
+    flops: int = 0
+    bytes: int = 0
+    elements: int = 0
+
+    def args(self, target: Target) -> dict[str, Any]:
+        return {"model": "costmodel", "target": target.label, "engine": self.engine, "bound": self.bound,
+                "projected us": round(self.duration_s * 1e6, 3), "launch us": round(self.launch_s * 1e6, 3),
+                "flops": self.flops, "bytes": self.bytes, "elements": self.elements}
+
+
+def _pick(launch_s: float, candidates: dict[str, float], flops: int, nbytes: int, elements: int) -> Projection:
+    engine, work = "none", 0.0
+    for name, seconds in candidates.items():
+        if seconds > work:
+            engine, work = name, seconds
+    if launch_s > 0 and launch_s >= work:
+        bound = "launch"
+    else:
+        bound = "memory" if engine in ("dma", "pcie", "link", "efa") else "compute"
+    return Projection(launch_s + work, engine if work > 0 else "none", bound, work, launch_s, flops, nbytes, elements)
+
+
+def tensor_engine_s(flops: float, dtype: str, target: Target) -> float:
+    """FLOPs at the Tensor Engine's dense peak for the dtype (FP8 faster, FP32 at its own rate)."""
+    peak = target.tensor_peak_flops
+    if _is_fp8(dtype):
+        peak *= target.fp8_speedup
+    elif not _is_16bit(dtype):
+        peak /= target.fp32_slowdown
+    return flops / peak
+
+
+def vector_engine_s(elements: float, dtype: str, target: Target, passes: float = 1.0) -> float:
+    lanes = target.vector_lanes_16bit if _is_16bit(dtype) else target.vector_lanes_other
+    return elements * passes / (lanes * target.vector_clock_hz * target.lnc)
+
+
+def scalar_engine_s(elements: float, dtype: str, target: Target, passes: float = 1.0) -> float:
+    lanes = target.scalar_lanes_16bit if _is_16bit(dtype) else target.scalar_lanes_other
+    return elements * passes / (lanes * target.scalar_clock_hz * target.lnc)
+
+
+def gpsimd_s(elements: float, dtype: str, target: Target) -> float:
+    """One element per SIMD lane per cycle over the 8 cores (512 bits: 16 fp32, 32 bf16 per core)."""
+    bits = 16 if _is_16bit(dtype) else 8 if _is_fp8(dtype) or dtype in ("Char", "Byte", "Bool") else 32
+    lanes = target.gpsimd_cores * target.gpsimd_simd_bits // bits
+    return elements / (lanes * target.gpsimd_clock_hz * target.lnc)
+
+
+def memory_s(nbytes: float, target: Target) -> float:
+    return nbytes / target.memory_bytes_per_s
+
+
+def eager_kernel(name: str, bytes_read: int, bytes_written: int, flops: int = 0, elements: int = 0,
+                 dtype: str = "", target: Optional[Target | str] = None, launch: bool = True) -> Projection:
+    """An ATen kernel run as its own NEFF: max over the engines it uses (roofline), plus one launch.
+
+    `launch=False` for kernels that are part of a bigger launch (an op inside a compiled graph).
+    """
+    t = resolve_target(target)
+    op, backward = _base_op(name)
+    nbytes = bytes_read + bytes_written
+    passes = BACKWARD_PASSES if backward else 1
+    cands = {"dma": memory_s(nbytes, t)}
+    if op in _TENSOR_OPS and flops:
+        cands["tensor"] = tensor_engine_s(flops, dtype, t)
+    elif op in _NORM_OPS:
+        cands["vector"] = vector_engine_s(elements, dtype, t, NORM_VECTOR_PASSES * passes)
+        cands["scalar"] = scalar_engine_s(elements, dtype, t, NORM_SCALAR_PASSES * passes)
+    elif op in _SCALAR_OPS:
+        cands["scalar"] = scalar_engine_s(elements, dtype, t, passes)
+    elif elements:
+        cands["vector"] = vector_engine_s(elements, dtype, t, passes)
+    return _pick(t.launch_s if launch else 0.0, cands, flops, nbytes, elements)
+
+
+def custom_kernel(bytes_read: int, bytes_written: int, elements: int, dtype: str = "",
+                  target: Optional[Target | str] = None) -> Projection:
+    """A custom C++ op on GpSimd: its elements through the 8 cores' SIMD lanes, or its bytes, plus a launch."""
+    t = resolve_target(target)
+    nbytes = bytes_read + bytes_written
+    return _pick(t.launch_s, {"gpsimd": gpsimd_s(elements, dtype, t), "dma": memory_s(nbytes, t)}, 0, nbytes,
+                 elements)
+
+
+def copy(direction: str, bytes_read: int, bytes_written: int, target: Optional[Target | str] = None) -> Projection:
+    """A transfer: host<->device over PCIe-class bandwidth, device->device through HBM (read and write)."""
+    t = resolve_target(target)
+    if direction in ("HtoD", "DtoH"):
+        nbytes = max(bytes_read, bytes_written)
+        cands = {"pcie": t.dma_fixed_s + nbytes / t.host_bytes_per_s}
+    else:
+        nbytes = bytes_read + bytes_written
+        cands = {"dma": t.dma_fixed_s + memory_s(nbytes, t)}
+    return _pick(0.0, cands, 0, nbytes, 0)
+
+
+def collective(name: str, bytes_read: int, bytes_written: int, group_size: int,
+               target: Optional[Target | str] = None) -> Projection:
+    """Bytes over NeuronLink (EFA beyond one instance) plus per-step latency, ring algorithms.
+
+    all_reduce: 2(N-1)/N of the buffer and 2(N-1) steps; all_gather, reduce_scatter, all_to_all:
+    (N-1)/N of the full buffer and N-1 steps; broadcast, reduce, gather, scatter, barrier: the
+    buffer once and ceil(log2 N) steps; send/recv: the buffer and one step.
+    """
+    t = resolve_target(target)
+    n = max(int(group_size), 1)
+    op = name.split("::", 1)[-1].rstrip("_").lower()
+    inter = n > t.cores_per_instance
+    bw = t.efa_bytes_per_s if inter else t.link_bytes_per_s
+    hop = t.efa_hop_s if inter else t.link_hop_s
+    full = max(bytes_read, bytes_written)
+    if n == 1:
+        data, steps = 0.0, 0
+    elif "allreduce" in op or "all_reduce" in op:
+        data, steps = 2 * (n - 1) / n * full, 2 * (n - 1)
+    elif any(k in op for k in ("allgather", "all_gather", "reduce_scatter", "alltoall", "all_to_all")):
+        data, steps = (n - 1) / n * full, n - 1
+    elif op in ("send", "recv", "recv_anysource"):
+        data, steps = full, 1
+    else:
+        data, steps = full, math.ceil(math.log2(n))
+    return _pick(0.0, {"efa" if inter else "link": data / bw + steps * hop}, 0, full, 0)
+
+
+def nki_kernel(model_s: float, bytes_read: int, bytes_written: int, flops: int,
+               target: Optional[Target | str] = None) -> Projection:
+    """An NKI kernel: the simulator's instruction-level estimate (nki/cost_model.py), plus one launch.
+
+    Without an estimate (a trace from elsewhere) the roofline of its bytes and FLOPs stands in.
+    """
+    t = resolve_target(target)
+    nbytes = bytes_read + bytes_written
+    mem, comp = memory_s(nbytes, t), tensor_engine_s(flops, "BFloat16", t)
+    if model_s > 0:
+        return _pick(t.launch_s, {"dma" if mem >= comp else "tensor": model_s}, flops, nbytes, 0)
+    return _pick(t.launch_s, {"dma": mem, "tensor": comp}, flops, nbytes, 0)
+
+
+def compiled_kernel(name: str, bytes_read: int, bytes_written: int, flops: int = 0, elements: int = 0,
+                    dtype: str = "", target: Optional[Target | str] = None) -> Projection:
+    """A compiled graph pays one launch; its generated kernels run inside it and pay none."""
+    t = resolve_target(target)
+    graph = name.split("::")[-1].startswith("graph_")
+    nbytes = bytes_read + bytes_written
+    cands = {"dma": memory_s(nbytes, t)}
+    if flops:
+        cands["tensor"] = tensor_engine_s(flops, dtype, t)
+    if elements:
+        cands["vector"] = vector_engine_s(elements, dtype, t)
+    return _pick(t.launch_s if graph else 0.0, cands, flops, nbytes, elements)
+
+
+def project(name: str, tier: str, bytes_read: int = 0, bytes_written: int = 0, flops: int = 0, elements: int = 0,
+            dtype: str = "", target: Optional[Target | str] = None, model_ns: int = 0, group_size: int = 1,
+            launch: bool = True, copy_direction: str = "") -> Projection:
+    """The projection of one recorded device activity, by its tier (and op name)."""
+    t = resolve_target(target)
+    if copy_direction:
+        return copy(copy_direction, bytes_read, bytes_written, t)
+    if tier == "collective":
+        return collective(name, bytes_read, bytes_written, group_size, t)
+    if tier == "nki":
+        p = nki_kernel(model_ns / 1e9, bytes_read, bytes_written, flops, t)
+    elif tier == "custom":
+        p = custom_kernel(bytes_read, bytes_written, elements, dtype, t)
+    elif tier == "compiled":
+        p = compiled_kernel(name, bytes_read, bytes_written, flops, elements, dtype, t)
+    else:
+        p = eager_kernel(name, bytes_read, bytes_written, flops, elements, dtype, t)
+    if not launch and p.launch_s:
+        p = _pick(0.0, {p.engine: p.work_s}, p.flops, p.bytes, p.elements)
+    return p
