@@ -39,14 +39,6 @@ def _check_record_function_fast() -> None:
     _ti.attribute("torch", "_C._profiler._RecordFunctionFast", "autograd._profiler_enabled")
 
 
-def _check_experimental_config() -> None:
-    cls = _ti.attribute("torch", "_C._profiler._ExperimentalConfig")
-    try:
-        cls(custom_profiler_config="{}")
-    except TypeError as e:
-        raise _ti.Broken(f"_ExperimentalConfig(custom_profiler_config=...) fails: {e}") from None
-
-
 # -- nki/torch_ops.py, nki/aten_routing.py, nki/kernel.py (moving to nki/torch/) --------------------------
 _ti.register(
     "P14", "Dynamo's constant marker", "torchneuron_ext/nki/torch_ops.py (`_kernel_key`)",
@@ -72,8 +64,3 @@ _ti.register(
     "torch._C._profiler._RecordFunctionFast (a FUNCTION-scope op that gets Kineto's correlation id)",
     "_profiler_scope in nki/kernel.py", _check_record_function_fast)
 
-# -- profiler/config.py ----------------------------------------------------------------------------------
-_ti.register(
-    "P19", "Kineto experimental config", "torchneuron_ext/profiler/config.py (NeuronConfig)",
-    "subclassing torch._C._profiler._ExperimentalConfig(custom_profiler_config=...), which Kineto "
-    "parses as KEY=value lines", "NeuronConfig in profiler/config.py", _check_experimental_config)

@@ -49,6 +49,7 @@ SITES: tuple[str, ...] = (
     "torchneuron_ext.custom_op.headers",
     "torchneuron_ext.custom_op.library",
     "torchneuron_ext.distributed.backend",
+    "torchneuron_ext.profiler.config",
 )
 
 

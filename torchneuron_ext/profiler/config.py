@@ -22,6 +22,19 @@ from ..instrumentation import numerics
 from ..instrumentation import trace_schema as S
 from .projection import add_projected_lanes
 
+
+def _check_experimental_config() -> None:
+    cls = _torch_internals.attribute("torch", "_C._profiler._ExperimentalConfig")
+    try:
+        cls(custom_profiler_config="{}")
+    except TypeError as e:
+        raise _torch_internals.Broken(f"_ExperimentalConfig(custom_profiler_config=...) fails: {e}") from None
+
+
+_torch_internals.register(
+    "P19", "Kineto experimental config", "torchneuron_ext/profiler/config.py (NeuronConfig)",
+    "subclassing torch._C._profiler._ExperimentalConfig(custom_profiler_config=...), which Kineto "
+    "parses as KEY=value lines", "NeuronConfig in profiler/config.py", _check_experimental_config)
 _torch_internals.require("P19")
 
 from torch._C._profiler import _ExperimentalConfig  # noqa: E402
