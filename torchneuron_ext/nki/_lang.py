@@ -11,7 +11,8 @@ from . import engine as _eng
 from . import runtime as _rt
 from .errors import NKIUnsupportedError, fail
 from .indexing import DynSlice, ds
-from .memory import hbm, private_hbm, psum, sbuf, shared_hbm, tile_size
+from .memory import hbm, private_hbm, psum, sbuf, shared_hbm
+from .runtime import tile_size
 from .tensor import NKITensor
 
 bool_, int8, int16, int32 = _dt.bool_, _dt.int8, _dt.int16, _dt.int32

@@ -155,7 +155,7 @@ def store_into(dst: NKITensor, values: np.ndarray, api: str, mask: Optional[np.n
                                            f"not fit a destination of shape {dst.shape}")
             vals = vals.reshape(dst.shape)
     if dst.buffer is psum:
-        _psum_started(dst)[...] = False
+        dst.storage.started_flags(dst)[...] = False
     dst.write(vals, None if mask is None else _mask_for(mask, dst.shape), skip=skip)
 
 
@@ -194,9 +194,13 @@ def _larger_than(src: tuple, dst: tuple) -> bool:
 # elementwise
 # ---------------------------------------------------------------------------------------------------------
 
+_erf_f64 = np.frompyfunc(math.erf, 1, 1)
+
+
 def _erf(x: np.ndarray) -> np.ndarray:
-    import torch
-    return torch.special.erf(torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))).numpy()
+    # math.erf in float64, rounded once to float32: within one ulp of torch.special.erf (which the core may
+    # not import) and as fast as it on a tile.
+    return np.asarray(_erf_f64(np.asarray(x, dtype=np.float64)), dtype=np.float64).astype(np.float32)
 
 
 def _sigmoid(x: Any) -> Any:
@@ -344,7 +348,7 @@ def accumulate(ref: NKITensor, op: str, other: Any) -> None:
                 # `psum += nisa.nc_matmul(...)` into PSUM nothing has written since it was allocated starts the
                 # accumulation there, as the toolchain does (AWS's allocated kernels accumulate into
                 # nl.ndarray PSUM without zeroing it).
-                defined = _flags_of(ref.storage, ref.arr, "defined")
+                defined = ref.storage.flags(ref.arr, "defined")
                 if not defined.all():
                     result = np.where(defined, result, np.broadcast_to(o, np.shape(result)))
     except ValueError:
@@ -500,7 +504,7 @@ def dma_copy(dst: NKITensor, src: NKITensor, *, mask: Any = None, dst_rmw_op: An
         return
     rmw = BINARY[op_name(dst_rmw_op)]
     if dst.buffer is psum:
-        _psum_started(dst)[...] = False
+        dst.storage.started_flags(dst)[...] = False
     with _quiet():
         dst.write(_fp32(np.asarray(vals)), wmask, skip=skip, rmw=rmw)
 
@@ -642,34 +646,6 @@ def partition_reduce(op: str, data: NKITensor, *, dtype: Any = None, dst: Option
 # Tensor engine
 # ---------------------------------------------------------------------------------------------------------
 
-def _flags_of(storage: Any, arr: np.ndarray, which: str = "started") -> np.ndarray:
-    """The started- (or defined-) flags of the PSUM elements ``arr`` (a view of ``storage``) covers: one flag
-    byte per memory byte, so the flags have the array's own byte offset and strides."""
-    flags = storage.psum_started if which == "started" else storage.psum_defined
-    offset = arr.__array_interface__["data"][0] - storage.flag_origin
-    return np.lib.stride_tricks.as_strided(flags[offset:], shape=arr.shape, strides=arr.strides)
-
-
-def _psum_started(dst: NKITensor) -> Any:
-    """The 'already written by a matmul' flags of the PSUM elements ``dst`` covers."""
-    if dst.index is not None:
-        return _IndexedFlags(_flags_of(dst.storage, dst.arr), dst)
-    return _flags_of(dst.storage, dst.arr)
-
-
-class _IndexedFlags:
-    """PSUM started-flags addressed through advanced indexing (rare: legacy tiles indexed with arange)."""
-
-    def __init__(self, flags: np.ndarray, dst: NKITensor) -> None:
-        self.flags, self.dst = flags, dst
-
-    def __getitem__(self, key: Any) -> np.ndarray:
-        return self.flags[self.dst._checked_index(None)[0]]
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        self.flags[self.dst._checked_index(None)[0]] = value
-
-
 _PERF_MODES = {None: 1, "none": 1, "double_row_gen3": 2}
 
 
@@ -771,7 +747,7 @@ def matmul(stationary: NKITensor, moving: NKITensor, *, dst: Optional[NKITensor]
         fail("err_shape_mismatch", f"'{api}' produces ({m}, {n}) but dst is {dst.shape}")
     if dst.dtype != dtypes.float32 and not (target.psum_bf16 and dst.dtype == dtypes.bfloat16):
         fail("err_unsupported_dtype", f"'{api}' writes fp32 to PSUM; dst has dtype {dtypes.name(dst.dtype)}")
-    started = _psum_started(dst)
+    started = dst.storage.started_flags(dst)
     if accumulate is None:
         # Usually the whole region is fresh (first K tile) or started (the rest): skip the select.
         flags = np.asarray(started[...])

@@ -287,8 +287,7 @@ class NKITensor:
 
     def _mark_defined(self, mask: Optional[np.ndarray]) -> None:
         """PSUM: these positions now hold written data (engine.accumulate)."""
-        from .engine import _flags_of
-        flags = _flags_of(self.storage, self.arr, "defined")
+        flags = self.storage.flags(self.arr, "defined")
         if self.index is None:
             if mask is None:
                 flags[...] = True
