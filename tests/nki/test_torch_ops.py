@@ -127,7 +127,7 @@ def test_plan_is_cached_per_shape_dtype_grid_and_constants():
         assert len(torch_ops._plans_by_call) == 4
     plans = list(torch_ops._plans_by_call.values())
     assert plans[0].mutated == (0,) and plans[0].layout == ("arg", 0)
-    assert plans[3].mutated == () and plans[3].layout == ("new", 0)
+    assert plans[3].mutated == () and plans[3].layout == ("created", 0)
 
 
 # -------------------------------------------------------------------------------------------------
