@@ -354,12 +354,16 @@ def matmul(x: NKITensor, y: NKITensor, *, transpose_x: bool = False, mask: Any =
             fail("err_size_of_dimension_exceed_arch_limit",
                  f"'matmul' without transpose_x transposes x on the Tensor engine: x must be at most {pe}x{pe}, "
                  f"got {x.shape}")
-        x = _eng.transpose(x, api="transpose")
+        x = transpose(x)
     return _eng.matmul(x, y, api="matmul", allow_psum_operands=True, mask=mask)
 
 
 def transpose(x: NKITensor, *, dtype: Any = None, mask: Any = None) -> NKITensor:
-    return _eng.transpose(x, api="transpose", dtype=dtype, mask=mask)
+    """nl.transpose: a 2-D tile's transpose as an SBUF tile of its dtype (nc_transpose's is fp32 in PSUM)."""
+    _eng.check_tile(x, "transpose", "data")
+    if x.ndim > 2:
+        fail("err_exceed_max_supported_dimension", f"'transpose' takes a 2-D tile, got {x.shape}")
+    return _eng.transpose(x, api="transpose", dtype=dtype, mask=mask, psum_result=False)
 
 
 def _unsupported(name: str, hint: str) -> Callable:

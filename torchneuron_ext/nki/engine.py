@@ -26,10 +26,6 @@ def _quiet() -> Any:  # masked-out and uninitialised (NaN) lanes go through exp,
 # ---------------------------------------------------------------------------------------------------------
 
 
-def is_tensor(x: Any) -> bool:
-    return isinstance(x, NKITensor)
-
-
 def check_tile(x: Any, api: str, arg: str, *, allow_psum: bool = True, allow_hbm: bool = False) -> NKITensor:
     """An on-chip tile operand: partition dimension first, rank >= 2, at most the target's partitions."""
     if not isinstance(x, NKITensor):
@@ -63,8 +59,6 @@ def check_tile(x: Any, api: str, arg: str, *, allow_psum: bool = True, allow_hbm
 def value_of(x: Any, mask: Optional[np.ndarray] = None) -> Any:
     if isinstance(x, NKITensor):
         return x.read(None if mask is None else _mask_for(mask, x.shape))
-    if isinstance(x, (np.ndarray, np.generic)):
-        return x
     return x
 
 
@@ -83,6 +77,14 @@ def dtype_of(x: Any) -> np.dtype:
     if isinstance(x, np.generic):
         return x.dtype
     return dtypes.weak_scalar_dtype(x)
+
+
+def result_dtype(dtype: Any, default: Any) -> np.dtype:
+    """An instruction's ``dtype=`` if given, else its default: a dtype, or a function computing one (for
+    defaults that promote the operands, which need not be worked out when the caller chose)."""
+    if dtype is not None:
+        return dtypes.as_dtype(dtype)
+    return default() if callable(default) else default
 
 
 def shape_of(x: Any) -> tuple:
@@ -303,8 +305,8 @@ def elementwise(op: str, inputs: Sequence[Any], *, dtype: Any = None, mask: Any 
         fail("err_num_partition_mismatch",
              f"operator '{api}' on tiles with {tiles[0].shape[0]} and {tiles[1].shape[0]} partitions: operators do "
              f"not broadcast the partition dimension; use nl.{api}(a, b) or b.broadcast_to({out_shape})")
-    out_dtype = dtypes.as_dtype(dtype) if dtype is not None else (
-        dtypes.bool_ if op in _PREDICATES else dtypes.promote(*(dtype_of(x) for x in inputs)))
+    out_dtype = result_dtype(dtype, lambda: dtypes.bool_ if op in _PREDICATES else
+                             dtypes.promote(*(dtype_of(x) for x in inputs)))
     vals = [value_of(x, m) for x in inputs]
     with _quiet():
         if op in INT_BINARY or op in INT_UNARY:
@@ -421,7 +423,7 @@ def load(src: NKITensor, *, mask: Any = None, dtype: Any = None, dst: Optional[N
              f"'{src.buffer.name}' instead")
     m = as_mask(mask)
     vals = src.read(m)
-    out_dtype = dtypes.as_dtype(dtype) if dtype is not None else src.dtype
+    out_dtype = result_dtype(dtype, src.dtype)
     runtime.current().costs.dma(api, vals.size * src.itemsize, False, True)
     if dst is None:
         shape = tuple(vals.shape)
@@ -472,16 +474,13 @@ def _oob_skip(oob_mode: Any) -> bool:
 
 
 def dma_copy(dst: NKITensor, src: NKITensor, *, mask: Any = None, dst_rmw_op: Any = None, oob_mode: Any = None,
-             dialect: str = "legacy", api: str = "dma_copy") -> None:
+             api: str = "dma_copy") -> None:
     """A DMA from ``src`` to ``dst``, either side possibly indexed by tiles (indirect DMA). ``dst_rmw_op``
     combines with what ``dst`` holds (np.add accumulates, repeated indices included); with
     ``oob_mode=skip`` out-of-bounds indirect positions are not transferred."""
     for name, t in (("dst", dst), ("src", src)):
         if not isinstance(t, NKITensor):
             raise TypeError(f"'{api}' operand '{name}' must be an NKI tensor, got {type(t).__name__}")
-    if dialect == "new" and src.buffer is psum:
-        fail("err_unsupported_memory", f"Expected operand 'src' of '{api}' to be in 'hbm' or 'sbuf', but got a "
-                                       f"tile in 'psum' instead; copy PSUM to SBUF with nisa.tensor_copy")
     skip = _oob_skip(oob_mode)
     m = as_mask(mask)
     vals, read = src.read_valid(m, skip)
@@ -532,7 +531,7 @@ def copy(src: NKITensor, *, dtype: Any = None, mask: Any = None, dst: Optional[N
          api: str = "copy", engine: str = "vector") -> Optional[NKITensor]:
     check_tile(src, api, "src")
     m = as_mask(mask)
-    out_dtype = dtypes.as_dtype(dtype) if dtype is not None else src.dtype
+    out_dtype = result_dtype(dtype, src.dtype)
     _charge(engine if engine != "unknown" else "vector", api, src.shape)
     vals = src.read(m)
     return _emit(np.asarray(vals), out_dtype if dst is None else dst.dtype, dst, m, api)
@@ -625,8 +624,8 @@ def reduce(op: str, data: NKITensor, axis: Any, *, dtype: Any = None, mask: Any 
         if result.ndim < 2:
             result = result.reshape(data.shape[0], 1)  # tiles are 2-D: the partition dimension stays
     in_dtype = data.dtype
-    out_dtype = dtypes.as_dtype(dtype) if dtype is not None else (
-        dtypes.float32 if op in ("mean", "var") and not dtypes.is_float(in_dtype) else in_dtype)
+    out_dtype = result_dtype(dtype, dtypes.float32 if op in ("mean", "var") and not dtypes.is_float(in_dtype)
+                             else in_dtype)
     _charge("vector", api, data.shape)
     return _emit(np.asarray(result), out_dtype if dst is None else dst.dtype, dst, None, api)
 
@@ -638,7 +637,7 @@ def partition_reduce(op: str, data: NKITensor, *, dtype: Any = None, dst: Option
     with _quiet():
         result = fn(_fp32(np.asarray(data.read())), axis=0, keepdims=True)
     runtime.current().costs.compute("gpsimd", "tensor_partition_reduce", _free(data.shape) * data.shape[0])
-    return _emit(np.asarray(result), dtypes.as_dtype(dtype) if dtype is not None else data.dtype, dst, None,
+    return _emit(np.asarray(result), result_dtype(dtype, data.dtype), dst, None,
                  "tensor_partition_reduce")
 
 
@@ -647,6 +646,10 @@ def partition_reduce(op: str, data: NKITensor, *, dtype: Any = None, dst: Option
 # ---------------------------------------------------------------------------------------------------------
 
 _PERF_MODES = {None: 1, "none": 1, "double_row_gen3": 2}
+
+# nc_matmul's tile_position and tile_size place the matmul on the PE array in steps of 32 rows and columns
+# (the NKI ISA reference, nc_matmul): the same on every generation so far.
+PE_TILE_GRANULE = 32
 
 
 def matmul_hints(stationary: NKITensor, moving: NKITensor, *, is_stationary_onezero: bool = False,
@@ -672,10 +675,11 @@ def matmul_hints(stationary: NKITensor, moving: NKITensor, *, is_stationary_onez
     if tile_position:
         pe = runtime.current().target.pe_array
         pos, size = tuple(int(v) for v in tile_position), tuple(int(v) for v in tile_size)
-        if len(pos) != 2 or len(size) != 2 or any(v % 32 for v in pos + size) or any(v <= 0 for v in size) \
+        if len(pos) != 2 or len(size) != 2 or any(v % PE_TILE_GRANULE for v in pos + size) \
+                or any(v <= 0 for v in size) \
                 or any(p + z > pe for p, z in zip(pos, size)):
             fail("err_invalid_pe_tiling", f"'{api}': tile_position {pos} and tile_size {size} must be (row, column) "
-                                          f"multiples of 32 inside the {pe}x{pe} PE array")
+                                          f"multiples of {PE_TILE_GRANULE} inside the {pe}x{pe} PE array")
         if size[0] < stationary.shape[0] or size[1] < _free(stationary.shape):
             fail("err_invalid_pe_tiling", f"'{api}': tile_size {size} is smaller than the stationary tile "
                                           f"{stationary.shape}")
@@ -767,13 +771,13 @@ def matmul(stationary: NKITensor, moving: NKITensor, *, dst: Optional[NKITensor]
 
 
 def transpose(data: NKITensor, *, engine: str = "tensor", dst: Optional[NKITensor] = None,
-              api: str = "nc_transpose", dtype: Any = None, mask: Any = None) -> Optional[NKITensor]:
+              api: str = "nc_transpose", dtype: Any = None, mask: Any = None,
+              psum_result: bool = True) -> Optional[NKITensor]:
     """Swap the partition and free axes (extra free axes flattened first). A legacy ``mask=`` is over the
-    input's positions; the result holds the transposed positions it covers."""
+    input's positions; the result holds the transposed positions it covers. ``psum_result``: a new
+    Tensor-engine result is an fp32 PSUM tile (the instruction), else an SBUF tile of ``dtype``."""
     check_tile(data, api, "data")
     shape = data.shape
-    if len(shape) > 2 and api == "transpose":
-        fail("err_exceed_max_supported_dimension", f"'{api}' takes a 2-D tile, got {shape}")
     p, f = shape[0], _free(shape)
     target = runtime.current().target
     limit = target.vector_transpose_max if engine == "vector" else target.pe_array
@@ -787,10 +791,10 @@ def transpose(data: NKITensor, *, engine: str = "tensor", dst: Optional[NKITenso
     else:
         runtime.current().costs.matmul(api, p, p, f, data.dtype == dtypes.float32)
         buffer = psum
-    out_dtype = dtypes.as_dtype(dtype) if dtype is not None else data.dtype
+    out_dtype = result_dtype(dtype, data.dtype)
     if dst is None:
-        out = new_tile((f, p), out_dtype if buffer is sbuf else dtypes.float32 if api == "nc_transpose" else out_dtype,
-                       buffer if api == "nc_transpose" else sbuf)
+        to_psum = buffer is psum and psum_result
+        out = new_tile((f, p), dtypes.float32 if to_psum else out_dtype, psum if to_psum else sbuf)
         mm = as_mask(mask)
         if mm is not None:
             valid = np.broadcast_to(_mask_for(mm, shape), shape).reshape(p, f).T
@@ -846,7 +850,7 @@ def activation(op: Any, data: NKITensor, *, bias: Any = None, scale: Any = 1.0, 
             red = red + _fp32(np.asarray(reduce_res.read())).reshape(red.shape)
         store_into(reduce_res, red.reshape(reduce_res.shape), api)
     _charge("scalar", api, data.shape)
-    out_dtype = dtypes.as_dtype(dtype) if dtype is not None else data.dtype
+    out_dtype = result_dtype(dtype, data.dtype)
     return _emit(result, out_dtype, dst, as_mask(mask), api)
 
 
@@ -896,7 +900,7 @@ def tensor_scalar(data: NKITensor, op0: Any, operand0: Any, reverse0: bool = Fal
             else:
                 x = fn(v, _fp32(x)) if rev else fn(_fp32(x), v)
     _charge("vector", api, data.shape)
-    out_dtype = dtypes.as_dtype(dtype) if dtype is not None else data.dtype
+    out_dtype = result_dtype(dtype, data.dtype)
     return _emit(np.asarray(x), out_dtype, dst, m, api)
 
 
@@ -951,7 +955,7 @@ def bn_stats(data: NKITensor, *, mask: Any = None, dtype: Any = None, dst: Optio
             m2 = np.where(vv, (xv - mean[:, None]) ** 2, 0).sum(axis=1, dtype=np.float32)
             out[:, 3 * half:3 * half + 3] = np.stack([count, mean, m2], axis=1)
     _charge("vector", api, data.shape)
-    return _emit(out, dtypes.as_dtype(dtype) if dtype is not None else dtypes.float32, dst, None, api)
+    return _emit(out, result_dtype(dtype, dtypes.float32), dst, None, api)
 
 
 def bn_aggr(data: NKITensor, *, dtype: Any = None, dst: Optional[NKITensor] = None) -> Optional[NKITensor]:
@@ -969,7 +973,7 @@ def bn_aggr(data: NKITensor, *, dtype: Any = None, dst: Optional[NKITensor] = No
         var = (m2 + count * (mean - mu[:, None]) ** 2).sum(axis=1) / np.maximum(total, 1)
     _charge("vector", api, data.shape)
     return _emit(np.stack([mu, var], axis=1).astype(np.float32),
-                 dtypes.as_dtype(dtype) if dtype is not None else dtypes.float32, dst, None, api)
+                 result_dtype(dtype, dtypes.float32), dst, None, api)
 
 
 def where(cond: Any, x: Any, y: Any, *, dtype: Any = None, mask: Any = None,
@@ -981,7 +985,7 @@ def where(cond: Any, x: Any, y: Any, *, dtype: Any = None, mask: Any = None,
     c = np.asarray(value_of(cond, m)).astype(bool)
     with _quiet():
         result = np.where(c, _fp32(value_of(x, m)), _fp32(value_of(y, m))).astype(np.float32)
-    out_dtype = dtypes.as_dtype(dtype) if dtype is not None else dtypes.promote(dtype_of(x), dtype_of(y))
+    out_dtype = result_dtype(dtype, lambda: dtypes.promote(dtype_of(x), dtype_of(y)))
     _charge("vector", "where", result.shape)
     return _emit(result, out_dtype, dst, m, "where")
 
@@ -1003,7 +1007,7 @@ def affine_select(on_true: NKITensor, on_false_value: Any, predicate: np.ndarray
     with _quiet():
         result = np.where(pred, _fp32(np.asarray(on_true.read())), np.float32(on_false_value))
     _charge("gpsimd", api, on_true.shape)
-    return _emit(result, dtypes.as_dtype(dtype) if dtype is not None else on_true.dtype, dst, as_mask(mask), api)
+    return _emit(result, result_dtype(dtype, on_true.dtype), dst, as_mask(mask), api)
 
 
 def affine_pattern_values(partitions: int, pattern: Sequence[Sequence[int]], offset: int,
@@ -1035,7 +1039,7 @@ def scalar_tensor_tensor(data: NKITensor, op0: Any, operand0: Any, op1: Any, ope
         y = f0(a, x) if reverse0 else f0(x, a)
         y = f1(t, y) if reverse1 else f1(y, t)
     _charge("vector", api, data.shape)
-    out_dtype = dtypes.as_dtype(dtype) if dtype is not None else dtypes.promote(data.dtype, operand1.dtype)
+    out_dtype = result_dtype(dtype, lambda: dtypes.promote(data.dtype, operand1.dtype))
     return _emit(np.asarray(y, dtype=np.float32), out_dtype, dst, as_mask(mask), api)
 
 
@@ -1060,8 +1064,14 @@ def tensor_tensor_scan(data0: NKITensor, data1: NKITensor, initial: Any, op0: An
             prev = f1(b[:, i], y) if reverse1 else f1(y, b[:, i])
             out[:, i] = prev
     _charge("vector", api, data0.shape)
-    return _emit(out.reshape(data0.shape), dtypes.as_dtype(dtype) if dtype is not None else data0.dtype, dst,
+    return _emit(out.reshape(data0.shape), result_dtype(dtype, data0.dtype), dst,
                  None, api)
+
+
+# The Vector engine's top-k instructions (max8, nc_find_index8, nc_match_replace8) work on 8 values per
+# partition, over at most 16384 elements (the NKI ISA reference).
+TOP_K = 8
+TOP_K_MAX_FREE = 16384
 
 
 def max8(src: NKITensor, *, dtype: Any = None, dst: Optional[NKITensor] = None) -> Optional[NKITensor]:
@@ -1070,12 +1080,13 @@ def max8(src: NKITensor, *, dtype: Any = None, dst: Optional[NKITensor] = None) 
     check_tile(src, api, "src")
     p = src.shape[0]
     x = _fp32(np.asarray(src.read())).reshape(p, -1)
-    if x.shape[1] < 8 or x.shape[1] > 16384:
-        fail("err_size_of_dimension_exceed_arch_limit", f"'{api}' takes 8 to 16384 elements per partition, got "
+    if x.shape[1] < TOP_K or x.shape[1] > TOP_K_MAX_FREE:
+        fail("err_size_of_dimension_exceed_arch_limit", f"'{api}' takes {TOP_K} to {TOP_K_MAX_FREE} elements per "
+                                                        f"partition, got "
                                                         f"{x.shape[1]}")
-    top = -np.sort(-x, axis=1)[:, :8]
+    top = -np.sort(-x, axis=1)[:, :TOP_K]
     _charge("vector", api, src.shape)
-    return _emit(top, dtypes.as_dtype(dtype) if dtype is not None else src.dtype, dst, None, api)
+    return _emit(top, result_dtype(dtype, src.dtype), dst, None, api)
 
 
 def find_index8(data: NKITensor, vals: NKITensor, *, dtype: Any = None,
@@ -1090,7 +1101,7 @@ def find_index8(data: NKITensor, vals: NKITensor, *, dtype: Any = None,
     eq = x[:, None, :] == v[:, :, None]
     idx = np.where(eq.any(axis=2), eq.argmax(axis=2), np.iinfo(np.uint32).max).astype(np.int64)
     _charge("vector", api, data.shape)
-    return _emit(idx, dtypes.as_dtype(dtype) if dtype is not None else dtypes.uint32, dst, None, api)
+    return _emit(idx, result_dtype(dtype, dtypes.uint32), dst, None, api)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -1132,7 +1143,7 @@ def tensor_scalar_reduce(data: NKITensor, op0: Any, operand0: Any, reduce_op: An
         red = _reduce_free(y, reduce_op, api)
     store_into(reduce_res, red.reshape(reduce_res.shape), api)
     _charge("vector", api, data.shape)
-    return _emit(y, dtypes.as_dtype(dtype) if dtype is not None else data.dtype, dst, m, api)
+    return _emit(y, result_dtype(dtype, data.dtype), dst, m, api)
 
 
 _DMA_TRANSPOSE_AXES = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
@@ -1157,7 +1168,7 @@ def dma_transpose(src: NKITensor, *, axes: Any = None, dtype: Any = None, mask: 
     m = as_mask(mask)
     vals = np.transpose(np.asarray(src.read(m)), axes)
     runtime.current().costs.dma(api, vals.size * src.itemsize, False, src.buffer.is_hbm)
-    out_dtype = dtypes.as_dtype(dtype) if dtype is not None else src.dtype
+    out_dtype = result_dtype(dtype, src.dtype)
     if dst is None:
         pmax = runtime.current().target.num_partitions
         if vals.shape[0] > pmax:
@@ -1181,7 +1192,7 @@ def dropout(data: NKITensor, prob: Any, *, dtype: Any = None, mask: Any = None,
     p = _per_partition(prob, data, api, "prob")
     keep = runtime.current().random().random(x.shape, dtype=np.float32) >= p
     _charge("vector", api, data.shape)
-    out_dtype = dtypes.as_dtype(dtype) if dtype is not None else data.dtype
+    out_dtype = result_dtype(dtype, data.dtype)
     return _emit(np.where(keep, _fp32(x), np.float32(0)), out_dtype, dst, m, api)
 
 
@@ -1282,7 +1293,7 @@ def select_reduce(predicate: NKITensor, on_true: NKITensor, on_false: Any, *, ds
     result = np.where(pred, _fp32(np.asarray(on_true.read())), f).astype(np.float32)
     _vector_accumulate(result, reduce_cmd, reduce_op, reduce_res, api)
     _charge("vector", api, on_true.shape)
-    out_dtype = dtypes.as_dtype(dtype) if dtype is not None else (dst.dtype if dst is not None else on_true.dtype)
+    out_dtype = result_dtype(dtype, dst.dtype if dst is not None else on_true.dtype)
     return _emit(result, out_dtype, dst, as_mask(mask), api)
 
 
@@ -1313,8 +1324,14 @@ def range_select(on_true: NKITensor, comp_op0: Any, comp_op1: Any, bound0: Any, 
     result = np.where(keep, x, fill).astype(np.float32).reshape(on_true.shape)
     _vector_accumulate(result, reduce_cmd, reduce_op, reduce_res, api)
     _charge("vector", api, on_true.shape)
-    out_dtype = dtypes.as_dtype(dtype) if dtype is not None else (dst.dtype if dst is not None else on_true.dtype)
+    out_dtype = result_dtype(dtype, dst.dtype if dst is not None else on_true.dtype)
     return _emit(result, out_dtype, dst, as_mask(mask), api)
+
+
+# nc_stream_shuffle moves data between the partitions of one quadrant of 32, and a mask entry of 255 leaves
+# its destination partition alone (the NKI ISA reference, nc_stream_shuffle).
+SHUFFLE_QUADRANT = 32
+SHUFFLE_SKIP = 255
 
 
 def stream_shuffle(src: NKITensor, dst: NKITensor, shuffle_mask: Sequence[Any], *, mask: Any = None) -> None:
@@ -1329,14 +1346,15 @@ def stream_shuffle(src: NKITensor, dst: NKITensor, shuffle_mask: Sequence[Any], 
     if _free(src.shape) != _free(dst.shape):
         fail("err_shape_mismatch", f"'{api}': src {src.shape} and dst {dst.shape} differ in elements per partition")
     sm = [int(v) for v in shuffle_mask]
-    if len(sm) != 32 or any(not (0 <= v < 32 or v == 255) for v in sm):
-        fail("err_invalid_shuffle_mask", f"'{api}': shuffle_mask is 32 source partitions in 0..31 (or 255), got {sm}")
+    if len(sm) != SHUFFLE_QUADRANT or any(not (0 <= v < SHUFFLE_QUADRANT or v == SHUFFLE_SKIP) for v in sm):
+        fail("err_invalid_shuffle_mask", f"'{api}': shuffle_mask is {SHUFFLE_QUADRANT} source partitions in "
+                                         f"0..{SHUFFLE_QUADRANT - 1} (or {SHUFFLE_SKIP}), got {sm}")
     x = np.asarray(src.read()).reshape(src.shape[0], -1)
     out = np.array(np.asarray(dst.read()).reshape(dst.shape[0], -1))
     written = np.zeros(out.shape[0], dtype=bool)
-    for q in range(0, dst.shape[0], 32):
+    for q in range(0, dst.shape[0], SHUFFLE_QUADRANT):
         for i, s in enumerate(sm):
-            if s != 255 and q + i < out.shape[0] and q + s < x.shape[0]:
+            if s != SHUFFLE_SKIP and q + i < out.shape[0] and q + s < x.shape[0]:
                 out[q + i] = x[q + s]
                 written[q + i] = True
     m = as_mask(mask)
@@ -1357,16 +1375,17 @@ def match_replace8(data: NKITensor, vals: NKITensor, imm: Any, *, dst_idx: Optio
     p = data.shape[0]
     x = _fp32(np.asarray(data.read())).reshape(p, -1).copy()
     v = _fp32(np.asarray(vals.read())).reshape(p, -1)
-    if v.shape[1] != 8:
-        fail("err_shape_mismatch", f"'{api}': vals must hold 8 values per partition, got {v.shape[1]}")
-    if x.shape[1] > 16384:
-        fail("err_size_of_dimension_exceed_arch_limit", f"'{api}' takes at most 16384 elements per partition")
+    if v.shape[1] != TOP_K:
+        fail("err_shape_mismatch", f"'{api}': vals must hold {TOP_K} values per partition, got {v.shape[1]}")
+    if x.shape[1] > TOP_K_MAX_FREE:
+        fail("err_size_of_dimension_exceed_arch_limit", f"'{api}' takes at most {TOP_K_MAX_FREE} elements per "
+                                                        f"partition")
     m = as_mask(mask)
     allowed = np.ones_like(x, dtype=bool) if m is None else np.broadcast_to(
         _mask_for(m, data.shape), data.shape).reshape(p, -1)
-    idx = np.zeros((p, 8), dtype=np.int64)
+    idx = np.zeros((p, TOP_K), dtype=np.int64)
     for r in range(p):
-        for j in range(8):
+        for j in range(TOP_K):
             hits = np.flatnonzero((x[r] == v[r, j]) & allowed[r])
             if hits.size:
                 idx[r, j] = hits[0]
@@ -1375,7 +1394,7 @@ def match_replace8(data: NKITensor, vals: NKITensor, imm: Any, *, dst_idx: Optio
         check_tile(dst_idx, api, "dst_idx")
         store_into(dst_idx, idx.reshape(dst_idx.shape), api)
     _charge("vector", api, data.shape)
-    out_dtype = dtypes.as_dtype(dtype) if dtype is not None else data.dtype
+    out_dtype = result_dtype(dtype, data.dtype)
     return _emit(x.reshape(data.shape), out_dtype, dst, None, api)
 
 
@@ -1395,11 +1414,13 @@ def sequence_bounds(segment_ids: NKITensor, *, dtype: Any = None, dst: Optional[
     for i in range(n - 1, -1, -1):
         end[i] = -1 if s[i] == 0 else (end[i + 1] if i < n - 1 and s[i] == s[i + 1] else i + 1)
     _charge("gpsimd", api, segment_ids.shape)
-    out_dtype = dtypes.as_dtype(dtype) if dtype is not None else segment_ids.dtype
+    out_dtype = result_dtype(dtype, segment_ids.dtype)
     return _emit(np.stack([start, end])[None].astype(np.float32), out_dtype, dst, None, api)
 
 
-GPSIMD_PARTITIONS_PER_CORE = 16  # each of the 8 GpSimd cores sees 16 contiguous partitions
+# The GpSimd engine is 8 cores, each wired to 16 contiguous partitions of the 128 (the NKI ISA reference,
+# local_gather); the count is the same on every generation modelled.
+GPSIMD_PARTITIONS_PER_CORE = 16
 
 
 def local_gather(src: NKITensor, index: NKITensor, num_elem_per_idx: int = 1,

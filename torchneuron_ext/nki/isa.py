@@ -9,6 +9,8 @@ from ._isa_common import unsupported_instruction as _unsupported_instruction
 from ._isa_common import (activation_engine, dge_mode, engine, engine_name, get_nc_version, gpsimd_engine,  # noqa
                           nc_version, oob_mode, reduce_cmd, scalar_engine, tensor_engine, unknown_engine,
                           vector_engine)
+from .errors import fail
+from .memory import psum
 from .tensor import NKITensor
 
 
@@ -90,7 +92,11 @@ def bn_aggr(dst: NKITensor, data: NKITensor, **_: Any) -> None:
 def dma_copy(dst: NKITensor, src: NKITensor, dst_rmw_op: Any = None, oob_mode: Any = None, dge_mode: Any = None,
              **_: Any) -> None:
     _isa_dge(dge_mode)
-    _eng.dma_copy(dst, src, dst_rmw_op=dst_rmw_op, oob_mode=oob_mode, dialect="new")
+    # NKI 0.2+ refuses a PSUM source; the legacy dialect's toolchain accepts one.
+    if isinstance(src, NKITensor) and isinstance(dst, NKITensor) and src.buffer is psum:
+        fail("err_unsupported_memory", "Expected operand 'src' of 'dma_copy' to be in 'hbm' or 'sbuf', but got a "
+                                       "tile in 'psum' instead; copy PSUM to SBUF with nisa.tensor_copy")
+    _eng.dma_copy(dst, src, dst_rmw_op=dst_rmw_op, oob_mode=oob_mode)
 
 
 def affine_select(dst: NKITensor, pattern: Sequence[Sequence[int]], offset: int, channel_multiplier: int,
