@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from torchneuron_ext.nki.engine import _broadcast_shape, _larger_than
+from torchneuron_ext.nki.engines.operands import _broadcast_shape, _larger_than
 
 SHAPES = [[(128, 8), (128, 8)], [(128, 8), ()], [(), ()], [(), (4, 1)], [(128, 8), (128, 1)], [(1, 8), (128, 1)],
           [(128, 8), (), (128, 8)], [(4, 2, 3), (4, 1, 3)], [(128, 8), (64, 8)], [(2, 3), (3, 2)]]

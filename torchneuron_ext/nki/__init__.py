@@ -3,7 +3,7 @@
 ``torchneuron_ext.nki`` is the new dialect (NKI 0.2+, ``import nki``): ``nki.language``, ``nki.isa``
 with destination-first instructions, ``kernel[lnc]``, ``nki.simulate``. ``torchneuron_ext.nki.legacy``
 is the legacy dialect (``neuronxcc.nki``): functional ``nl``/``nisa`` with arange, mgrid and masks,
-SPMD grids, ``nki.simulate_kernel``. Both run on one interpreter (engine.py) that enforces the
+SPMD grids, ``nki.simulate_kernel``. Both run on one interpreter (engines/) that enforces the
 hardware's rules and raises :class:`NKIError` with the toolchain's error codes. That core needs numpy
 only; its PyTorch integration (``nki.torch``: kernels on tensors, ``nki_op``, ``route_aten``) registers
 itself with it when torch is importable.

@@ -7,7 +7,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from . import dtypes as _dt
-from . import engine as _eng
+from . import engines as _eng
 from . import runtime as _rt
 from .errors import NKIUnsupportedError, fail
 from .indexing import DynSlice, ds

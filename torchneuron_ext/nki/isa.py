@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-from . import engine as _eng
+from . import engines as _eng
 from ._isa_common import check_dge_mode as _isa_dge
 from ._isa_common import unsupported_instruction as _unsupported_instruction
 from ._isa_common import (activation_engine, dge_mode, engine, engine_name, get_nc_version, gpsimd_engine,  # noqa

@@ -3,7 +3,7 @@
 A tensor is an allocation (`Storage`), a numpy view of it after basic indexing, and optionally the
 integer index arrays of advanced indexing (``nl.arange``/``nl.mgrid`` expressions), applied lazily so
 that a masked access can leave out-of-bounds positions alone. Reading and writing go through
-``read``/``write``, which enforce the bounds rules; engines (``engine.py``) compute on what they read.
+``read``/``write``, which enforce the bounds rules; engines (``engines/``) compute on what they read.
 """
 from __future__ import annotations
 
@@ -202,17 +202,6 @@ class NKITensor:
             out.append(np.broadcast_to(np.arange(size).reshape(shape), lead + trailing))
         return out
 
-    def __setitem__(self, key: Any, value: Any) -> None:
-        dst = self[key]
-        if isinstance(value, NKITensor) and value._updated:
-            value._updated = False  # `t[i] += x` already updated t[i] in place
-            return
-        from . import engine
-        if isinstance(value, NKITensor) and value._reduce_into is not None:
-            engine.accumulate(dst, value._reduce_into, value)  # nl.loop_reduce after its first iteration
-            return
-        engine.assign(dst, value)
-
     # -- access --------------------------------------------------------------
     def _fast_slices(self) -> Optional[tuple]:
         """arange/mgrid index arrays that walk axes in order are plain slices: use a view."""
@@ -286,7 +275,7 @@ class NKITensor:
             rec[1] = clock
 
     def _mark_defined(self, mask: Optional[np.ndarray]) -> None:
-        """PSUM: these positions now hold written data (engine.accumulate)."""
+        """PSUM: these positions now hold written data (engines.accumulate)."""
         flags = self.storage.flags(self.arr, "defined")
         if self.index is None:
             if mask is None:
@@ -401,74 +390,10 @@ class NKITensor:
         view = np.lib.stride_tricks.as_strided(flat[offset:], shape=shape, strides=strides)
         return NKITensor(self.storage, view, None, 0)
 
-    def broadcast_to(self, shape: Sequence[int]) -> "NKITensor":
-        from . import engine
-        return engine.broadcast_to(self, tuple(shape))
-
-    def astype(self, dtype: Any) -> "NKITensor":
-        from . import engine
-        return engine.copy(self, dtype=dtype)
-
-    def expand_dims(self, axis: int) -> "NKITensor":
-        from . import engine
-        return engine.expand_dims(self, axis)
-
-    # -- operators (engine ops on tiles) -------------------------------------
-    def _bin(self, op: str, other: Any, reverse: bool = False) -> "NKITensor":
-        from . import engine
-        a, b = (other, self) if reverse else (self, other)
-        return engine.elementwise(op, (a, b), operator_overload=True)
-
-    def __add__(self, o): return self._bin("add", o)
-    def __radd__(self, o): return self._bin("add", o, True)
-    def __sub__(self, o): return self._bin("subtract", o)
-    def __rsub__(self, o): return self._bin("subtract", o, True)
-    def __mul__(self, o): return self._bin("multiply", o)
-    def __rmul__(self, o): return self._bin("multiply", o, True)
-    def __truediv__(self, o): return self._bin("divide", o)
-    def __rtruediv__(self, o): return self._bin("divide", o, True)
-    def __pow__(self, o): return self._bin("power", o)
-    def __rpow__(self, o): return self._bin("power", o, True)
-    def __mod__(self, o): return self._bin("mod", o)
-    def __and__(self, o): return self._bin("bitwise_and", o)
-    def __rand__(self, o): return self._bin("bitwise_and", o, True)
-    def __or__(self, o): return self._bin("bitwise_or", o)
-    def __ror__(self, o): return self._bin("bitwise_or", o, True)
-    def __xor__(self, o): return self._bin("bitwise_xor", o)
-    def __rxor__(self, o): return self._bin("bitwise_xor", o, True)
-    def __lshift__(self, o): return self._bin("left_shift", o)
-    def __rshift__(self, o): return self._bin("right_shift", o)
-    def __lt__(self, o): return self._bin("less", o)
-    def __le__(self, o): return self._bin("less_equal", o)
-    def __gt__(self, o): return self._bin("greater", o)
-    def __ge__(self, o): return self._bin("greater_equal", o)
-    def __eq__(self, o): return self._bin("equal", o)  # type: ignore[override]
-    def __ne__(self, o): return self._bin("not_equal", o)  # type: ignore[override]
+    # The operators (a + b, t[...] = v, t += x, ...), broadcast_to, astype and expand_dims are engine
+    # instructions: the engines package installs them (engines/operators.py), so this module needs no engine.
     __hash__ = object.__hash__
     __array_ufunc__ = None  # `index_expr + tile` falls back to the tile's reflected operator
-
-    def __neg__(self):
-        from . import engine
-        return engine.elementwise("negative", (self,))
-
-    def __invert__(self):
-        from . import engine
-        return engine.elementwise("invert", (self,))
-
-    def __abs__(self):
-        from . import engine
-        return engine.elementwise("abs", (self,))
-
-    def _iop(self, op: str, other: Any) -> "NKITensor":
-        from . import engine
-        engine.accumulate(self, op, other)
-        self._updated = True
-        return self
-
-    def __iadd__(self, o): return self._iop("add", o)
-    def __isub__(self, o): return self._iop("subtract", o)
-    def __imul__(self, o): return self._iop("multiply", o)
-    def __itruediv__(self, o): return self._iop("divide", o)
 
 
 def _fit(values: Any, shape: tuple) -> Any:

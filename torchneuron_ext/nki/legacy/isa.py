@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-from .. import engine as _eng
+from .. import dtypes as _dtypes
+from .. import engines as _eng
 from .._isa_common import check_dge_mode as _check_dge_mode
 from .._isa_common import unsupported_instruction as _unsupported_instruction
 from .._isa_common import (activation_engine, dge_mode, engine, engine_name, get_nc_version, gpsimd_engine,  # noqa
@@ -100,7 +101,7 @@ def tensor_copy_dynamic_src(src: NKITensor, *, dtype: Any = None, mask: Any = No
 def tensor_copy_predicated(*, src: Any, dst: NKITensor, predicate: NKITensor, reverse_pred: bool = False,
                            dtype: Any = None, mask: Any = None) -> NKITensor:
     """``dst = src`` where ``predicate`` is nonzero; the rest of ``dst`` is unchanged. Returns ``dst``."""
-    if dtype is not None and _eng.dtypes.as_dtype(dtype) != dst.dtype:
+    if dtype is not None and _dtypes.as_dtype(dtype) != dst.dtype:
         raise NKIUnsupportedError("nki.isa.tensor_copy_predicated(dtype=...) other than dst's dtype is not modelled")
     _eng.tensor_copy_predicated(src, dst, predicate, reverse_pred=reverse_pred, mask=mask)
     return dst
@@ -201,7 +202,7 @@ def range_select(*, on_true_tile: NKITensor, comp_op0: Any, comp_op1: Any, bound
 def nc_stream_shuffle(src: NKITensor, dst: NKITensor, shuffle_mask: Sequence[Any], *, dtype: Any = None,
                       mask: Any = None) -> None:
     """Cross-partition moves within each 32-partition quadrant: dst[i] = src[shuffle_mask[i]]."""
-    if dtype is not None and _eng.dtypes.as_dtype(dtype) != dst.dtype:
+    if dtype is not None and _dtypes.as_dtype(dtype) != dst.dtype:
         raise NKIUnsupportedError("nki.isa.nc_stream_shuffle(dtype=...) other than dst's dtype is not modelled")
     _eng.stream_shuffle(src, dst, shuffle_mask, mask=mask)
 

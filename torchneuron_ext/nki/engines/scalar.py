@@ -1,0 +1,68 @@
+"""The Scalar (activation) engine: activation with scale, bias and a fused free-axis reduction, and the
+random numbers of dropout and nl.random_seed."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+
+from .. import runtime
+from ..errors import fail
+from ..indexing import as_mask
+from ..tensor import NKITensor
+from .operands import _charge, check_tile, _emit, _fp32, _per_partition, _quiet, result_dtype, store_into
+from .elementwise import op_name, UNARY
+
+
+def activation(op: Any, data: NKITensor, *, bias: Any = None, scale: Any = 1.0, reduce_op: Any = None,
+               reduce_res: Optional[NKITensor] = None, reduce_cmd: Any = None, dtype: Any = None, mask: Any = None,
+               dst: Optional[NKITensor] = None, api: str = "activation") -> Optional[NKITensor]:
+    check_tile(data, api, "data")
+    name = op_name(op)
+    if name not in UNARY:
+        fail("err_unsupported_activation", f"'{name}' is not an activation function of the Scalar engine")
+    x = _fp32(np.asarray(data.read()))
+    with _quiet():
+        s = _per_partition(scale, data, api, "scale")
+        y = x if not isinstance(s, np.ndarray) and s == 1 else x * s  # scale=1.0 is the common case
+        b = _per_partition(bias, data, api, "bias")
+        if b is not None:
+            y = y + b
+        result = np.asarray(UNARY[name][1](y), dtype=np.float32)
+    if reduce_res is not None:
+        check_tile(reduce_res, api, "reduce_res")
+        rname = op_name(reduce_op) if reduce_op is not None else "add"
+        if rname != "add":
+            fail("err_unsupported_op", f"'{api}' reduces with add only, got {rname}")
+        red = result.reshape(result.shape[0], -1).sum(axis=1, keepdims=True, dtype=np.float32)
+        cmd = getattr(reduce_cmd, "name", reduce_cmd)
+        if cmd in ("reduce", "accumulate"):
+            red = red + _fp32(np.asarray(reduce_res.read())).reshape(red.shape)
+        store_into(reduce_res, red.reshape(reduce_res.shape), api)
+    _charge("scalar", api, data.shape)
+    out_dtype = result_dtype(dtype, data.dtype)
+    return _emit(result, out_dtype, dst, as_mask(mask), api)
+
+
+def dropout(data: NKITensor, prob: Any, *, dtype: Any = None, mask: Any = None,
+            dst: Optional[NKITensor] = None, api: str = "dropout") -> Optional[NKITensor]:
+    """Zero each element with probability ``prob`` (a scalar or one per partition), drawing from the
+    launch's random number generator (nl.random_seed sets it)."""
+    check_tile(data, api, "data")
+    m = as_mask(mask)
+    x = np.asarray(data.read(m))
+    p = _per_partition(prob, data, api, "prob")
+    keep = runtime.current().random().random(x.shape, dtype=np.float32) >= p
+    _charge("vector", api, data.shape)
+    out_dtype = result_dtype(dtype, data.dtype)
+    return _emit(np.where(keep, _fp32(x), np.float32(0)), out_dtype, dst, m, api)
+
+
+def random_seed(seed: Any) -> None:
+    """``nl.random_seed``: the same seed gives the same random numbers (rand, dropout) afterwards."""
+    if isinstance(seed, NKITensor):
+        v = np.asarray(seed.read()).reshape(-1)
+        if v.size < 1:
+            fail("err_shape_mismatch", "nl.random_seed needs a seed tile with one element")
+        seed = v[0]
+    runtime.current().seed_random(int(np.int64(seed)) & 0xFFFFFFFF)

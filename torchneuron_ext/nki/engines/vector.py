@@ -1,0 +1,445 @@
+"""The Vector engine: tensor-tensor and tensor-scalar arithmetic, free-axis reductions, batch-norm
+statistics, scans, selections with a running reduction, and the top-8 instructions."""
+from __future__ import annotations
+
+import math
+from typing import Any, Optional
+
+import numpy as np
+
+from .. import dtypes, runtime
+from ..errors import fail
+from ..indexing import as_mask
+from ..memory import Buffer, psum, sbuf
+from ..tensor import NKITensor
+from .operands import (_charge, check_tile, dtype_of, _emit, _fp32, _free, _mask_for, new_tile, _per_partition, _quiet,
+                       result_dtype, _same_partitions, store_into, value_of)
+from .elementwise import BINARY, copy, elementwise, INT_BINARY, op_name, UNARY
+
+
+_REDUCE = {"add": (np.sum, 0.0), "maximum": (np.max, -np.inf), "minimum": (np.min, np.inf),
+           "multiply": (np.prod, 1.0), "mean": (None, 0.0), "var": (None, 0.0),
+           "logical_and": (np.all, True), "logical_or": (np.any, False),
+           "bitwise_and": (np.bitwise_and.reduce, -1), "bitwise_or": (np.bitwise_or.reduce, 0),
+           "bitwise_xor": (np.bitwise_xor.reduce, 0)}
+
+
+def _axes(axis: Any, ndim: int, api: str) -> tuple:
+    given = tuple(int(a) for a in (axis if isinstance(axis, (tuple, list)) else (axis,)))
+    if not given or any(not -ndim <= a < ndim for a in given):
+        fail("err_unsupported_reduce_axis", f"'{api}' got axis={axis} for a {ndim}-d tile")
+    axes = tuple(sorted(set(a % ndim for a in given)))
+    if 0 in axes:
+        fail("err_unsupported_reduce_axis",
+             f"'{api}' cannot reduce the partition axis (axis 0): engines reduce free axes only; transpose the "
+             f"tile or use nisa.tensor_partition_reduce")
+    # Any set of free axes: the engines walk the free dimensions with an access pattern, so e.g. axis=[2, 4]
+    # of a pooling window is one instruction (the average_pool2d tutorial does this).
+    return axes
+
+
+def reduce(op: str, data: NKITensor, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False,
+           negate: bool = False, dst: Optional[NKITensor] = None, api: Optional[str] = None) -> Optional[NKITensor]:
+    api = api or op
+    check_tile(data, api, "data")
+    axes = _axes(axis, data.ndim, api)
+    m = as_mask(mask)
+    vals = value_of(data, m)
+    mm = None if m is None else _mask_for(m, data.shape)
+    integer = op.startswith("bitwise") or op.startswith("logical")
+    with _quiet():
+        x = np.asarray(vals).astype(np.int64) if integer else _fp32(np.asarray(vals))
+        if op in ("mean", "var"):
+            if mm is not None:
+                count = mm.sum(axis=axes, keepdims=True)
+                xs = np.where(mm, x, 0)
+            else:
+                count = np.float32(math.prod(data.shape[a] for a in axes))
+                xs = x
+            mean = xs.sum(axis=axes, keepdims=True, dtype=np.float32) / count
+            if op == "mean":
+                result = mean
+            else:
+                dev = np.where(mm, x - mean, 0) if mm is not None else x - mean
+                result = (dev * dev).sum(axis=axes, keepdims=True, dtype=np.float32) / count
+        else:
+            fn, identity = _REDUCE[op]
+            if mm is not None:
+                x = np.where(mm, x, np.array(identity).astype(x.dtype))
+            result = fn(x, axis=axes, keepdims=True)
+        if negate:
+            result = -result
+    if dst is not None:
+        if int(np.prod(dst.shape)) != int(np.prod(result.shape)):
+            fail("err_shape_mismatch",
+                 f"'{api}' produces {int(np.prod(result.shape)) // data.shape[0]} elements per partition but dst "
+                 f"{dst.shape} holds {int(np.prod(dst.shape)) // max(dst.shape[0], 1)}")
+        result = result.reshape(dst.shape)
+    elif not keepdims:
+        result = result.reshape(tuple(s for i, s in enumerate(result.shape) if i not in axes))
+        if result.ndim < 2:
+            result = result.reshape(data.shape[0], 1)  # tiles are 2-D: the partition dimension stays
+    in_dtype = data.dtype
+    out_dtype = result_dtype(dtype, dtypes.float32 if op in ("mean", "var") and not dtypes.is_float(in_dtype)
+                             else in_dtype)
+    _charge("vector", api, data.shape)
+    return _emit(np.asarray(result), out_dtype if dst is None else dst.dtype, dst, None, api)
+
+
+def tensor_tensor(data1: NKITensor, data2: NKITensor, op: Any, *, dtype: Any = None, mask: Any = None,
+                  dst: Optional[NKITensor] = None, engine: str = "vector") -> Optional[NKITensor]:
+    api = "tensor_tensor"
+    check_tile(data1, api, "data1")
+    check_tile(data2, api, "data2")
+    _same_partitions(api, ("data1", data1), ("data2", data2))
+    if data1.buffer is psum and data2.buffer is psum:
+        fail("err_unsupported_memory", f"'{api}' cannot read both operands from PSUM; copy one to SBUF first")
+    name = op_name(op)
+    if (name == "power" or engine == "gpsimd") and psum in (data1.buffer, data2.buffer):
+        fail("err_unsupported_memory", f"'{api}' with {name} runs on GpSimd, which cannot access PSUM")
+    d2 = data2 if data2.shape == data1.shape else data2.reshape(data1.shape) if data2.index is None else data2
+    return elementwise(name, (data1, d2), dtype=dtype, mask=mask, dst=dst, api=api,
+                       engine="gpsimd" if name == "power" else "vector")
+
+
+def tensor_scalar(data: NKITensor, op0: Any, operand0: Any, reverse0: bool = False, op1: Any = None,
+                  operand1: Any = None, reverse1: bool = False, *, dtype: Any = None, mask: Any = None,
+                  dst: Optional[NKITensor] = None, engine: str = "vector") -> Optional[NKITensor]:
+    api = "tensor_scalar"
+    check_tile(data, api, "data")
+    m = as_mask(mask)
+    x = _fp32(np.asarray(data.read(m))) if dtypes.is_float(data.dtype) else np.asarray(data.read(m))
+    in_dtypes = [data.dtype]
+    with _quiet():
+        for op, operand, rev, arg in ((op0, operand0, reverse0, "operand0"), (op1, operand1, reverse1, "operand1")):
+            if op is None:
+                continue
+            name = op_name(op)
+            v = _per_partition(operand, data, api, arg)
+            in_dtypes.append(dtype_of(operand))
+            fn = BINARY.get(name) or INT_BINARY[name]
+            if name in INT_BINARY:
+                x = fn(np.asarray(x).astype(np.int64), np.asarray(v).astype(np.int64))
+            else:
+                x = fn(v, _fp32(x)) if rev else fn(_fp32(x), v)
+    _charge("vector", api, data.shape)
+    out_dtype = result_dtype(dtype, data.dtype)
+    return _emit(np.asarray(x), out_dtype, dst, m, api)
+
+
+def memset(shape: tuple, value: Any, dtype: Any, *, dst: Optional[NKITensor] = None,
+           buffer: Buffer = sbuf) -> Optional[NKITensor]:
+    if dst is None:
+        out = new_tile(tuple(shape), dtypes.as_dtype(dtype), buffer)
+        out.write(np.array(value).astype(out.dtype))
+        _charge("vector", "memset", out.shape)
+        return out
+    check_tile(dst, "memset", "dst")
+    _charge("vector", "memset", dst.shape)
+    store_into(dst, np.array(value), "memset")
+    return None
+
+
+def bn_stats(data: NKITensor, *, mask: Any = None, dtype: Any = None, dst: Optional[NKITensor] = None
+             ) -> Optional[NKITensor]:
+    api = "bn_stats"
+    check_tile(data, api, "data")
+    fmax = runtime.current().target.bn_stats_fmax
+    if _free(data.shape) > fmax:
+        fail("err_size_of_dimension_exceed_arch_limit",
+             f"free size {_free(data.shape)} of 'bn_stats' exceeds architecture limitation of {fmax} "
+             f"(nl.tile_size.bn_stats_fmax): split the free axis and aggregate with bn_aggr")
+    m = as_mask(mask)
+    p = data.shape[0]
+    x = _fp32(np.asarray(data.read(m))).reshape(p, -1)
+    valid = np.ones_like(x, dtype=bool) if m is None else np.asarray(_mask_for(m, data.shape)).reshape(p, -1)
+    out = np.zeros((p, 6), dtype=np.float32)
+    with _quiet():
+        for half, sl in ((0, slice(0, None, 2)), (1, slice(1, None, 2))):
+            xv, vv = x[:, sl], valid[:, sl]
+            count = vv.sum(axis=1).astype(np.float32)
+            mean = np.where(vv, xv, 0).sum(axis=1, dtype=np.float32) / np.maximum(count, 1)
+            m2 = np.where(vv, (xv - mean[:, None]) ** 2, 0).sum(axis=1, dtype=np.float32)
+            out[:, 3 * half:3 * half + 3] = np.stack([count, mean, m2], axis=1)
+    _charge("vector", api, data.shape)
+    return _emit(out, result_dtype(dtype, dtypes.float32), dst, None, api)
+
+
+def bn_aggr(data: NKITensor, *, dtype: Any = None, dst: Optional[NKITensor] = None) -> Optional[NKITensor]:
+    api = "bn_aggr"
+    check_tile(data, api, "data")
+    p = data.shape[0]
+    x = _fp32(np.asarray(data.read())).reshape(p, -1)
+    if x.shape[1] % 3:
+        fail("err_shape_mismatch", f"'bn_aggr' takes bn_stats results ((P, 6k)), got {data.shape}")
+    g = x.reshape(p, -1, 3)
+    count, mean, m2 = g[..., 0], g[..., 1], g[..., 2]
+    with _quiet():
+        total = count.sum(axis=1)
+        mu = (count * mean).sum(axis=1) / np.maximum(total, 1)
+        var = (m2 + count * (mean - mu[:, None]) ** 2).sum(axis=1) / np.maximum(total, 1)
+    _charge("vector", api, data.shape)
+    return _emit(np.stack([mu, var], axis=1).astype(np.float32),
+                 result_dtype(dtype, dtypes.float32), dst, None, api)
+
+
+def affine_select(on_true: NKITensor, on_false_value: Any, predicate: np.ndarray, *, dtype: Any = None,
+                  dst: Optional[NKITensor] = None, mask: Any = None) -> Optional[NKITensor]:
+    """``on_true`` where the affine predicate holds, ``on_false_value`` elsewhere (GpSimd)."""
+    api = "affine_select"
+    check_tile(on_true, api, "on_true_tile")  # PSUM too: the causal mask is applied to the scores in PSUM
+    try:
+        pred = np.broadcast_to(np.asarray(predicate, dtype=bool), on_true.shape)
+    except ValueError:
+        fail("err_shape_mismatch", f"the predicate of '{api}' (shape {np.shape(predicate)}) does not cover the "
+                                   f"tile {on_true.shape}")
+    with _quiet():
+        result = np.where(pred, _fp32(np.asarray(on_true.read())), np.float32(on_false_value))
+    _charge("gpsimd", api, on_true.shape)
+    return _emit(result, result_dtype(dtype, on_true.dtype), dst, as_mask(mask), api)
+
+
+def scalar_tensor_tensor(data: NKITensor, op0: Any, operand0: Any, op1: Any, operand1: NKITensor, *,
+                         reverse0: bool = False, reverse1: bool = False, dtype: Any = None, mask: Any = None,
+                         dst: Optional[NKITensor] = None) -> Optional[NKITensor]:
+    """``(data op0 operand0) op1 operand1``: a scalar (or (P, 1)) then a tile, in one Vector instruction."""
+    api = "scalar_tensor_tensor"
+    check_tile(data, api, "data")
+    check_tile(operand1, api, "operand1")
+    _same_partitions(api, ("data", data), ("operand1", operand1))
+    a = _per_partition(operand0, data, api, "operand0")
+    x = _fp32(np.asarray(data.read()))
+    t = _fp32(np.asarray(operand1.read())).reshape(x.shape)
+    with _quiet():
+        f0, f1 = BINARY[op_name(op0)], BINARY[op_name(op1)]
+        y = f0(a, x) if reverse0 else f0(x, a)
+        y = f1(t, y) if reverse1 else f1(y, t)
+    _charge("vector", api, data.shape)
+    out_dtype = result_dtype(dtype, lambda: dtypes.promote(data.dtype, operand1.dtype))
+    return _emit(np.asarray(y, dtype=np.float32), out_dtype, dst, as_mask(mask), api)
+
+
+def tensor_tensor_scan(data0: NKITensor, data1: NKITensor, initial: Any, op0: Any, op1: Any, *,
+                       reverse0: bool = False, reverse1: bool = False, dtype: Any = None,
+                       dst: Optional[NKITensor] = None) -> Optional[NKITensor]:
+    """out[:, i] = (out[:, i-1] op0 data0[:, i]) op1 data1[:, i], with out[:, -1] = initial (a recurrence)."""
+    api = "tensor_tensor_scan"
+    check_tile(data0, api, "data0")
+    check_tile(data1, api, "data1")
+    if data0.shape != data1.shape:
+        fail("err_shape_mismatch", f"'{api}' needs data0 and data1 of one shape, got {data0.shape} and {data1.shape}")
+    p = data0.shape[0]
+    a = _fp32(np.asarray(data0.read())).reshape(p, -1)
+    b = _fp32(np.asarray(data1.read())).reshape(p, -1)
+    prev = np.broadcast_to(_per_partition(initial, data0, api, "initial"), (p, 1)).reshape(p).astype(np.float32)
+    f0, f1 = BINARY[op_name(op0)], BINARY[op_name(op1)]
+    out = np.empty_like(a)
+    with _quiet():
+        for i in range(a.shape[1]):
+            y = f0(a[:, i], prev) if reverse0 else f0(prev, a[:, i])
+            prev = f1(b[:, i], y) if reverse1 else f1(y, b[:, i])
+            out[:, i] = prev
+    _charge("vector", api, data0.shape)
+    return _emit(out.reshape(data0.shape), result_dtype(dtype, data0.dtype), dst,
+                 None, api)
+
+
+# The Vector engine's top-k instructions (max8, nc_find_index8, nc_match_replace8) work on 8 values per
+# partition, over at most 16384 elements (the NKI ISA reference).
+TOP_K = 8
+
+
+TOP_K_MAX_FREE = 16384
+
+
+def max8(src: NKITensor, *, dtype: Any = None, dst: Optional[NKITensor] = None) -> Optional[NKITensor]:
+    """The 8 largest values of each partition, in descending order: (P, 8)."""
+    api = "max8"
+    check_tile(src, api, "src")
+    p = src.shape[0]
+    x = _fp32(np.asarray(src.read())).reshape(p, -1)
+    if x.shape[1] < TOP_K or x.shape[1] > TOP_K_MAX_FREE:
+        fail("err_size_of_dimension_exceed_arch_limit", f"'{api}' takes {TOP_K} to {TOP_K_MAX_FREE} elements per "
+                                                        f"partition, got "
+                                                        f"{x.shape[1]}")
+    top = -np.sort(-x, axis=1)[:, :TOP_K]
+    _charge("vector", api, src.shape)
+    return _emit(top, result_dtype(dtype, src.dtype), dst, None, api)
+
+
+def find_index8(data: NKITensor, vals: NKITensor, *, dtype: Any = None,
+                dst: Optional[NKITensor] = None) -> Optional[NKITensor]:
+    """For each partition, the index of the first element equal to each of the 8 values in ``vals``."""
+    api = "nc_find_index8"
+    check_tile(data, api, "data")
+    check_tile(vals, api, "vals")
+    p = data.shape[0]
+    x = _fp32(np.asarray(data.read())).reshape(p, -1)
+    v = _fp32(np.asarray(vals.read())).reshape(p, -1)[:, :8]
+    eq = x[:, None, :] == v[:, :, None]
+    idx = np.where(eq.any(axis=2), eq.argmax(axis=2), np.iinfo(np.uint32).max).astype(np.int64)
+    _charge("vector", api, data.shape)
+    return _emit(idx, result_dtype(dtype, dtypes.uint32), dst, None, api)
+
+
+_REDUCE_OPS = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, "maximum": np.maximum,
+               "minimum": np.minimum}
+
+
+def _reduce_free(values: np.ndarray, op: Any, api: str) -> np.ndarray:
+    """Reduce every free axis of ``values`` with ``op`` (nl.add, nl.max, ...): (P, 1)."""
+    name = op_name(op)
+    if name not in _REDUCE_OPS:
+        fail("err_unsupported_op", f"'{api}' reduces with add, subtract, multiply, max or min, got {name}")
+    flat = values.reshape(values.shape[0], -1)
+    return _REDUCE_OPS[name].reduce(flat, axis=1, keepdims=True).astype(np.float32)
+
+
+def tensor_scalar_reduce(data: NKITensor, op0: Any, operand0: Any, reduce_op: Any, reduce_res: NKITensor, *,
+                         reverse0: bool = False, dtype: Any = None, mask: Any = None,
+                         dst: Optional[NKITensor] = None) -> Optional[NKITensor]:
+    """``data op0 operand0``, and its reduction over all free axes into ``reduce_res`` (P, 1)."""
+    api = "tensor_scalar_reduce"
+    check_tile(data, api, "data")
+    check_tile(reduce_res, api, "reduce_res")
+    if reduce_res.shape[0] != data.shape[0] or _free(reduce_res.shape) != 1:
+        fail("err_num_partition_mismatch", f"'{api}': reduce_res must be ({data.shape[0]}, 1), got {reduce_res.shape}")
+    name = op_name(op0)
+    if name in INT_BINARY:
+        fail("err_unsupported_op", f"'{api}' takes an arithmetic op0, not the bitvec operation {name}")
+    m = as_mask(mask)
+    x = _fp32(np.asarray(data.read(m)))
+    v = _per_partition(operand0, data, api, "operand0")
+    with _quiet():
+        fn = BINARY[name] if name in BINARY else UNARY[name][1]
+        y = (fn(v, x) if reverse0 else fn(x, v)) if name in BINARY else fn(x)
+        y = np.asarray(y, dtype=np.float32)
+        red = _reduce_free(y, reduce_op, api)
+    store_into(reduce_res, red.reshape(reduce_res.shape), api)
+    _charge("vector", api, data.shape)
+    return _emit(y, result_dtype(dtype, data.dtype), dst, m, api)
+
+
+def loop_reduce(x: NKITensor, op: Any, loop_indices: Any, *, dtype: Any = None, mask: Any = None) -> NKITensor:
+    """``dst[...] = nl.loop_reduce(x, op, loop_indices=[i])`` accumulates ``x`` into ``dst`` over the loop:
+    the first iteration (every index 0) writes x, later ones write op(dst, x). Returns x as a tile that
+    carries the reduction for the assignment (NKITensor.__setitem__)."""
+    name = op_name(op)
+    if name not in _REDUCE_OPS:
+        fail("err_unsupported_op", f"'loop_reduce' reduces with add, subtract, multiply, max or min, got {name}")
+    indices = loop_indices if isinstance(loop_indices, (list, tuple)) else (loop_indices,)
+    first = all(int(i) == 0 for i in indices)
+    out = copy(x, dtype=dtype, mask=mask, api="loop_reduce")
+    out._reduce_into = None if first else name
+    return out
+
+
+def _vector_accumulate(result: np.ndarray, reduce_cmd: Any, reduce_op: Any, reduce_res: Optional[NKITensor],
+                       api: str) -> None:
+    """The Vector engine's per-partition max accumulators: reset_reduce starts them over from this result,
+    reduce folds this result in, idle leaves them; ``reduce_res`` receives their value."""
+    if reduce_op is not None and op_name(reduce_op) != "maximum":
+        fail("err_unsupported_op", f"'{api}' reduces with max only, got {op_name(reduce_op)}")
+    cmd = getattr(reduce_cmd, "name", reduce_cmd) or "idle"
+    launch = runtime.current()
+    acc = getattr(launch, "vector_accumulators", None)
+    block_max = result.reshape(result.shape[0], -1).max(axis=1, keepdims=True).astype(np.float32)
+    if cmd in ("reset_reduce", "reset"):
+        acc = block_max if cmd == "reset_reduce" else np.full_like(block_max, -np.inf)
+    elif cmd == "reduce":
+        acc = block_max if acc is None or acc.shape != block_max.shape else np.maximum(acc, block_max)
+    elif cmd != "idle":
+        raise ValueError(f"'{api}': reduce_cmd must be a nisa.reduce_cmd, got {reduce_cmd!r}")
+    launch.vector_accumulators = acc
+    if reduce_res is not None:
+        check_tile(reduce_res, api, "reduce_res")
+        if acc is None:
+            acc = block_max
+        store_into(reduce_res, acc.reshape(reduce_res.shape), api)
+
+
+def select_reduce(predicate: NKITensor, on_true: NKITensor, on_false: Any, *, dst: Optional[NKITensor] = None,
+                  reduce_res: Optional[NKITensor] = None, reduce_cmd: Any = None, reduce_op: Any = None,
+                  reverse_pred: bool = False, dtype: Any = None, mask: Any = None) -> Optional[NKITensor]:
+    """``where(predicate, on_true, on_false)`` (on_false a scalar or (P, 1)), with an optional running max."""
+    api = "select_reduce"
+    check_tile(on_true, api, "on_true")
+    check_tile(predicate, api, "predicate")
+    _same_partitions(api, ("on_true", on_true), ("predicate", predicate))
+    if on_true.buffer is psum and predicate.buffer is psum:
+        fail("err_unsupported_memory", f"'{api}': on_true and predicate cannot both be in PSUM")
+    if dtypes.is_float(predicate.dtype):
+        fail("err_unsupported_dtype", f"'{api}': predicate must hold integers, got {dtypes.name(predicate.dtype)}")
+    pred = np.asarray(predicate.read()).reshape(on_true.shape) != 0
+    if reverse_pred:
+        pred = ~pred
+    f = _per_partition(on_false, on_true, api, "on_false")
+    result = np.where(pred, _fp32(np.asarray(on_true.read())), f).astype(np.float32)
+    _vector_accumulate(result, reduce_cmd, reduce_op, reduce_res, api)
+    _charge("vector", api, on_true.shape)
+    out_dtype = result_dtype(dtype, dst.dtype if dst is not None else on_true.dtype)
+    return _emit(result, out_dtype, dst, as_mask(mask), api)
+
+
+def range_select(on_true: NKITensor, comp_op0: Any, comp_op1: Any, bound0: Any, bound1: Any, *,
+                 reduce_cmd: Any = None, reduce_res: Optional[NKITensor] = None, reduce_op: Any = None,
+                 range_start: Any = 0, on_false_value: Any = None, dtype: Any = None, mask: Any = None,
+                 dst: Optional[NKITensor] = None) -> Optional[NKITensor]:
+    """Keep the elements whose free index + range_start satisfies both comparisons with the per-partition
+    bounds, ``on_false_value`` elsewhere; with an optional running max (NeuronCore-v3+)."""
+    api = "range_select"
+    check_tile(on_true, api, "on_true_tile")
+    if runtime.current().target.name in ("trn1", "inf2"):
+        fail("err_unsupported_instruction", f"'{api}' needs NeuronCore-v3 (trn2) or later")
+    names = {"equal", "less", "less_equal", "greater", "greater_equal"}
+    ops = [op_name(comp_op0), op_name(comp_op1)]
+    if any(o not in names for o in ops):
+        fail("err_unsupported_op", f"'{api}' compares with equal, less, less_equal, greater or greater_equal, "
+                                   f"got {ops}")
+    p = on_true.shape[0]
+    idx = (np.arange(_free(on_true.shape), dtype=np.float32) + np.float32(range_start)).reshape(1, -1)
+    b0 = _per_partition(bound0, on_true, api, "bound0")
+    b1 = _per_partition(bound1, on_true, api, "bound1")
+    b0 = np.asarray(b0, np.float32).reshape(p, 1) if np.ndim(b0) else b0
+    b1 = np.asarray(b1, np.float32).reshape(p, 1) if np.ndim(b1) else b1
+    keep = BINARY[ops[0]](idx, b0) & BINARY[ops[1]](idx, b1)
+    fill = np.float32(np.finfo(np.float32).min if on_false_value is None else on_false_value)
+    x = _fp32(np.asarray(on_true.read())).reshape(p, -1)
+    result = np.where(keep, x, fill).astype(np.float32).reshape(on_true.shape)
+    _vector_accumulate(result, reduce_cmd, reduce_op, reduce_res, api)
+    _charge("vector", api, on_true.shape)
+    out_dtype = result_dtype(dtype, dst.dtype if dst is not None else on_true.dtype)
+    return _emit(result, out_dtype, dst, as_mask(mask), api)
+
+
+def match_replace8(data: NKITensor, vals: NKITensor, imm: Any, *, dst_idx: Optional[NKITensor] = None,
+                   mask: Any = None, dtype: Any = None, dst: Optional[NKITensor] = None) -> Optional[NKITensor]:
+    """Replace, per partition, the first occurrence of each of the 8 values in ``vals`` by ``imm``; their
+    indices go to ``dst_idx`` when given."""
+    api = "nc_match_replace8"
+    check_tile(data, api, "data")
+    check_tile(vals, api, "vals")
+    p = data.shape[0]
+    x = _fp32(np.asarray(data.read())).reshape(p, -1).copy()
+    v = _fp32(np.asarray(vals.read())).reshape(p, -1)
+    if v.shape[1] != TOP_K:
+        fail("err_shape_mismatch", f"'{api}': vals must hold {TOP_K} values per partition, got {v.shape[1]}")
+    if x.shape[1] > TOP_K_MAX_FREE:
+        fail("err_size_of_dimension_exceed_arch_limit", f"'{api}' takes at most {TOP_K_MAX_FREE} elements per "
+                                                        f"partition")
+    m = as_mask(mask)
+    allowed = np.ones_like(x, dtype=bool) if m is None else np.broadcast_to(
+        _mask_for(m, data.shape), data.shape).reshape(p, -1)
+    idx = np.zeros((p, TOP_K), dtype=np.int64)
+    for r in range(p):
+        for j in range(TOP_K):
+            hits = np.flatnonzero((x[r] == v[r, j]) & allowed[r])
+            if hits.size:
+                idx[r, j] = hits[0]
+                x[r, hits[0]] = np.float32(imm)
+    if dst_idx is not None:
+        check_tile(dst_idx, api, "dst_idx")
+        store_into(dst_idx, idx.reshape(dst_idx.shape), api)
+    _charge("vector", api, data.shape)
+    out_dtype = result_dtype(dtype, data.dtype)
+    return _emit(x.reshape(data.shape), out_dtype, dst, None, api)
