@@ -11,7 +11,7 @@ from typing import Any, Optional, Sequence
 from .. import dtypes as _dtypes
 from .. import engines as _eng
 from .._isa_common import check_dge_mode as _check_dge_mode
-from .._isa_common import unsupported_instruction as _unsupported_instruction
+from .._isa_common import unmodelled_instructions as _unmodelled_instructions
 from .._isa_common import (activation_engine, dge_mode, engine, engine_name, get_nc_version, gpsimd_engine,  # noqa
                            nc_version, oob_mode, reduce_cmd, scalar_engine, tensor_engine, unknown_engine,
                            vector_engine)
@@ -224,4 +224,4 @@ def local_gather(src_buffer: NKITensor, index: NKITensor, num_elem_per_idx: int 
     return _eng.local_gather(src_buffer, index, num_elem_per_idx, num_valid_indices, mask=mask)
 
 
-__getattr__ = _unsupported_instruction  # the instructions the simulator does not model
+__getattr__ = _unmodelled_instructions(__name__)
