@@ -10,7 +10,7 @@ from . import dtypes as _dt
 from . import engines as _eng
 from . import runtime as _rt
 from .errors import NKIUnsupportedError, fail
-from .indexing import DynSlice, ds
+from .indexing import DynSlice, as_mask, ds
 from .memory import hbm, private_hbm, psum, sbuf, shared_hbm
 from .runtime import tile_size
 from .tensor import NKITensor
@@ -136,7 +136,6 @@ def _rng() -> np.random.Generator:
 def random_seed(seed: Any, *, mask: Any = None) -> None:
     """Seed the on-device random number generator (nl.rand, nl.dropout, nisa.dropout draw from it)."""
     if mask is not None:
-        from .indexing import as_mask
         if as_mask(mask) is not None:
             raise NKIUnsupportedError("nl.random_seed with a mask that is not always true is not modelled")
     _eng.random_seed(seed)

@@ -17,13 +17,14 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from . import blas_threads, runtime
+from . import blas_threads, dtypes, runtime
 from .cost_model import Costs
 from .errors import fail
 from .indexing import iter_grid
 from .memory import TARGETS, Target, default_target, shared_hbm
 from .runtime import Launch, Storage
 from .tensor import NKITensor
+from .typing import _TensorType, is_mutable
 
 _input_buffer = shared_hbm  # kernel arguments live in device HBM, visible to every instance
 
@@ -171,7 +172,6 @@ class Arguments:
             return converted
         if isinstance(value, (list, tuple)) and any(self.is_array(v) for v in value):
             return type(value)(self.convert(v) for v in value)
-        from .typing import _TensorType
         if isinstance(value, _TensorType):
             return self._placeholder(value)
         return value
@@ -190,7 +190,6 @@ class Arguments:
         if spec.shape is None or spec.dtype is None:
             raise TypeError(f"a kernel argument given as {spec!r} needs a shape and a dtype, e.g. "
                             f"nt.tensor[[128, 512], nl.float32]")
-        from . import dtypes
         dtype = dtypes.as_dtype(spec.dtype)
         shape = tuple(int(d) for d in (spec.shape if isinstance(spec.shape, (tuple, list)) else (spec.shape,)))
         values = np.random.default_rng(0).standard_normal(shape, dtype=np.float32)
@@ -296,7 +295,6 @@ def _bind(func: Callable, args: tuple, kwargs: dict) -> inspect.BoundArguments:
 
 def _check_mutable(func: Callable, bound: inspect.BoundArguments, result: Any) -> None:
     """A parameter annotated nt.mutable_tensor that the kernel writes must be among its results."""
-    from .typing import is_mutable
     annotations = getattr(func, "__annotations__", {})
     if not any(is_mutable(a) for a in annotations.values()):
         return

@@ -11,6 +11,7 @@ import ast
 import inspect
 import math
 import sys
+import textwrap
 import threading
 import weakref
 from typing import Any, Callable, Optional
@@ -18,7 +19,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from . import cost_model, dtypes
-from .errors import NKIError, fail
+from .errors import NKIError, _is_internal, _kernel_location, fail
 from .memory import Buffer, Target, default_target, psum, sbuf, shared_hbm
 
 _state = threading.local()
@@ -355,7 +356,6 @@ class Launch:
         self._live[buffer] += nbytes * blocks
         weakref.finalize(storage, self._release, buffer, nbytes * blocks)
         if self._live[buffer] > capacity:
-            from .errors import _kernel_location
             where = (_kernel_location(sys._getframe(2)), tuple(shape))
             for r in records:
                 r[5] = where
@@ -420,7 +420,6 @@ def _reset_psum_flags(tile: Storage, fill: Any) -> None:
 
 def _user_stack() -> tuple:
     """The kernel's call stack at this point: (code, line) of every frame outside the package."""
-    from .errors import _is_internal
     out = []
     f = sys._getframe(2)
     while f is not None:
@@ -449,7 +448,6 @@ def _parse_nested_statement_lines(func: Callable) -> set:
         first = func.__code__.co_firstlineno
     except (OSError, TypeError):
         return set()
-    import textwrap
     tree = ast.parse(textwrap.dedent(source))
     lines: set = set()
     for node in ast.walk(tree):

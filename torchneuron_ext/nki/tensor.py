@@ -12,7 +12,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from . import dtypes
-from .errors import fail
+from .errors import NKIUnsupportedError, fail
 from .indexing import DynSlice, IndexExpr
 from .memory import Buffer, psum
 
@@ -166,7 +166,6 @@ class NKITensor:
             if isinstance(k, np.ndarray) and k.size == 1:
                 k = int(k.reshape(-1)[0])
             if not isinstance(k, (int, np.integer)):
-                from .errors import NKIUnsupportedError
                 raise NKIUnsupportedError(
                     f"a directly allocated tensor ({self.storage.name or 'nki.compiler allocation'}, shape "
                     f"{self.shape}) is indexed by {k!r} on block dimension {axis}: the simulator selects blocks "
@@ -177,7 +176,6 @@ class NKITensor:
                 fail("err_tensor_access_out_of_bound", f"index {int(k)} exceed dimension size of {dim}")
             idx.append(i)
         if len(idx) < nb:
-            from .errors import NKIUnsupportedError
             raise NKIUnsupportedError(
                 f"a directly allocated tensor of shape {self.shape} has {nb} block dimensions; index all of "
                 f"them with integers to get a tile")
@@ -320,7 +318,6 @@ class NKITensor:
         if self.index is None or self._fast_slices() is not None:
             target = self.arr if self.index is None else self.arr[self._slices]
             if rmw is not None:
-                from . import dtypes
                 values = dtypes.cast(np.asarray(rmw(target.astype(np.float32), np.asarray(values, np.float32))),
                                      target.dtype)
             if mask is None:
@@ -337,10 +334,8 @@ class NKITensor:
         if rmw is None:
             self.arr[idx] = vals
             return
-        from . import dtypes
         ufunc = rmw if isinstance(rmw, np.ufunc) else None
         if ufunc is None:
-            from .errors import NKIUnsupportedError
             raise NKIUnsupportedError(f"read-modify-write with {rmw!r} through indirect indices: use a numpy ufunc "
                                       f"such as np.add or np.maximum")
         work = self.arr.astype(np.float32)
@@ -374,7 +369,6 @@ class NKITensor:
         """An access pattern ``[[step, num], ...]`` over this tensor's memory, starting at ``offset``.
         Dynamic offsets (``scalar_offset``, ``vector_offset``/``indirect_dim``) are not modelled."""
         if scalar_offset is not None or vector_offset is not None:
-            from .errors import NKIUnsupportedError
             raise NKIUnsupportedError(".ap(scalar_offset=..., vector_offset=...) (dynamic access patterns) is not "
                                       "modelled by the simulator; index with a tile instead (t[idx_tile, ...])")
         if self.index is not None or not self.arr.flags.c_contiguous:
@@ -441,7 +435,6 @@ def _dynamic_index(t: "NKITensor") -> IndexExpr:
         fail("err_unsupported_memory",
              "dynamic indices have to be in SBUF (or PSUM): load the index tensor first, e.g. "
              "idx_tile = nl.load(idx_tensor[i_p])")
-    from . import dtypes
     if dtypes.is_float(t.dtype) or t.dtype == np.bool_:
         fail("err_unsupported_dtype", f"a tile used as an index must hold integers, got {dtypes.name(t.dtype)}")
     return np.asarray(t.read(), dtype=np.int64).view(IndexExpr)

@@ -7,7 +7,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from .. import dtypes, runtime
-from ..errors import fail
+from ..errors import NKIUnsupportedError, fail
 from ..indexing import as_mask
 from ..tensor import NKITensor
 from .operands import _charge, check_tile, _emit, _fp32, _free, _mask_for, _quiet, result_dtype, store_into
@@ -127,7 +127,6 @@ def local_gather(src: NKITensor, index: NKITensor, num_elem_per_idx: int = 1,
     check_tile(src, api, "src_buffer", allow_psum=False)
     check_tile(index, api, "index", allow_psum=False)
     if mask is not None and as_mask(mask) is not None:
-        from ..errors import NKIUnsupportedError
         raise NKIUnsupportedError("nki.isa.local_gather(mask=...) is not modelled by the simulator")
     if dtypes.is_float(index.dtype):
         fail("err_unsupported_dtype", f"'{api}': indices must be integers, got {dtypes.name(index.dtype)}")

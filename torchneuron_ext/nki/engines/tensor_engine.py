@@ -7,7 +7,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from .. import dtypes, runtime
-from ..errors import fail
+from ..errors import NKIUnsupportedError, fail
 from ..indexing import as_mask
 from ..memory import psum, sbuf
 from ..tensor import NKITensor
@@ -65,7 +65,6 @@ def matmul(stationary: NKITensor, moving: NKITensor, *, dst: Optional[NKITensor]
     target = runtime.current().target
     rows = _PERF_MODES.get(perf_mode)
     if rows is None:
-        from ..errors import NKIUnsupportedError
         raise NKIUnsupportedError(f"nc_matmul perf_mode={perf_mode!r} is not modelled by the simulator (it models "
                                   f"{', '.join(repr(m) for m in _PERF_MODES if m)})")
     if rows == 2:
