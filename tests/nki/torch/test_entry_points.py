@@ -4,7 +4,7 @@ import pytest
 import torch
 from expecttest import TestCase
 
-from tests.nki.torch_kernels import add_into, add_kernel, axpy_, copy_new, scale_
+from tests.nki.torch.kernels import add_into, add_kernel, axpy_, copy_new, scale_
 
 
 def _pair(rows=256, cols=64, dtype=torch.float32):

@@ -11,7 +11,7 @@ from torchneuron_ext.compiler import graph_breaks
 from torchneuron_ext.compiler.backend import neuron_backend
 from torchneuron_ext.nki import torch_ops
 from torchneuron_ext.nki.torch_ops import nki_op, wrap_nki
-from tests.nki.torch_kernels import add_into, add_kernel, axpy_, copy_new, rms_norm_op, scale_
+from tests.nki.torch.kernels import add_into, add_kernel, axpy_, copy_new, rms_norm_op, scale_
 
 
 @pytest.fixture(autouse=True)
