@@ -19,8 +19,8 @@ from __future__ import annotations
 from ..tensor import NKITensor
 from . import operators
 from .dma import atomic_rmw, dma_copy, dma_transpose, load, store
-from .elementwise import (BINARY, INT_BINARY, INT_UNARY, UNARY, accumulate, assign, broadcast_to, copy,
-                          elementwise, expand_dims, op_name, tensor_copy_predicated, where)
+from .elementwise import (BINARY, INT_BINARY, INT_UNARY, UNARY, accumulate, assign, broadcast_to, copy, elementwise,
+                          expand_dims, op_name, tensor_copy_predicated, where)
 from .gpsimd import (GPSIMD_PARTITIONS_PER_CORE, affine_pattern_values, iota_expr, iota_pattern, local_gather,
                      partition_reduce, sequence_bounds, stream_shuffle)
 from .operands import check_tile, dtype_of, new_tile, result_dtype, shape_of, store_into, value_of

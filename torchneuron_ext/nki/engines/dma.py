@@ -11,8 +11,8 @@ from ..errors import fail
 from ..indexing import as_mask
 from ..memory import psum
 from ..tensor import NKITensor
-from .operands import check_tile, _fp32, _larger_than, _mask_for, new_tile, _quiet, result_dtype, store_into, value_of
 from .elementwise import BINARY, op_name
+from .operands import check_tile, fp32, larger_than, mask_for, new_tile, quiet, result_dtype, store_into, value_of
 
 
 def load(src: NKITensor, *, mask: Any = None, dtype: Any = None, dst: Optional[NKITensor] = None,
@@ -41,7 +41,7 @@ def load(src: NKITensor, *, mask: Any = None, dtype: Any = None, dst: Optional[N
         out = new_tile(shape, out_dtype)
         v = dtypes.cast(vals, out_dtype)
         if m is not None:
-            mm = _mask_for(m, shape)
+            mm = mask_for(m, shape)
             if mm is not None and dtypes.is_float(out_dtype):
                 v = np.where(mm, v, np.array(np.nan, dtype=np.float32).astype(out_dtype))
         out.write(v)
@@ -59,11 +59,11 @@ def store(dst: NKITensor, value: Any, *, mask: Any = None, api: str = "store") -
     if isinstance(value, NKITensor):
         check_tile(value, api, "value")
     vals = value_of(value, m)
-    if _larger_than(np.shape(vals), dst.shape):
+    if larger_than(np.shape(vals), dst.shape):
         fail("err_store_dst_shape_smaller_than_other_shape",
              f"'{api}' of a value of shape {tuple(np.shape(vals))} into a destination of shape {dst.shape}")
     runtime.current().costs.dma(api, int(np.prod(dst.shape)) * dst.itemsize, True, False)
-    dst.write(dtypes.cast(np.asarray(vals), dst.dtype), None if m is None else _mask_for(m, dst.shape))
+    dst.write(dtypes.cast(np.asarray(vals), dst.dtype), None if m is None else mask_for(m, dst.shape))
 
 
 def _oob_skip(oob_mode: Any) -> bool:
@@ -94,7 +94,7 @@ def dma_copy(dst: NKITensor, src: NKITensor, *, mask: Any = None, dst_rmw_op: An
             np.broadcast_shapes(np.shape(vals), dst.shape)
         except ValueError:
             vals = np.reshape(vals, dst.shape)
-    wmask = None if m is None else _mask_for(m, dst.shape)
+    wmask = None if m is None else mask_for(m, dst.shape)
     if read is not None:  # positions whose source was skipped keep what dst holds
         r = np.broadcast_to(read.reshape(read.shape + (1,) * (len(src.shape) - read.ndim)), src.shape)
         r = r.reshape(dst.shape)
@@ -107,8 +107,8 @@ def dma_copy(dst: NKITensor, src: NKITensor, *, mask: Any = None, dst_rmw_op: An
     rmw = BINARY[op_name(dst_rmw_op)]
     if dst.buffer is psum:
         dst.storage.started_flags(dst)[...] = False
-    with _quiet():
-        dst.write(_fp32(np.asarray(vals)), wmask, skip=skip, rmw=rmw)
+    with quiet():
+        dst.write(fp32(np.asarray(vals)), wmask, skip=skip, rmw=rmw)
 
 
 def atomic_rmw(dst: NKITensor, value: Any, op: Any, *, mask: Any = None) -> None:
@@ -121,12 +121,12 @@ def atomic_rmw(dst: NKITensor, value: Any, op: Any, *, mask: Any = None) -> None
         check_tile(value, "atomic_rmw", "value")
         src = value
     m = as_mask(mask)
-    vals = _fp32(np.asarray(src.read(m) if src is not None else value))
+    vals = fp32(np.asarray(src.read(m) if src is not None else value))
     if int(np.prod(np.shape(vals))) != int(np.prod(dst.shape)):
         fail("err_shape_mismatch", f"atomic_rmw of a {tuple(np.shape(vals))} value into {dst.shape}")
     runtime.current().costs.dma("atomic_rmw", int(np.prod(dst.shape)) * dst.itemsize, True, True)
-    with _quiet():
-        dst.write(np.reshape(vals, dst.shape), None if m is None else _mask_for(m, dst.shape),
+    with quiet():
+        dst.write(np.reshape(vals, dst.shape), None if m is None else mask_for(m, dst.shape),
                   rmw=BINARY[op_name(op)])
 
 

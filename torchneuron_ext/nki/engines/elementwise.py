@@ -16,8 +16,8 @@ from ..errors import fail
 from ..indexing import as_mask
 from ..memory import psum
 from ..tensor import NKITensor
-from .operands import (_broadcast_shape, _charge, check_tile, dtype_of, _emit, _fit_mask, _fp32, _larger_than,
-                       _mask_for, _quiet, result_dtype, _same_partitions, shape_of, store_into, value_of)
+from .operands import (broadcast_shape, charge, check_tile, dtype_of, emit, fit_mask, fp32, larger_than, mask_for,
+                       quiet, result_dtype, same_partitions, shape_of, store_into, value_of)
 
 
 _erf_f64 = np.frompyfunc(math.erf, 1, 1)
@@ -130,7 +130,7 @@ def elementwise(op: str, inputs: Sequence[Any], *, dtype: Any = None, mask: Any 
             check_tile(x, api, f"x{i}" if len(inputs) > 1 else "x")
     shapes = [shape_of(x) for x in inputs]
     try:
-        out_shape = _broadcast_shape(shapes)
+        out_shape = broadcast_shape(shapes)
     except ValueError:
         fail("err_shape_mismatch", f"operands of '{api}' have shapes {shapes} that do not broadcast")
     if operator_overload and len(tiles) == 2 and tiles[0].shape[0] != tiles[1].shape[0]:
@@ -140,7 +140,7 @@ def elementwise(op: str, inputs: Sequence[Any], *, dtype: Any = None, mask: Any 
     out_dtype = result_dtype(dtype, lambda: dtypes.bool_ if op in _PREDICATES else
                              dtypes.promote(*(dtype_of(x) for x in inputs)))
     vals = [value_of(x, m) for x in inputs]
-    with _quiet():
+    with quiet():
         if op in INT_BINARY or op in INT_UNARY:
             for x in inputs:
                 if dtypes.is_float(dtype_of(x)):
@@ -149,12 +149,12 @@ def elementwise(op: str, inputs: Sequence[Any], *, dtype: Any = None, mask: Any 
             fn = INT_BINARY.get(op) or INT_UNARY[op]
             result = fn(*[np.asarray(v).astype(np.int64) for v in vals])
         elif op in BINARY:
-            a, b = (_fp32(v) for v in vals)
+            a, b = (fp32(v) for v in vals)
             result = np.asarray(BINARY[op](a, b), dtype=np.float32 if op not in _PREDICATES else None)
             if op in ("divide", "mod", "fmod") and not dtypes.is_float(out_dtype):
                 result = np.trunc(result) if op == "divide" else result
         elif op in UNARY:
-            result = np.asarray(UNARY[op][1](_fp32(vals[0])), dtype=np.float32)
+            result = np.asarray(UNARY[op][1](fp32(vals[0])), dtype=np.float32)
         else:
             fail("err_unsupported_op", f"unknown engine operation '{op}'")
     # Every engine function returns a new array, except the identities, which return their input.
@@ -162,8 +162,8 @@ def elementwise(op: str, inputs: Sequence[Any], *, dtype: Any = None, mask: Any 
     if result.shape != out_shape:
         result = np.broadcast_to(result, out_shape)
         fresh = False
-    _charge(engine or (UNARY[op][0] if op in UNARY else "vector"), api, out_shape)
-    return _emit(result, out_dtype, dst, m, api, fresh=fresh)
+    charge(engine or (UNARY[op][0] if op in UNARY else "vector"), api, out_shape)
+    return emit(result, out_dtype, dst, m, api, fresh=fresh)
 
 
 def accumulate(ref: NKITensor, op: str, other: Any) -> None:
@@ -172,12 +172,12 @@ def accumulate(ref: NKITensor, op: str, other: Any) -> None:
         fail("err_unsupported_memory", f"in-place '{op}' on an HBM tensor: compute on tiles, then nl.store")
     valid = other._valid if isinstance(other, NKITensor) else None
     fresh = _fresh_result(other)
-    o = _fp32(value_of(other))
+    o = fp32(value_of(other))
     if isinstance(o, np.ndarray) and o.shape != ref.shape and o.size == int(np.prod(ref.shape)):
         o = o.reshape(ref.shape)  # the same elements laid out as the target (e.g. (P, F) into (P, 1, F))
     try:
-        with _quiet():
-            result = BINARY[op](_fp32(ref.read()), o)
+        with quiet():
+            result = BINARY[op](fp32(ref.read()), o)
             if op == "add" and ref.buffer is psum and ref.index is None and ref.storage.psum_defined is not None:
                 # `psum += nisa.nc_matmul(...)` into PSUM nothing has written since it was allocated starts the
                 # accumulation there, as the toolchain does (AWS's allocated kernels accumulate into
@@ -187,13 +187,13 @@ def accumulate(ref: NKITensor, op: str, other: Any) -> None:
                     result = np.where(defined, result, np.broadcast_to(o, np.shape(result)))
     except ValueError:
         fail("err_shape_mismatch", f"in-place '{op}' of a {np.shape(o)} value into a {ref.shape} tile")
-    if _larger_than(np.shape(result), ref.shape):
+    if larger_than(np.shape(result), ref.shape):
         fail("err_store_dst_shape_smaller_than_other_shape",
              f"in-place '{op}' of a {np.shape(result)} value into a {ref.shape} tile")
     if fresh is None:
-        _charge("vector", op, ref.shape)
+        charge("vector", op, ref.shape)
     if valid is not None:
-        valid = _fit_mask(valid, ref.shape)
+        valid = fit_mask(valid, ref.shape)
     ref.write(dtypes.cast(np.asarray(result, dtype=np.float32), ref.dtype), valid)
     if fresh is not None:
         fresh[0] = None  # the instruction accumulated into ref directly (see _fresh_result)
@@ -217,7 +217,7 @@ def assign(dst: NKITensor, value: Any) -> None:
     fresh = _fresh_result(value) if not dst.buffer.is_hbm else None
     vals = value_of(value)
     shape = np.shape(vals)
-    if _larger_than(shape, dst.shape):
+    if larger_than(shape, dst.shape):
         fail("err_store_dst_shape_smaller_than_other_shape",
              f"cannot assign a value of shape {tuple(shape)} to a destination of shape {dst.shape}")
     try:
@@ -230,10 +230,10 @@ def assign(dst: NKITensor, value: Any) -> None:
         runtime.current().costs.dma("assign", int(np.prod(dst.shape)) * dst.itemsize,
                                     dst.buffer.is_hbm, isinstance(value, NKITensor) and value.buffer.is_hbm)
     elif fresh is None:
-        _charge("vector", "tensor_copy", dst.shape)
+        charge("vector", "tensor_copy", dst.shape)
     valid = value._valid if isinstance(value, NKITensor) else None
     store_into(dst, vals if isinstance(vals, np.ndarray) else np.asarray(vals), "assign",
-               None if valid is None else _fit_mask(valid, dst.shape))
+               None if valid is None else fit_mask(valid, dst.shape))
     if fresh is not None:
         fresh[0] = None  # no memory of its own (a later read would start its range there)
         if dst.storage.live is not None:
@@ -245,9 +245,9 @@ def copy(src: NKITensor, *, dtype: Any = None, mask: Any = None, dst: Optional[N
     check_tile(src, api, "src")
     m = as_mask(mask)
     out_dtype = result_dtype(dtype, src.dtype)
-    _charge(engine if engine != "unknown" else "vector", api, src.shape)
+    charge(engine if engine != "unknown" else "vector", api, src.shape)
     vals = src.read(m)
-    return _emit(np.asarray(vals), out_dtype if dst is None else dst.dtype, dst, m, api)
+    return emit(np.asarray(vals), out_dtype if dst is None else dst.dtype, dst, m, api)
 
 
 def broadcast_to(src: NKITensor, shape: tuple, *, dst: Optional[NKITensor] = None) -> Optional[NKITensor]:
@@ -257,8 +257,8 @@ def broadcast_to(src: NKITensor, shape: tuple, *, dst: Optional[NKITensor] = Non
     except ValueError:
         fail("err_shape_mismatch", f"cannot broadcast a tile of shape {src.shape} to {shape}: only dimensions of "
                                    f"size 1 broadcast")
-    _charge("vector", "broadcast_to", shape)
-    return _emit(np.array(vals), src.dtype, dst, None, "broadcast_to")
+    charge("vector", "broadcast_to", shape)
+    return emit(np.array(vals), src.dtype, dst, None, "broadcast_to")
 
 
 def expand_dims(src: NKITensor, axis: int) -> NKITensor:
@@ -267,7 +267,7 @@ def expand_dims(src: NKITensor, axis: int) -> NKITensor:
     if axis < src.ndim:
         fail("err_unsupported_axis", f"expand_dims can only add trailing axes (axis >= {src.ndim}), got {axis}")
     return NKITensor(src.storage, np.expand_dims(src.read(), axis), None, 0) if src.index is None else \
-        _emit(np.expand_dims(np.array(src.read()), axis), src.dtype, None, None, "expand_dims")
+        emit(np.expand_dims(np.array(src.read()), axis), src.dtype, None, None, "expand_dims")
 
 
 def where(cond: Any, x: Any, y: Any, *, dtype: Any = None, mask: Any = None,
@@ -277,11 +277,11 @@ def where(cond: Any, x: Any, y: Any, *, dtype: Any = None, mask: Any = None,
         check_tile(t, "where", "operand")
     m = as_mask(mask)
     c = np.asarray(value_of(cond, m)).astype(bool)
-    with _quiet():
-        result = np.where(c, _fp32(value_of(x, m)), _fp32(value_of(y, m))).astype(np.float32)
+    with quiet():
+        result = np.where(c, fp32(value_of(x, m)), fp32(value_of(y, m))).astype(np.float32)
     out_dtype = result_dtype(dtype, lambda: dtypes.promote(dtype_of(x), dtype_of(y)))
-    _charge("vector", "where", result.shape)
-    return _emit(result, out_dtype, dst, m, "where")
+    charge("vector", "where", result.shape)
+    return emit(result, out_dtype, dst, m, "where")
 
 
 def tensor_copy_predicated(src: Any, dst: NKITensor, predicate: NKITensor, *, reverse_pred: bool = False,
@@ -292,10 +292,10 @@ def tensor_copy_predicated(src: Any, dst: NKITensor, predicate: NKITensor, *, re
     check_tile(predicate, api, "predicate")
     if isinstance(src, NKITensor):
         check_tile(src, api, "src")
-        _same_partitions(api, ("src", src), ("dst", dst))
+        same_partitions(api, ("src", src), ("dst", dst))
         if src.buffer is psum and predicate.buffer is psum:
             fail("err_unsupported_memory", f"'{api}': src and predicate cannot both be in PSUM")
-    _same_partitions(api, ("predicate", predicate), ("dst", dst))
+    same_partitions(api, ("predicate", predicate), ("dst", dst))
     if predicate.dtype not in (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.bool_):
         fail("err_unsupported_dtype", f"'{api}': predicate must be uint8, uint16 or uint32, got "
                                       f"{dtypes.name(predicate.dtype)}")
@@ -304,7 +304,7 @@ def tensor_copy_predicated(src: Any, dst: NKITensor, predicate: NKITensor, *, re
         pred = ~pred
     m = as_mask(mask)
     if m is not None:
-        pred = pred & _mask_for(m, dst.shape)
+        pred = pred & mask_for(m, dst.shape)
     vals = np.asarray(src.read()).reshape(dst.shape) if isinstance(src, NKITensor) else np.asarray(src)
-    _charge("vector", api, dst.shape)
+    charge("vector", api, dst.shape)
     dst.write(dtypes.cast(np.broadcast_to(vals, dst.shape), dst.dtype), pred)

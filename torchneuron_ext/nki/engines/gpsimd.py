@@ -10,18 +10,18 @@ from .. import dtypes, runtime
 from ..errors import NKIUnsupportedError, fail
 from ..indexing import as_mask
 from ..tensor import NKITensor
-from .operands import _charge, check_tile, _emit, _fp32, _free, _mask_for, _quiet, result_dtype, store_into
-from .vector import _REDUCE
+from .operands import charge, check_tile, emit, fp32, free_size, mask_for, quiet, result_dtype, store_into
+from .vector import REDUCTIONS
 
 
 def partition_reduce(op: str, data: NKITensor, *, dtype: Any = None, dst: Optional[NKITensor] = None
                      ) -> Optional[NKITensor]:
     check_tile(data, "tensor_partition_reduce", "data", allow_psum=False)
-    fn, _ = _REDUCE[op]
-    with _quiet():
-        result = fn(_fp32(np.asarray(data.read())), axis=0, keepdims=True)
-    runtime.current().costs.compute("gpsimd", "tensor_partition_reduce", _free(data.shape) * data.shape[0])
-    return _emit(np.asarray(result), result_dtype(dtype, data.dtype), dst, None,
+    fn, _ = REDUCTIONS[op]
+    with quiet():
+        result = fn(fp32(np.asarray(data.read())), axis=0, keepdims=True)
+    runtime.current().costs.compute("gpsimd", "tensor_partition_reduce", free_size(data.shape) * data.shape[0])
+    return emit(np.asarray(result), result_dtype(dtype, data.dtype), dst, None,
                  "tensor_partition_reduce")
 
 
@@ -29,15 +29,15 @@ def iota_expr(expr: Any, dtype: Any) -> NKITensor:
     vals = np.asarray(expr)
     if vals.ndim < 2:
         fail("err_insufficient_rank", "nisa.iota needs a 2-D index expression, e.g. nl.arange(128)[:, None]")
-    _charge("gpsimd", "iota", vals.shape)
-    return _emit(vals, dtypes.as_dtype(dtype), None, None, "iota")
+    charge("gpsimd", "iota", vals.shape)
+    return emit(vals, dtypes.as_dtype(dtype), None, None, "iota")
 
 
 def iota_pattern(dst: NKITensor, pattern: Sequence[Sequence[int]], offset: int = 0,
                  channel_multiplier: int = 0) -> None:
     check_tile(dst, "iota", "dst")
     vals = affine_pattern_values(dst.shape[0], pattern, offset, channel_multiplier)
-    _charge("gpsimd", "iota", dst.shape)
+    charge("gpsimd", "iota", dst.shape)
     store_into(dst, vals.reshape(dst.shape), "iota")
 
 
@@ -71,7 +71,7 @@ def stream_shuffle(src: NKITensor, dst: NKITensor, shuffle_mask: Sequence[Any], 
     if src.dtype != dst.dtype:
         fail("err_unsupported_dtype", f"'{api}': dst must have src's dtype ({dtypes.name(src.dtype)}), got "
                                       f"{dtypes.name(dst.dtype)}")
-    if _free(src.shape) != _free(dst.shape):
+    if free_size(src.shape) != free_size(dst.shape):
         fail("err_shape_mismatch", f"'{api}': src {src.shape} and dst {dst.shape} differ in elements per partition")
     sm = [int(v) for v in shuffle_mask]
     if len(sm) != SHUFFLE_QUADRANT or any(not (0 <= v < SHUFFLE_QUADRANT or v == SHUFFLE_SKIP) for v in sm):
@@ -88,8 +88,8 @@ def stream_shuffle(src: NKITensor, dst: NKITensor, shuffle_mask: Sequence[Any], 
     m = as_mask(mask)
     valid = np.broadcast_to(written[:, None], out.shape).reshape(dst.shape)
     if m is not None:
-        valid = valid & _mask_for(m, dst.shape)
-    _charge("vector", api, dst.shape)
+        valid = valid & mask_for(m, dst.shape)
+    charge("vector", api, dst.shape)
     dst.write(out.reshape(dst.shape), valid)
 
 
@@ -108,9 +108,9 @@ def sequence_bounds(segment_ids: NKITensor, *, dtype: Any = None, dst: Optional[
         start[i] = n if s[i] == 0 else (start[i - 1] if i and s[i] == s[i - 1] else i)
     for i in range(n - 1, -1, -1):
         end[i] = -1 if s[i] == 0 else (end[i + 1] if i < n - 1 and s[i] == s[i + 1] else i + 1)
-    _charge("gpsimd", api, segment_ids.shape)
+    charge("gpsimd", api, segment_ids.shape)
     out_dtype = result_dtype(dtype, segment_ids.dtype)
-    return _emit(np.stack([start, end])[None].astype(np.float32), out_dtype, dst, None, api)
+    return emit(np.stack([start, end])[None].astype(np.float32), out_dtype, dst, None, api)
 
 
 # The GpSimd engine is 8 cores, each wired to 16 contiguous partitions of the 128 (the NKI ISA reference,
@@ -150,5 +150,5 @@ def local_gather(src: NKITensor, index: NKITensor, num_elem_per_idx: int = 1,
                  f"'{api}': index range [{offsets.min()}, {offsets.max() + n - 1}] exceed the {flat.shape[1]} "
                  f"elements of a partition")
         out[c * g:(c + 1) * g] = flat[c * g:(c + 1) * g][:, offsets[:, None] + np.arange(n)]
-    _charge("gpsimd", api, (p, nvi * n))
-    return _emit(out, src.dtype, None, None, api)
+    charge("gpsimd", api, (p, nvi * n))
+    return emit(out, src.dtype, None, None, api)

@@ -1,7 +1,7 @@
 """What every engine instruction shares: operand checks, reading operands, and writing results.
 
-An instruction checks its tiles (check_tile), reads them as fp32 or integer arrays (value_of, _fp32),
-charges its engine (_charge) and writes the result into ``dst`` or a new SBUF tile (_emit, store_into),
+An instruction checks its tiles (check_tile), reads them as fp32 or integer arrays (value_of, fp32),
+charges its engine (charge) and writes the result into ``dst`` or a new SBUF tile (emit, store_into),
 honouring a legacy ``mask=`` on the way.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from ..memory import Buffer, psum, sbuf
 from ..tensor import _mask_to, NKITensor
 
 
-def _quiet() -> Any:  # masked-out and uninitialised (NaN) lanes go through exp, rsqrt...
+def quiet() -> Any:  # masked-out and uninitialised (NaN) lanes go through exp, rsqrt...
     return np.errstate(all="ignore")
 
 
@@ -53,11 +53,11 @@ def check_tile(x: Any, api: str, arg: str, *, allow_psum: bool = True, allow_hbm
 
 def value_of(x: Any, mask: Optional[np.ndarray] = None) -> Any:
     if isinstance(x, NKITensor):
-        return x.read(None if mask is None else _mask_for(mask, x.shape))
+        return x.read(None if mask is None else mask_for(mask, x.shape))
     return x
 
 
-def _mask_for(mask: np.ndarray, shape: tuple) -> Optional[np.ndarray]:
+def mask_for(mask: np.ndarray, shape: tuple) -> Optional[np.ndarray]:
     try:
         return _mask_to(mask, shape)
     except ValueError:
@@ -86,7 +86,7 @@ def shape_of(x: Any) -> tuple:
     return x.shape if isinstance(x, (NKITensor, np.ndarray)) else ()
 
 
-def _fp32(v: Any) -> Any:
+def fp32(v: Any) -> Any:
     if isinstance(v, np.ndarray):
         return v.astype(np.float32, copy=False) if v.dtype != np.float32 else v
     if isinstance(v, np.generic):
@@ -100,15 +100,15 @@ def new_tile(shape: tuple, dtype: np.dtype, buffer: Buffer = sbuf, adopt: Option
     return NKITensor(storage, storage.array)
 
 
-def _free(shape: tuple) -> int:
+def free_size(shape: tuple) -> int:
     return int(math.prod(shape[1:])) if len(shape) > 1 else 1
 
 
-def _charge(engine: str, name: str, shape: tuple) -> None:
-    runtime.current().costs.compute(engine, name, _free(shape))
+def charge(engine: str, name: str, shape: tuple) -> None:
+    runtime.current().costs.compute(engine, name, free_size(shape))
 
 
-def _emit(result: np.ndarray, dtype: np.dtype, dst: Optional[NKITensor], mask: Optional[np.ndarray],
+def emit(result: np.ndarray, dtype: np.dtype, dst: Optional[NKITensor], mask: Optional[np.ndarray],
           api: str, fresh: bool = False) -> Optional[NKITensor]:
     """Write an engine result into ``dst`` or a new SBUF tile, casting to the output dtype.
 
@@ -118,7 +118,7 @@ def _emit(result: np.ndarray, dtype: np.dtype, dst: Optional[NKITensor], mask: O
     if dst is None:
         vals = dtypes.cast(result, dtype)
         if mask is not None:
-            m = _mask_for(mask, result.shape)
+            m = mask_for(mask, result.shape)
             if m is not None:
                 fill = np.nan if dtypes.is_float(dtype) else 0
                 vals = np.where(m, vals, np.array(fill).astype(dtype))
@@ -130,7 +130,7 @@ def _emit(result: np.ndarray, dtype: np.dtype, dst: Optional[NKITensor], mask: O
             out = new_tile(result.shape, dtype)
             out.write(vals)
         if mask is not None:
-            out._valid = _mask_for(mask, result.shape)
+            out._valid = mask_for(mask, result.shape)
         return out
     check_tile(dst, api, "dst")
     store_into(dst, result, api, mask)
@@ -139,7 +139,7 @@ def _emit(result: np.ndarray, dtype: np.dtype, dst: Optional[NKITensor], mask: O
 
 def store_into(dst: NKITensor, values: np.ndarray, api: str, mask: Optional[np.ndarray] = None,
                skip: bool = False) -> None:
-    if _larger_than(values.shape, dst.shape):
+    if larger_than(values.shape, dst.shape):
         fail("err_store_dst_shape_smaller_than_other_shape",
              f"'{api}' writes a result of shape {tuple(values.shape)} into a destination of shape {dst.shape}")
     vals = dtypes.cast(np.asarray(values), dst.dtype)
@@ -153,10 +153,10 @@ def store_into(dst: NKITensor, values: np.ndarray, api: str, mask: Optional[np.n
             vals = vals.reshape(dst.shape)
     if dst.buffer is psum:
         dst.storage.started_flags(dst)[...] = False
-    dst.write(vals, None if mask is None else _mask_for(mask, dst.shape), skip=skip)
+    dst.write(vals, None if mask is None else mask_for(mask, dst.shape), skip=skip)
 
 
-def _fit_mask(valid: np.ndarray, shape: tuple) -> np.ndarray:
+def fit_mask(valid: np.ndarray, shape: tuple) -> np.ndarray:
     """A result's computed positions as seen by the destination it is written to (same element count)."""
     try:
         return np.broadcast_to(valid, shape)
@@ -164,7 +164,7 @@ def _fit_mask(valid: np.ndarray, shape: tuple) -> np.ndarray:
         return valid.reshape(shape)
 
 
-def _broadcast_shape(shapes: Sequence[tuple]) -> tuple:
+def broadcast_shape(shapes: Sequence[tuple]) -> tuple:
     """np.broadcast_shapes, with a fast path for the usual case of equal shapes and scalars."""
     first = None
     for s in shapes:
@@ -177,7 +177,7 @@ def _broadcast_shape(shapes: Sequence[tuple]) -> tuple:
     return () if first is None else tuple(first)
 
 
-def _larger_than(src: tuple, dst: tuple) -> bool:
+def larger_than(src: tuple, dst: tuple) -> bool:
     """Whether a value of shape ``src`` cannot fit ``dst``: more elements, or a longer axis (right-aligned)."""
     if tuple(src) == tuple(dst):
         return False
@@ -187,24 +187,24 @@ def _larger_than(src: tuple, dst: tuple) -> bool:
         s == d or s == 1 or d == 1 for s, d in zip(src[::-1], dst[::-1]))
 
 
-def _per_partition(x: Any, data: NKITensor, api: str, arg: str) -> Any:
+def per_partition(x: Any, data: NKITensor, api: str, arg: str) -> Any:
     """A scalar, or a (P, 1) tile/vector broadcast along the free axes."""
     if x is None:
         return None
     if isinstance(x, NKITensor):
         check_tile(x, api, arg)
-        v = _fp32(np.asarray(x.read()))
-        if x.shape[0] != data.shape[0] or _free(x.shape) != 1:
+        v = fp32(np.asarray(x.read()))
+        if x.shape[0] != data.shape[0] or free_size(x.shape) != 1:
             fail("err_num_partition_mismatch",
                  f"operand '{arg}' of '{api}' must be a scalar or a ({data.shape[0]}, 1) tile, got {x.shape}")
         return v.reshape((data.shape[0],) + (1,) * (data.ndim - 1))
-    return np.float32(x) if not isinstance(x, np.ndarray) else _fp32(x)
+    return np.float32(x) if not isinstance(x, np.ndarray) else fp32(x)
 
 
-def _same_partitions(api: str, a: "tuple[str, NKITensor]", b: "tuple[str, NKITensor]") -> None:
+def same_partitions(api: str, a: "tuple[str, NKITensor]", b: "tuple[str, NKITensor]") -> None:
     """nisa operands must have equal partitions and equal elements per partition."""
     (na, ta), (nb, tb) = a, b
-    if ta.shape[0] != tb.shape[0] or _free(ta.shape) != _free(tb.shape):
+    if ta.shape[0] != tb.shape[0] or free_size(ta.shape) != free_size(tb.shape):
         fail("err_num_partition_mismatch",
              f"number of partitions (dimension 0 size of a tile) mismatch in parameters ({na}{list(ta.shape)}, "
              f"{nb}{list(tb.shape)}) of '{api}'")

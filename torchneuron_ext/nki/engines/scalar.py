@@ -10,8 +10,8 @@ from .. import runtime
 from ..errors import fail
 from ..indexing import as_mask
 from ..tensor import NKITensor
-from .operands import _charge, check_tile, _emit, _fp32, _per_partition, _quiet, result_dtype, store_into
-from .elementwise import op_name, UNARY
+from .elementwise import UNARY, op_name
+from .operands import charge, check_tile, emit, fp32, per_partition, quiet, result_dtype, store_into
 
 
 def activation(op: Any, data: NKITensor, *, bias: Any = None, scale: Any = 1.0, reduce_op: Any = None,
@@ -21,11 +21,11 @@ def activation(op: Any, data: NKITensor, *, bias: Any = None, scale: Any = 1.0, 
     name = op_name(op)
     if name not in UNARY:
         fail("err_unsupported_activation", f"'{name}' is not an activation function of the Scalar engine")
-    x = _fp32(np.asarray(data.read()))
-    with _quiet():
-        s = _per_partition(scale, data, api, "scale")
+    x = fp32(np.asarray(data.read()))
+    with quiet():
+        s = per_partition(scale, data, api, "scale")
         y = x if not isinstance(s, np.ndarray) and s == 1 else x * s  # scale=1.0 is the common case
-        b = _per_partition(bias, data, api, "bias")
+        b = per_partition(bias, data, api, "bias")
         if b is not None:
             y = y + b
         result = np.asarray(UNARY[name][1](y), dtype=np.float32)
@@ -37,11 +37,11 @@ def activation(op: Any, data: NKITensor, *, bias: Any = None, scale: Any = 1.0, 
         red = result.reshape(result.shape[0], -1).sum(axis=1, keepdims=True, dtype=np.float32)
         cmd = getattr(reduce_cmd, "name", reduce_cmd)
         if cmd in ("reduce", "accumulate"):
-            red = red + _fp32(np.asarray(reduce_res.read())).reshape(red.shape)
+            red = red + fp32(np.asarray(reduce_res.read())).reshape(red.shape)
         store_into(reduce_res, red.reshape(reduce_res.shape), api)
-    _charge("scalar", api, data.shape)
+    charge("scalar", api, data.shape)
     out_dtype = result_dtype(dtype, data.dtype)
-    return _emit(result, out_dtype, dst, as_mask(mask), api)
+    return emit(result, out_dtype, dst, as_mask(mask), api)
 
 
 def dropout(data: NKITensor, prob: Any, *, dtype: Any = None, mask: Any = None,
@@ -51,11 +51,11 @@ def dropout(data: NKITensor, prob: Any, *, dtype: Any = None, mask: Any = None,
     check_tile(data, api, "data")
     m = as_mask(mask)
     x = np.asarray(data.read(m))
-    p = _per_partition(prob, data, api, "prob")
+    p = per_partition(prob, data, api, "prob")
     keep = runtime.current().random().random(x.shape, dtype=np.float32) >= p
-    _charge("vector", api, data.shape)
+    charge("vector", api, data.shape)
     out_dtype = result_dtype(dtype, data.dtype)
-    return _emit(np.where(keep, _fp32(x), np.float32(0)), out_dtype, dst, m, api)
+    return emit(np.where(keep, fp32(x), np.float32(0)), out_dtype, dst, m, api)
 
 
 def random_seed(seed: Any) -> None:

@@ -11,7 +11,7 @@ from ..errors import NKIUnsupportedError, fail
 from ..indexing import as_mask
 from ..memory import psum, sbuf
 from ..tensor import NKITensor
-from .operands import _charge, check_tile, _fp32, _free, _mask_for, new_tile, result_dtype, store_into
+from .operands import charge, check_tile, fp32, free_size, mask_for, new_tile, result_dtype, store_into
 
 
 _PERF_MODES = {None: 1, "none": 1, "double_row_gen3": 2}
@@ -30,12 +30,12 @@ def matmul_hints(stationary: NKITensor, moving: NKITensor, *, is_stationary_onez
     for flag, name, t in ((is_stationary_onezero, "is_stationary_onezero", stationary),
                           (is_moving_onezero, "is_moving_onezero", moving)):
         if flag and isinstance(t, NKITensor):
-            v = _fp32(np.asarray(t.read()))
+            v = fp32(np.asarray(t.read()))
             if not np.isin(v, (0.0, 1.0)).all():
                 fail("err_onezero_hint_violated",
                      f"'{api}' was told {name}=True but that operand holds values other than 0 and 1")
     if is_transpose and isinstance(moving, NKITensor):
-        v = _fp32(np.asarray(moving.read())).reshape(moving.shape[0], -1)
+        v = fp32(np.asarray(moving.read())).reshape(moving.shape[0], -1)
         if v.shape[0] != v.shape[1] or not np.array_equal(v, np.eye(v.shape[0], dtype=np.float32)):
             fail("err_is_transpose_needs_identity",
                  f"'{api}' with is_transpose=True transposes stationary through a moving identity matrix, but "
@@ -50,7 +50,7 @@ def matmul_hints(stationary: NKITensor, moving: NKITensor, *, is_stationary_onez
                 or any(p + z > pe for p, z in zip(pos, size)):
             fail("err_invalid_pe_tiling", f"'{api}': tile_position {pos} and tile_size {size} must be (row, column) "
                                           f"multiples of {PE_TILE_GRANULE} inside the {pe}x{pe} PE array")
-        if size[0] < stationary.shape[0] or size[1] < _free(stationary.shape):
+        if size[0] < stationary.shape[0] or size[1] < free_size(stationary.shape):
             fail("err_invalid_pe_tiling", f"'{api}': tile_size {size} is smaller than the stationary tile "
                                           f"{stationary.shape}")
 
@@ -99,15 +99,15 @@ def matmul(stationary: NKITensor, moving: NKITensor, *, dst: Optional[NKITensor]
         fail("err_unsupported_dtype_combination",
              f"'{api}' cannot mix fp32 with {dtypes.name(moving.dtype if stationary.dtype in f32 else stationary.dtype)}: "
              f"cast both operands to the same precision class")
-    a = _fp32(np.asarray(stationary.read())).reshape(k * rows, m)
-    b = _fp32(np.asarray(moving.read())).reshape(k * rows, n)
+    a = fp32(np.asarray(stationary.read())).reshape(k * rows, m)
+    b = fp32(np.asarray(moving.read())).reshape(k * rows, n)
     result = a.T @ b
     runtime.current().costs.matmul(api, k * rows, m, n, stationary.dtype in f32)
     if dst is None:
         out = new_tile((m, n), dtypes.float32, psum)
         mm = as_mask(mask)
         if mm is not None:  # legacy mask=: only the masked-in outputs are computed
-            valid = _mask_for(mm, (m, n))
+            valid = mask_for(mm, (m, n))
             result = np.where(valid, result, np.float32(np.nan))
             out._valid = valid
         out.write(result)
@@ -129,9 +129,9 @@ def matmul(stationary: NKITensor, moving: NKITensor, *, dst: Optional[NKITensor]
         elif flags.all():
             accumulate = True
     if accumulate is None:
-        new = np.where(flags, _fp32(np.asarray(dst.read())) + result, result)
+        new = np.where(flags, fp32(np.asarray(dst.read())) + result, result)
     elif accumulate:
-        new = _fp32(np.asarray(dst.read())) + result
+        new = fp32(np.asarray(dst.read())) + result
     else:
         new = result
     dst.write(dtypes.cast(np.asarray(new, dtype=np.float32), dst.dtype))
@@ -147,7 +147,7 @@ def transpose(data: NKITensor, *, engine: str = "tensor", dst: Optional[NKITenso
     Tensor-engine result is an fp32 PSUM tile (the instruction), else an SBUF tile of ``dtype``."""
     check_tile(data, api, "data")
     shape = data.shape
-    p, f = shape[0], _free(shape)
+    p, f = shape[0], free_size(shape)
     target = runtime.current().target
     limit = target.vector_transpose_max if engine == "vector" else target.pe_array
     if p > limit or f > limit:
@@ -155,7 +155,7 @@ def transpose(data: NKITensor, *, engine: str = "tensor", dst: Optional[NKITenso
              f"'{api}' on the {engine} engine takes at most {limit}x{limit}, got ({p}, {f})")
     vals = np.asarray(data.read()).reshape(p, f).T
     if engine == "vector":
-        _charge("vector", api, (f, p))
+        charge("vector", api, (f, p))
         buffer = sbuf
     else:
         runtime.current().costs.matmul(api, p, p, f, data.dtype == dtypes.float32)
@@ -166,10 +166,10 @@ def transpose(data: NKITensor, *, engine: str = "tensor", dst: Optional[NKITenso
         out = new_tile((f, p), dtypes.float32 if to_psum else out_dtype, psum if to_psum else sbuf)
         mm = as_mask(mask)
         if mm is not None:
-            valid = np.broadcast_to(_mask_for(mm, shape), shape).reshape(p, f).T
-            vals = np.where(valid, _fp32(vals), np.float32(np.nan))
+            valid = np.broadcast_to(mask_for(mm, shape), shape).reshape(p, f).T
+            vals = np.where(valid, fp32(vals), np.float32(np.nan))
             out._valid = valid
-        out.write(dtypes.cast(_fp32(vals), out.dtype))
+        out.write(dtypes.cast(fp32(vals), out.dtype))
         return out
-    store_into(dst, _fp32(vals), api)
+    store_into(dst, fp32(vals), api)
     return None

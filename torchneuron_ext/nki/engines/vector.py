@@ -12,12 +12,12 @@ from ..errors import fail
 from ..indexing import as_mask
 from ..memory import Buffer, psum, sbuf
 from ..tensor import NKITensor
-from .operands import (_charge, check_tile, dtype_of, _emit, _fp32, _free, _mask_for, new_tile, _per_partition, _quiet,
-                       result_dtype, _same_partitions, store_into, value_of)
-from .elementwise import BINARY, copy, elementwise, INT_BINARY, op_name, UNARY
+from .elementwise import BINARY, INT_BINARY, UNARY, copy, elementwise, op_name
+from .operands import (charge, check_tile, dtype_of, emit, fp32, free_size, mask_for, new_tile, per_partition, quiet,
+                       result_dtype, same_partitions, store_into, value_of)
 
 
-_REDUCE = {"add": (np.sum, 0.0), "maximum": (np.max, -np.inf), "minimum": (np.min, np.inf),
+REDUCTIONS = {"add": (np.sum, 0.0), "maximum": (np.max, -np.inf), "minimum": (np.min, np.inf),
            "multiply": (np.prod, 1.0), "mean": (None, 0.0), "var": (None, 0.0),
            "logical_and": (np.all, True), "logical_or": (np.any, False),
            "bitwise_and": (np.bitwise_and.reduce, -1), "bitwise_or": (np.bitwise_or.reduce, 0),
@@ -45,10 +45,10 @@ def reduce(op: str, data: NKITensor, axis: Any, *, dtype: Any = None, mask: Any 
     axes = _axes(axis, data.ndim, api)
     m = as_mask(mask)
     vals = value_of(data, m)
-    mm = None if m is None else _mask_for(m, data.shape)
+    mm = None if m is None else mask_for(m, data.shape)
     integer = op.startswith("bitwise") or op.startswith("logical")
-    with _quiet():
-        x = np.asarray(vals).astype(np.int64) if integer else _fp32(np.asarray(vals))
+    with quiet():
+        x = np.asarray(vals).astype(np.int64) if integer else fp32(np.asarray(vals))
         if op in ("mean", "var"):
             if mm is not None:
                 count = mm.sum(axis=axes, keepdims=True)
@@ -63,7 +63,7 @@ def reduce(op: str, data: NKITensor, axis: Any, *, dtype: Any = None, mask: Any 
                 dev = np.where(mm, x - mean, 0) if mm is not None else x - mean
                 result = (dev * dev).sum(axis=axes, keepdims=True, dtype=np.float32) / count
         else:
-            fn, identity = _REDUCE[op]
+            fn, identity = REDUCTIONS[op]
             if mm is not None:
                 x = np.where(mm, x, np.array(identity).astype(x.dtype))
             result = fn(x, axis=axes, keepdims=True)
@@ -82,8 +82,8 @@ def reduce(op: str, data: NKITensor, axis: Any, *, dtype: Any = None, mask: Any 
     in_dtype = data.dtype
     out_dtype = result_dtype(dtype, dtypes.float32 if op in ("mean", "var") and not dtypes.is_float(in_dtype)
                              else in_dtype)
-    _charge("vector", api, data.shape)
-    return _emit(np.asarray(result), out_dtype if dst is None else dst.dtype, dst, None, api)
+    charge("vector", api, data.shape)
+    return emit(np.asarray(result), out_dtype if dst is None else dst.dtype, dst, None, api)
 
 
 def tensor_tensor(data1: NKITensor, data2: NKITensor, op: Any, *, dtype: Any = None, mask: Any = None,
@@ -91,7 +91,7 @@ def tensor_tensor(data1: NKITensor, data2: NKITensor, op: Any, *, dtype: Any = N
     api = "tensor_tensor"
     check_tile(data1, api, "data1")
     check_tile(data2, api, "data2")
-    _same_partitions(api, ("data1", data1), ("data2", data2))
+    same_partitions(api, ("data1", data1), ("data2", data2))
     if data1.buffer is psum and data2.buffer is psum:
         fail("err_unsupported_memory", f"'{api}' cannot read both operands from PSUM; copy one to SBUF first")
     name = op_name(op)
@@ -108,23 +108,23 @@ def tensor_scalar(data: NKITensor, op0: Any, operand0: Any, reverse0: bool = Fal
     api = "tensor_scalar"
     check_tile(data, api, "data")
     m = as_mask(mask)
-    x = _fp32(np.asarray(data.read(m))) if dtypes.is_float(data.dtype) else np.asarray(data.read(m))
+    x = fp32(np.asarray(data.read(m))) if dtypes.is_float(data.dtype) else np.asarray(data.read(m))
     in_dtypes = [data.dtype]
-    with _quiet():
+    with quiet():
         for op, operand, rev, arg in ((op0, operand0, reverse0, "operand0"), (op1, operand1, reverse1, "operand1")):
             if op is None:
                 continue
             name = op_name(op)
-            v = _per_partition(operand, data, api, arg)
+            v = per_partition(operand, data, api, arg)
             in_dtypes.append(dtype_of(operand))
             fn = BINARY.get(name) or INT_BINARY[name]
             if name in INT_BINARY:
                 x = fn(np.asarray(x).astype(np.int64), np.asarray(v).astype(np.int64))
             else:
-                x = fn(v, _fp32(x)) if rev else fn(_fp32(x), v)
-    _charge("vector", api, data.shape)
+                x = fn(v, fp32(x)) if rev else fn(fp32(x), v)
+    charge("vector", api, data.shape)
     out_dtype = result_dtype(dtype, data.dtype)
-    return _emit(np.asarray(x), out_dtype, dst, m, api)
+    return emit(np.asarray(x), out_dtype, dst, m, api)
 
 
 def memset(shape: tuple, value: Any, dtype: Any, *, dst: Optional[NKITensor] = None,
@@ -132,10 +132,10 @@ def memset(shape: tuple, value: Any, dtype: Any, *, dst: Optional[NKITensor] = N
     if dst is None:
         out = new_tile(tuple(shape), dtypes.as_dtype(dtype), buffer)
         out.write(np.array(value).astype(out.dtype))
-        _charge("vector", "memset", out.shape)
+        charge("vector", "memset", out.shape)
         return out
     check_tile(dst, "memset", "dst")
-    _charge("vector", "memset", dst.shape)
+    charge("vector", "memset", dst.shape)
     store_into(dst, np.array(value), "memset")
     return None
 
@@ -145,41 +145,41 @@ def bn_stats(data: NKITensor, *, mask: Any = None, dtype: Any = None, dst: Optio
     api = "bn_stats"
     check_tile(data, api, "data")
     fmax = runtime.current().target.bn_stats_fmax
-    if _free(data.shape) > fmax:
+    if free_size(data.shape) > fmax:
         fail("err_size_of_dimension_exceed_arch_limit",
-             f"free size {_free(data.shape)} of 'bn_stats' exceeds architecture limitation of {fmax} "
+             f"free size {free_size(data.shape)} of 'bn_stats' exceeds architecture limitation of {fmax} "
              f"(nl.tile_size.bn_stats_fmax): split the free axis and aggregate with bn_aggr")
     m = as_mask(mask)
     p = data.shape[0]
-    x = _fp32(np.asarray(data.read(m))).reshape(p, -1)
-    valid = np.ones_like(x, dtype=bool) if m is None else np.asarray(_mask_for(m, data.shape)).reshape(p, -1)
+    x = fp32(np.asarray(data.read(m))).reshape(p, -1)
+    valid = np.ones_like(x, dtype=bool) if m is None else np.asarray(mask_for(m, data.shape)).reshape(p, -1)
     out = np.zeros((p, 6), dtype=np.float32)
-    with _quiet():
+    with quiet():
         for half, sl in ((0, slice(0, None, 2)), (1, slice(1, None, 2))):
             xv, vv = x[:, sl], valid[:, sl]
             count = vv.sum(axis=1).astype(np.float32)
             mean = np.where(vv, xv, 0).sum(axis=1, dtype=np.float32) / np.maximum(count, 1)
             m2 = np.where(vv, (xv - mean[:, None]) ** 2, 0).sum(axis=1, dtype=np.float32)
             out[:, 3 * half:3 * half + 3] = np.stack([count, mean, m2], axis=1)
-    _charge("vector", api, data.shape)
-    return _emit(out, result_dtype(dtype, dtypes.float32), dst, None, api)
+    charge("vector", api, data.shape)
+    return emit(out, result_dtype(dtype, dtypes.float32), dst, None, api)
 
 
 def bn_aggr(data: NKITensor, *, dtype: Any = None, dst: Optional[NKITensor] = None) -> Optional[NKITensor]:
     api = "bn_aggr"
     check_tile(data, api, "data")
     p = data.shape[0]
-    x = _fp32(np.asarray(data.read())).reshape(p, -1)
+    x = fp32(np.asarray(data.read())).reshape(p, -1)
     if x.shape[1] % 3:
         fail("err_shape_mismatch", f"'bn_aggr' takes bn_stats results ((P, 6k)), got {data.shape}")
     g = x.reshape(p, -1, 3)
     count, mean, m2 = g[..., 0], g[..., 1], g[..., 2]
-    with _quiet():
+    with quiet():
         total = count.sum(axis=1)
         mu = (count * mean).sum(axis=1) / np.maximum(total, 1)
         var = (m2 + count * (mean - mu[:, None]) ** 2).sum(axis=1) / np.maximum(total, 1)
-    _charge("vector", api, data.shape)
-    return _emit(np.stack([mu, var], axis=1).astype(np.float32),
+    charge("vector", api, data.shape)
+    return emit(np.stack([mu, var], axis=1).astype(np.float32),
                  result_dtype(dtype, dtypes.float32), dst, None, api)
 
 
@@ -193,10 +193,10 @@ def affine_select(on_true: NKITensor, on_false_value: Any, predicate: np.ndarray
     except ValueError:
         fail("err_shape_mismatch", f"the predicate of '{api}' (shape {np.shape(predicate)}) does not cover the "
                                    f"tile {on_true.shape}")
-    with _quiet():
-        result = np.where(pred, _fp32(np.asarray(on_true.read())), np.float32(on_false_value))
-    _charge("gpsimd", api, on_true.shape)
-    return _emit(result, result_dtype(dtype, on_true.dtype), dst, as_mask(mask), api)
+    with quiet():
+        result = np.where(pred, fp32(np.asarray(on_true.read())), np.float32(on_false_value))
+    charge("gpsimd", api, on_true.shape)
+    return emit(result, result_dtype(dtype, on_true.dtype), dst, as_mask(mask), api)
 
 
 def scalar_tensor_tensor(data: NKITensor, op0: Any, operand0: Any, op1: Any, operand1: NKITensor, *,
@@ -206,17 +206,17 @@ def scalar_tensor_tensor(data: NKITensor, op0: Any, operand0: Any, op1: Any, ope
     api = "scalar_tensor_tensor"
     check_tile(data, api, "data")
     check_tile(operand1, api, "operand1")
-    _same_partitions(api, ("data", data), ("operand1", operand1))
-    a = _per_partition(operand0, data, api, "operand0")
-    x = _fp32(np.asarray(data.read()))
-    t = _fp32(np.asarray(operand1.read())).reshape(x.shape)
-    with _quiet():
+    same_partitions(api, ("data", data), ("operand1", operand1))
+    a = per_partition(operand0, data, api, "operand0")
+    x = fp32(np.asarray(data.read()))
+    t = fp32(np.asarray(operand1.read())).reshape(x.shape)
+    with quiet():
         f0, f1 = BINARY[op_name(op0)], BINARY[op_name(op1)]
         y = f0(a, x) if reverse0 else f0(x, a)
         y = f1(t, y) if reverse1 else f1(y, t)
-    _charge("vector", api, data.shape)
+    charge("vector", api, data.shape)
     out_dtype = result_dtype(dtype, lambda: dtypes.promote(data.dtype, operand1.dtype))
-    return _emit(np.asarray(y, dtype=np.float32), out_dtype, dst, as_mask(mask), api)
+    return emit(np.asarray(y, dtype=np.float32), out_dtype, dst, as_mask(mask), api)
 
 
 def tensor_tensor_scan(data0: NKITensor, data1: NKITensor, initial: Any, op0: Any, op1: Any, *,
@@ -229,18 +229,18 @@ def tensor_tensor_scan(data0: NKITensor, data1: NKITensor, initial: Any, op0: An
     if data0.shape != data1.shape:
         fail("err_shape_mismatch", f"'{api}' needs data0 and data1 of one shape, got {data0.shape} and {data1.shape}")
     p = data0.shape[0]
-    a = _fp32(np.asarray(data0.read())).reshape(p, -1)
-    b = _fp32(np.asarray(data1.read())).reshape(p, -1)
-    prev = np.broadcast_to(_per_partition(initial, data0, api, "initial"), (p, 1)).reshape(p).astype(np.float32)
+    a = fp32(np.asarray(data0.read())).reshape(p, -1)
+    b = fp32(np.asarray(data1.read())).reshape(p, -1)
+    prev = np.broadcast_to(per_partition(initial, data0, api, "initial"), (p, 1)).reshape(p).astype(np.float32)
     f0, f1 = BINARY[op_name(op0)], BINARY[op_name(op1)]
     out = np.empty_like(a)
-    with _quiet():
+    with quiet():
         for i in range(a.shape[1]):
             y = f0(a[:, i], prev) if reverse0 else f0(prev, a[:, i])
             prev = f1(b[:, i], y) if reverse1 else f1(y, b[:, i])
             out[:, i] = prev
-    _charge("vector", api, data0.shape)
-    return _emit(out.reshape(data0.shape), result_dtype(dtype, data0.dtype), dst,
+    charge("vector", api, data0.shape)
+    return emit(out.reshape(data0.shape), result_dtype(dtype, data0.dtype), dst,
                  None, api)
 
 
@@ -257,14 +257,14 @@ def max8(src: NKITensor, *, dtype: Any = None, dst: Optional[NKITensor] = None) 
     api = "max8"
     check_tile(src, api, "src")
     p = src.shape[0]
-    x = _fp32(np.asarray(src.read())).reshape(p, -1)
+    x = fp32(np.asarray(src.read())).reshape(p, -1)
     if x.shape[1] < TOP_K or x.shape[1] > TOP_K_MAX_FREE:
         fail("err_size_of_dimension_exceed_arch_limit", f"'{api}' takes {TOP_K} to {TOP_K_MAX_FREE} elements per "
                                                         f"partition, got "
                                                         f"{x.shape[1]}")
     top = -np.sort(-x, axis=1)[:, :TOP_K]
-    _charge("vector", api, src.shape)
-    return _emit(top, result_dtype(dtype, src.dtype), dst, None, api)
+    charge("vector", api, src.shape)
+    return emit(top, result_dtype(dtype, src.dtype), dst, None, api)
 
 
 def find_index8(data: NKITensor, vals: NKITensor, *, dtype: Any = None,
@@ -274,12 +274,12 @@ def find_index8(data: NKITensor, vals: NKITensor, *, dtype: Any = None,
     check_tile(data, api, "data")
     check_tile(vals, api, "vals")
     p = data.shape[0]
-    x = _fp32(np.asarray(data.read())).reshape(p, -1)
-    v = _fp32(np.asarray(vals.read())).reshape(p, -1)[:, :8]
+    x = fp32(np.asarray(data.read())).reshape(p, -1)
+    v = fp32(np.asarray(vals.read())).reshape(p, -1)[:, :8]
     eq = x[:, None, :] == v[:, :, None]
     idx = np.where(eq.any(axis=2), eq.argmax(axis=2), np.iinfo(np.uint32).max).astype(np.int64)
-    _charge("vector", api, data.shape)
-    return _emit(idx, result_dtype(dtype, dtypes.uint32), dst, None, api)
+    charge("vector", api, data.shape)
+    return emit(idx, result_dtype(dtype, dtypes.uint32), dst, None, api)
 
 
 _REDUCE_OPS = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, "maximum": np.maximum,
@@ -302,22 +302,22 @@ def tensor_scalar_reduce(data: NKITensor, op0: Any, operand0: Any, reduce_op: An
     api = "tensor_scalar_reduce"
     check_tile(data, api, "data")
     check_tile(reduce_res, api, "reduce_res")
-    if reduce_res.shape[0] != data.shape[0] or _free(reduce_res.shape) != 1:
+    if reduce_res.shape[0] != data.shape[0] or free_size(reduce_res.shape) != 1:
         fail("err_num_partition_mismatch", f"'{api}': reduce_res must be ({data.shape[0]}, 1), got {reduce_res.shape}")
     name = op_name(op0)
     if name in INT_BINARY:
         fail("err_unsupported_op", f"'{api}' takes an arithmetic op0, not the bitvec operation {name}")
     m = as_mask(mask)
-    x = _fp32(np.asarray(data.read(m)))
-    v = _per_partition(operand0, data, api, "operand0")
-    with _quiet():
+    x = fp32(np.asarray(data.read(m)))
+    v = per_partition(operand0, data, api, "operand0")
+    with quiet():
         fn = BINARY[name] if name in BINARY else UNARY[name][1]
         y = (fn(v, x) if reverse0 else fn(x, v)) if name in BINARY else fn(x)
         y = np.asarray(y, dtype=np.float32)
         red = _reduce_free(y, reduce_op, api)
     store_into(reduce_res, red.reshape(reduce_res.shape), api)
-    _charge("vector", api, data.shape)
-    return _emit(y, result_dtype(dtype, data.dtype), dst, m, api)
+    charge("vector", api, data.shape)
+    return emit(y, result_dtype(dtype, data.dtype), dst, m, api)
 
 
 def loop_reduce(x: NKITensor, op: Any, loop_indices: Any, *, dtype: Any = None, mask: Any = None) -> NKITensor:
@@ -365,7 +365,7 @@ def select_reduce(predicate: NKITensor, on_true: NKITensor, on_false: Any, *, ds
     api = "select_reduce"
     check_tile(on_true, api, "on_true")
     check_tile(predicate, api, "predicate")
-    _same_partitions(api, ("on_true", on_true), ("predicate", predicate))
+    same_partitions(api, ("on_true", on_true), ("predicate", predicate))
     if on_true.buffer is psum and predicate.buffer is psum:
         fail("err_unsupported_memory", f"'{api}': on_true and predicate cannot both be in PSUM")
     if dtypes.is_float(predicate.dtype):
@@ -373,12 +373,12 @@ def select_reduce(predicate: NKITensor, on_true: NKITensor, on_false: Any, *, ds
     pred = np.asarray(predicate.read()).reshape(on_true.shape) != 0
     if reverse_pred:
         pred = ~pred
-    f = _per_partition(on_false, on_true, api, "on_false")
-    result = np.where(pred, _fp32(np.asarray(on_true.read())), f).astype(np.float32)
+    f = per_partition(on_false, on_true, api, "on_false")
+    result = np.where(pred, fp32(np.asarray(on_true.read())), f).astype(np.float32)
     _vector_accumulate(result, reduce_cmd, reduce_op, reduce_res, api)
-    _charge("vector", api, on_true.shape)
+    charge("vector", api, on_true.shape)
     out_dtype = result_dtype(dtype, dst.dtype if dst is not None else on_true.dtype)
-    return _emit(result, out_dtype, dst, as_mask(mask), api)
+    return emit(result, out_dtype, dst, as_mask(mask), api)
 
 
 def range_select(on_true: NKITensor, comp_op0: Any, comp_op1: Any, bound0: Any, bound1: Any, *,
@@ -397,19 +397,19 @@ def range_select(on_true: NKITensor, comp_op0: Any, comp_op1: Any, bound0: Any, 
         fail("err_unsupported_op", f"'{api}' compares with equal, less, less_equal, greater or greater_equal, "
                                    f"got {ops}")
     p = on_true.shape[0]
-    idx = (np.arange(_free(on_true.shape), dtype=np.float32) + np.float32(range_start)).reshape(1, -1)
-    b0 = _per_partition(bound0, on_true, api, "bound0")
-    b1 = _per_partition(bound1, on_true, api, "bound1")
+    idx = (np.arange(free_size(on_true.shape), dtype=np.float32) + np.float32(range_start)).reshape(1, -1)
+    b0 = per_partition(bound0, on_true, api, "bound0")
+    b1 = per_partition(bound1, on_true, api, "bound1")
     b0 = np.asarray(b0, np.float32).reshape(p, 1) if np.ndim(b0) else b0
     b1 = np.asarray(b1, np.float32).reshape(p, 1) if np.ndim(b1) else b1
     keep = BINARY[ops[0]](idx, b0) & BINARY[ops[1]](idx, b1)
     fill = np.float32(np.finfo(np.float32).min if on_false_value is None else on_false_value)
-    x = _fp32(np.asarray(on_true.read())).reshape(p, -1)
+    x = fp32(np.asarray(on_true.read())).reshape(p, -1)
     result = np.where(keep, x, fill).astype(np.float32).reshape(on_true.shape)
     _vector_accumulate(result, reduce_cmd, reduce_op, reduce_res, api)
-    _charge("vector", api, on_true.shape)
+    charge("vector", api, on_true.shape)
     out_dtype = result_dtype(dtype, dst.dtype if dst is not None else on_true.dtype)
-    return _emit(result, out_dtype, dst, as_mask(mask), api)
+    return emit(result, out_dtype, dst, as_mask(mask), api)
 
 
 def match_replace8(data: NKITensor, vals: NKITensor, imm: Any, *, dst_idx: Optional[NKITensor] = None,
@@ -420,8 +420,8 @@ def match_replace8(data: NKITensor, vals: NKITensor, imm: Any, *, dst_idx: Optio
     check_tile(data, api, "data")
     check_tile(vals, api, "vals")
     p = data.shape[0]
-    x = _fp32(np.asarray(data.read())).reshape(p, -1).copy()
-    v = _fp32(np.asarray(vals.read())).reshape(p, -1)
+    x = fp32(np.asarray(data.read())).reshape(p, -1).copy()
+    v = fp32(np.asarray(vals.read())).reshape(p, -1)
     if v.shape[1] != TOP_K:
         fail("err_shape_mismatch", f"'{api}': vals must hold {TOP_K} values per partition, got {v.shape[1]}")
     if x.shape[1] > TOP_K_MAX_FREE:
@@ -429,7 +429,7 @@ def match_replace8(data: NKITensor, vals: NKITensor, imm: Any, *, dst_idx: Optio
                                                         f"partition")
     m = as_mask(mask)
     allowed = np.ones_like(x, dtype=bool) if m is None else np.broadcast_to(
-        _mask_for(m, data.shape), data.shape).reshape(p, -1)
+        mask_for(m, data.shape), data.shape).reshape(p, -1)
     idx = np.zeros((p, TOP_K), dtype=np.int64)
     for r in range(p):
         for j in range(TOP_K):
@@ -440,6 +440,6 @@ def match_replace8(data: NKITensor, vals: NKITensor, imm: Any, *, dst_idx: Optio
     if dst_idx is not None:
         check_tile(dst_idx, api, "dst_idx")
         store_into(dst_idx, idx.reshape(dst_idx.shape), api)
-    _charge("vector", api, data.shape)
+    charge("vector", api, data.shape)
     out_dtype = result_dtype(dtype, data.dtype)
-    return _emit(x.reshape(data.shape), out_dtype, dst, None, api)
+    return emit(x.reshape(data.shape), out_dtype, dst, None, api)

@@ -1,8 +1,8 @@
 """NKI's PyTorch integration: kernels on torch tensors, as operators, and as routes for ATen operators.
 
 Importing this package registers it with the numpy-only core: torch dtypes are accepted where NKI
-dtypes are (dtypes.py), torch tensors become kernel arguments (kernel.py, launch.py), and a launch that torch.compile or a tracing mode sees becomes an operator call
-(tracing.py, ops.py). ``torchneuron_ext.nki`` imports it when torch is importable. The operator
+dtypes are (dtypes.py), torch tensors become kernel arguments (kernel.py, launch.py), and a launch that
+torch.compile or a tracing mode sees becomes an operator call (tracing.py, ops.py). ``torchneuron_ext.nki`` imports it when torch is importable. The operator
 machinery (``nki_op``, ``wrap_nki``) and ``route_aten`` load on first use: they define custom operators,
 which eager-only users need not pay for.
 
