@@ -6,9 +6,10 @@ One module per hardware engine, matching cost_model.ENGINES, on shared operand h
 - elementwise.py: the op tables, elementwise operations, copies, assignment and ``+=`` into tiles.
 - dma.py: the DMA engine (load, store, dma_copy, atomic read-modify-write, DMA transposes).
 - tensor_engine.py: matmul into PSUM and the PE-array transpose.
-- scalar.py: the Scalar (activation) engine and random numbers.
-- vector.py: the Vector engine's arithmetic, reductions, statistics, scans, selections and top-8.
-- gpsimd.py: cross-partition instructions, iota and segment bounds.
+- scalar.py: the Scalar (activation) engine.
+- vector.py: the Vector engine's arithmetic, reductions, statistics, scans and dropout.
+- vector_select.py: the Vector engine's selections, top-8 instructions and partition shuffles.
+- gpsimd.py: cross-partition instructions, iota and affine patterns, segment bounds.
 - operators.py: NKITensor's operators, installed on it here.
 
 These are primitives: what a dialect allows (keywords, memories, result placement) is decided in that
@@ -17,18 +18,19 @@ dialect's isa.py or language module before it calls them.
 from __future__ import annotations
 
 from ..tensor import NKITensor
+
 from . import operators
 from .dma import atomic_rmw, dma_copy, dma_transpose, load, store
 from .elementwise import (BINARY, INT_BINARY, INT_UNARY, UNARY, accumulate, assign, broadcast_to, copy, elementwise,
                           expand_dims, op_name, tensor_copy_predicated, where)
-from .gpsimd import (GPSIMD_PARTITIONS_PER_CORE, affine_pattern_values, iota_expr, iota_pattern, local_gather,
-                     partition_reduce, sequence_bounds, stream_shuffle)
+from .gpsimd import (GPSIMD_PARTITIONS_PER_CORE, affine_pattern_values, affine_select, iota_expr, iota_pattern,
+                     local_gather, partition_reduce, sequence_bounds)
 from .operands import check_tile, dtype_of, new_tile, result_dtype, shape_of, store_into, value_of
-from .scalar import activation, dropout, random_seed
+from .scalar import activation
 from .tensor_engine import matmul, matmul_hints, transpose
-from .vector import (affine_select, bn_aggr, bn_stats, find_index8, loop_reduce, match_replace8, max8, memset,
-                     range_select, reduce, scalar_tensor_tensor, select_reduce, tensor_scalar, tensor_scalar_reduce,
-                     tensor_tensor, tensor_tensor_scan)
+from .vector import (bn_aggr, bn_stats, dropout, loop_reduce, memset, random_seed, reduce, scalar_tensor_tensor,
+                     tensor_scalar, tensor_scalar_reduce, tensor_tensor, tensor_tensor_scan)
+from .vector_select import find_index8, match_replace8, max8, range_select, select_reduce, stream_shuffle
 
 operators.install(NKITensor)
 

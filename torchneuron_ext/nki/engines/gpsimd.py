@@ -1,5 +1,5 @@
-"""The GpSimd engine: cross-partition work (partition reductions, shuffles, per-core gathers), iota
-patterns and segment bounds."""
+"""The GpSimd engine: cross-partition work (partition reductions, per-core gathers), iota and affine
+patterns (iota, affine_select) and segment bounds."""
 from __future__ import annotations
 
 from typing import Any, Optional, Sequence
@@ -7,11 +7,27 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from .. import dtypes, runtime
-from ..errors import NKIUnsupportedError, fail
+from ..errors import fail, NKIUnsupportedError
 from ..indexing import as_mask
 from ..tensor import NKITensor
-from .operands import charge, check_tile, emit, fp32, free_size, mask_for, quiet, result_dtype, store_into
+from .operands import charge, check_tile, emit, fp32, free_size, quiet, result_dtype, store_into
 from .vector import REDUCTIONS
+
+
+def affine_select(on_true: NKITensor, on_false_value: Any, predicate: np.ndarray, *, dtype: Any = None,
+                  dst: Optional[NKITensor] = None, mask: Any = None) -> Optional[NKITensor]:
+    """``on_true`` where the affine predicate holds, ``on_false_value`` elsewhere (GpSimd)."""
+    api = "affine_select"
+    check_tile(on_true, api, "on_true_tile")  # PSUM too: the causal mask is applied to the scores in PSUM
+    try:
+        pred = np.broadcast_to(np.asarray(predicate, dtype=bool), on_true.shape)
+    except ValueError:
+        fail("err_shape_mismatch", f"the predicate of '{api}' (shape {np.shape(predicate)}) does not cover the "
+                                   f"tile {on_true.shape}")
+    with quiet():
+        result = np.where(pred, fp32(np.asarray(on_true.read())), np.float32(on_false_value))
+    charge("gpsimd", api, on_true.shape)
+    return emit(result, result_dtype(dtype, on_true.dtype), dst, as_mask(mask), api)
 
 
 def partition_reduce(op: str, data: NKITensor, *, dtype: Any = None, dst: Optional[NKITensor] = None
@@ -52,45 +68,6 @@ def affine_pattern_values(partitions: int, pattern: Sequence[Sequence[int]], off
         shape[j + 1] = int(num)
         vals += (np.arange(int(num)) * int(step)).reshape(shape)
     return vals.reshape(partitions, -1)
-
-
-# nc_stream_shuffle moves data between the partitions of one quadrant of 32, and a mask entry of 255 leaves
-# its destination partition alone (the NKI ISA reference, nc_stream_shuffle).
-SHUFFLE_QUADRANT = 32
-
-
-SHUFFLE_SKIP = 255
-
-
-def stream_shuffle(src: NKITensor, dst: NKITensor, shuffle_mask: Sequence[Any], *, mask: Any = None) -> None:
-    """Within each quadrant of 32 partitions, dst partition i takes src partition shuffle_mask[i]
-    (255: left unchanged)."""
-    api = "nc_stream_shuffle"
-    check_tile(src, api, "src")
-    check_tile(dst, api, "dst")
-    if src.dtype != dst.dtype:
-        fail("err_unsupported_dtype", f"'{api}': dst must have src's dtype ({dtypes.name(src.dtype)}), got "
-                                      f"{dtypes.name(dst.dtype)}")
-    if free_size(src.shape) != free_size(dst.shape):
-        fail("err_shape_mismatch", f"'{api}': src {src.shape} and dst {dst.shape} differ in elements per partition")
-    sm = [int(v) for v in shuffle_mask]
-    if len(sm) != SHUFFLE_QUADRANT or any(not (0 <= v < SHUFFLE_QUADRANT or v == SHUFFLE_SKIP) for v in sm):
-        fail("err_invalid_shuffle_mask", f"'{api}': shuffle_mask is {SHUFFLE_QUADRANT} source partitions in "
-                                         f"0..{SHUFFLE_QUADRANT - 1} (or {SHUFFLE_SKIP}), got {sm}")
-    x = np.asarray(src.read()).reshape(src.shape[0], -1)
-    out = np.array(np.asarray(dst.read()).reshape(dst.shape[0], -1))
-    written = np.zeros(out.shape[0], dtype=bool)
-    for q in range(0, dst.shape[0], SHUFFLE_QUADRANT):
-        for i, s in enumerate(sm):
-            if s != SHUFFLE_SKIP and q + i < out.shape[0] and q + s < x.shape[0]:
-                out[q + i] = x[q + s]
-                written[q + i] = True
-    m = as_mask(mask)
-    valid = np.broadcast_to(written[:, None], out.shape).reshape(dst.shape)
-    if m is not None:
-        valid = valid & mask_for(m, dst.shape)
-    charge("vector", api, dst.shape)
-    dst.write(out.reshape(dst.shape), valid)
 
 
 def sequence_bounds(segment_ids: NKITensor, *, dtype: Any = None, dst: Optional[NKITensor] = None

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from ..tensor import NKITensor
+
 from .elementwise import accumulate, assign, broadcast_to, copy, elementwise, expand_dims
 
 # dunder suffix -> engine op; the reflected form swaps the operands.

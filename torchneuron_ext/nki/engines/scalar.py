@@ -1,12 +1,10 @@
-"""The Scalar (activation) engine: activation with scale, bias and a fused free-axis reduction, and the
-random numbers of dropout and nl.random_seed."""
+"""The Scalar (activation) engine: an activation function with scale, bias and a fused free-axis sum."""
 from __future__ import annotations
 
 from typing import Any, Optional
 
 import numpy as np
 
-from .. import runtime
 from ..errors import fail
 from ..indexing import as_mask
 from ..tensor import NKITensor
@@ -42,27 +40,3 @@ def activation(op: Any, data: NKITensor, *, bias: Any = None, scale: Any = 1.0, 
     charge("scalar", api, data.shape)
     out_dtype = result_dtype(dtype, data.dtype)
     return emit(result, out_dtype, dst, as_mask(mask), api)
-
-
-def dropout(data: NKITensor, prob: Any, *, dtype: Any = None, mask: Any = None,
-            dst: Optional[NKITensor] = None, api: str = "dropout") -> Optional[NKITensor]:
-    """Zero each element with probability ``prob`` (a scalar or one per partition), drawing from the
-    launch's random number generator (nl.random_seed sets it)."""
-    check_tile(data, api, "data")
-    m = as_mask(mask)
-    x = np.asarray(data.read(m))
-    p = per_partition(prob, data, api, "prob")
-    keep = runtime.current().random().random(x.shape, dtype=np.float32) >= p
-    charge("vector", api, data.shape)
-    out_dtype = result_dtype(dtype, data.dtype)
-    return emit(np.where(keep, fp32(x), np.float32(0)), out_dtype, dst, m, api)
-
-
-def random_seed(seed: Any) -> None:
-    """``nl.random_seed``: the same seed gives the same random numbers (rand, dropout) afterwards."""
-    if isinstance(seed, NKITensor):
-        v = np.asarray(seed.read()).reshape(-1)
-        if v.size < 1:
-            fail("err_shape_mismatch", "nl.random_seed needs a seed tile with one element")
-        seed = v[0]
-    runtime.current().seed_random(int(np.int64(seed)) & 0xFFFFFFFF)

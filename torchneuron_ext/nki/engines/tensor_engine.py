@@ -7,7 +7,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from .. import dtypes, runtime
-from ..errors import NKIUnsupportedError, fail
+from ..errors import fail, NKIUnsupportedError
 from ..indexing import as_mask
 from ..memory import psum, sbuf
 from ..tensor import NKITensor
@@ -96,9 +96,9 @@ def matmul(stationary: NKITensor, moving: NKITensor, *, dst: Optional[NKITensor]
              f"moving free size {n} of '{api}' exceeds architecture limitation of {target.gemm_moving_fmax}")
     f32 = {dtypes.float32}
     if (stationary.dtype in f32) != (moving.dtype in f32):
+        other = moving.dtype if stationary.dtype in f32 else stationary.dtype
         fail("err_unsupported_dtype_combination",
-             f"'{api}' cannot mix fp32 with {dtypes.name(moving.dtype if stationary.dtype in f32 else stationary.dtype)}: "
-             f"cast both operands to the same precision class")
+             f"'{api}' cannot mix fp32 with {dtypes.name(other)}: cast both operands to the same precision class")
     a = fp32(np.asarray(stationary.read())).reshape(k * rows, m)
     b = fp32(np.asarray(moving.read())).reshape(k * rows, n)
     result = a.T @ b

@@ -1,5 +1,5 @@
-"""The Vector engine: tensor-tensor and tensor-scalar arithmetic, free-axis reductions, batch-norm
-statistics, scans, selections with a running reduction, and the top-8 instructions."""
+"""The Vector engine's arithmetic: tensor-tensor and tensor-scalar operations, free-axis reductions
+(with fused variants), batch-norm statistics, scans, memset, and the random numbers of dropout."""
 from __future__ import annotations
 
 import math
@@ -15,6 +15,30 @@ from ..tensor import NKITensor
 from .elementwise import BINARY, INT_BINARY, UNARY, copy, elementwise, op_name
 from .operands import (charge, check_tile, dtype_of, emit, fp32, free_size, mask_for, new_tile, per_partition, quiet,
                        result_dtype, same_partitions, store_into, value_of)
+
+
+def dropout(data: NKITensor, prob: Any, *, dtype: Any = None, mask: Any = None,
+            dst: Optional[NKITensor] = None, api: str = "dropout") -> Optional[NKITensor]:
+    """Zero each element with probability ``prob`` (a scalar or one per partition), drawing from the
+    launch's random number generator (nl.random_seed sets it)."""
+    check_tile(data, api, "data")
+    m = as_mask(mask)
+    x = np.asarray(data.read(m))
+    p = per_partition(prob, data, api, "prob")
+    keep = runtime.current().random().random(x.shape, dtype=np.float32) >= p
+    charge("vector", api, data.shape)
+    out_dtype = result_dtype(dtype, data.dtype)
+    return emit(np.where(keep, fp32(x), np.float32(0)), out_dtype, dst, m, api)
+
+
+def random_seed(seed: Any) -> None:
+    """``nl.random_seed``: the same seed gives the same random numbers (rand, dropout) afterwards."""
+    if isinstance(seed, NKITensor):
+        v = np.asarray(seed.read()).reshape(-1)
+        if v.size < 1:
+            fail("err_shape_mismatch", "nl.random_seed needs a seed tile with one element")
+        seed = v[0]
+    runtime.current().seed_random(int(np.int64(seed)) & 0xFFFFFFFF)
 
 
 REDUCTIONS = {"add": (np.sum, 0.0), "maximum": (np.max, -np.inf), "minimum": (np.min, np.inf),
@@ -183,22 +207,6 @@ def bn_aggr(data: NKITensor, *, dtype: Any = None, dst: Optional[NKITensor] = No
                  result_dtype(dtype, dtypes.float32), dst, None, api)
 
 
-def affine_select(on_true: NKITensor, on_false_value: Any, predicate: np.ndarray, *, dtype: Any = None,
-                  dst: Optional[NKITensor] = None, mask: Any = None) -> Optional[NKITensor]:
-    """``on_true`` where the affine predicate holds, ``on_false_value`` elsewhere (GpSimd)."""
-    api = "affine_select"
-    check_tile(on_true, api, "on_true_tile")  # PSUM too: the causal mask is applied to the scores in PSUM
-    try:
-        pred = np.broadcast_to(np.asarray(predicate, dtype=bool), on_true.shape)
-    except ValueError:
-        fail("err_shape_mismatch", f"the predicate of '{api}' (shape {np.shape(predicate)}) does not cover the "
-                                   f"tile {on_true.shape}")
-    with quiet():
-        result = np.where(pred, fp32(np.asarray(on_true.read())), np.float32(on_false_value))
-    charge("gpsimd", api, on_true.shape)
-    return emit(result, result_dtype(dtype, on_true.dtype), dst, as_mask(mask), api)
-
-
 def scalar_tensor_tensor(data: NKITensor, op0: Any, operand0: Any, op1: Any, operand1: NKITensor, *,
                          reverse0: bool = False, reverse1: bool = False, dtype: Any = None, mask: Any = None,
                          dst: Optional[NKITensor] = None) -> Optional[NKITensor]:
@@ -242,44 +250,6 @@ def tensor_tensor_scan(data0: NKITensor, data1: NKITensor, initial: Any, op0: An
     charge("vector", api, data0.shape)
     return emit(out.reshape(data0.shape), result_dtype(dtype, data0.dtype), dst,
                  None, api)
-
-
-# The Vector engine's top-k instructions (max8, nc_find_index8, nc_match_replace8) work on 8 values per
-# partition, over at most 16384 elements (the NKI ISA reference).
-TOP_K = 8
-
-
-TOP_K_MAX_FREE = 16384
-
-
-def max8(src: NKITensor, *, dtype: Any = None, dst: Optional[NKITensor] = None) -> Optional[NKITensor]:
-    """The 8 largest values of each partition, in descending order: (P, 8)."""
-    api = "max8"
-    check_tile(src, api, "src")
-    p = src.shape[0]
-    x = fp32(np.asarray(src.read())).reshape(p, -1)
-    if x.shape[1] < TOP_K or x.shape[1] > TOP_K_MAX_FREE:
-        fail("err_size_of_dimension_exceed_arch_limit", f"'{api}' takes {TOP_K} to {TOP_K_MAX_FREE} elements per "
-                                                        f"partition, got "
-                                                        f"{x.shape[1]}")
-    top = -np.sort(-x, axis=1)[:, :TOP_K]
-    charge("vector", api, src.shape)
-    return emit(top, result_dtype(dtype, src.dtype), dst, None, api)
-
-
-def find_index8(data: NKITensor, vals: NKITensor, *, dtype: Any = None,
-                dst: Optional[NKITensor] = None) -> Optional[NKITensor]:
-    """For each partition, the index of the first element equal to each of the 8 values in ``vals``."""
-    api = "nc_find_index8"
-    check_tile(data, api, "data")
-    check_tile(vals, api, "vals")
-    p = data.shape[0]
-    x = fp32(np.asarray(data.read())).reshape(p, -1)
-    v = fp32(np.asarray(vals.read())).reshape(p, -1)[:, :8]
-    eq = x[:, None, :] == v[:, :, None]
-    idx = np.where(eq.any(axis=2), eq.argmax(axis=2), np.iinfo(np.uint32).max).astype(np.int64)
-    charge("vector", api, data.shape)
-    return emit(idx, result_dtype(dtype, dtypes.uint32), dst, None, api)
 
 
 _REDUCE_OPS = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, "maximum": np.maximum,
@@ -332,114 +302,3 @@ def loop_reduce(x: NKITensor, op: Any, loop_indices: Any, *, dtype: Any = None, 
     out = copy(x, dtype=dtype, mask=mask, api="loop_reduce")
     out._reduce_into = None if first else name
     return out
-
-
-def _vector_accumulate(result: np.ndarray, reduce_cmd: Any, reduce_op: Any, reduce_res: Optional[NKITensor],
-                       api: str) -> None:
-    """The Vector engine's per-partition max accumulators: reset_reduce starts them over from this result,
-    reduce folds this result in, idle leaves them; ``reduce_res`` receives their value."""
-    if reduce_op is not None and op_name(reduce_op) != "maximum":
-        fail("err_unsupported_op", f"'{api}' reduces with max only, got {op_name(reduce_op)}")
-    cmd = getattr(reduce_cmd, "name", reduce_cmd) or "idle"
-    launch = runtime.current()
-    acc = getattr(launch, "vector_accumulators", None)
-    block_max = result.reshape(result.shape[0], -1).max(axis=1, keepdims=True).astype(np.float32)
-    if cmd in ("reset_reduce", "reset"):
-        acc = block_max if cmd == "reset_reduce" else np.full_like(block_max, -np.inf)
-    elif cmd == "reduce":
-        acc = block_max if acc is None or acc.shape != block_max.shape else np.maximum(acc, block_max)
-    elif cmd != "idle":
-        raise ValueError(f"'{api}': reduce_cmd must be a nisa.reduce_cmd, got {reduce_cmd!r}")
-    launch.vector_accumulators = acc
-    if reduce_res is not None:
-        check_tile(reduce_res, api, "reduce_res")
-        if acc is None:
-            acc = block_max
-        store_into(reduce_res, acc.reshape(reduce_res.shape), api)
-
-
-def select_reduce(predicate: NKITensor, on_true: NKITensor, on_false: Any, *, dst: Optional[NKITensor] = None,
-                  reduce_res: Optional[NKITensor] = None, reduce_cmd: Any = None, reduce_op: Any = None,
-                  reverse_pred: bool = False, dtype: Any = None, mask: Any = None) -> Optional[NKITensor]:
-    """``where(predicate, on_true, on_false)`` (on_false a scalar or (P, 1)), with an optional running max."""
-    api = "select_reduce"
-    check_tile(on_true, api, "on_true")
-    check_tile(predicate, api, "predicate")
-    same_partitions(api, ("on_true", on_true), ("predicate", predicate))
-    if on_true.buffer is psum and predicate.buffer is psum:
-        fail("err_unsupported_memory", f"'{api}': on_true and predicate cannot both be in PSUM")
-    if dtypes.is_float(predicate.dtype):
-        fail("err_unsupported_dtype", f"'{api}': predicate must hold integers, got {dtypes.name(predicate.dtype)}")
-    pred = np.asarray(predicate.read()).reshape(on_true.shape) != 0
-    if reverse_pred:
-        pred = ~pred
-    f = per_partition(on_false, on_true, api, "on_false")
-    result = np.where(pred, fp32(np.asarray(on_true.read())), f).astype(np.float32)
-    _vector_accumulate(result, reduce_cmd, reduce_op, reduce_res, api)
-    charge("vector", api, on_true.shape)
-    out_dtype = result_dtype(dtype, dst.dtype if dst is not None else on_true.dtype)
-    return emit(result, out_dtype, dst, as_mask(mask), api)
-
-
-def range_select(on_true: NKITensor, comp_op0: Any, comp_op1: Any, bound0: Any, bound1: Any, *,
-                 reduce_cmd: Any = None, reduce_res: Optional[NKITensor] = None, reduce_op: Any = None,
-                 range_start: Any = 0, on_false_value: Any = None, dtype: Any = None, mask: Any = None,
-                 dst: Optional[NKITensor] = None) -> Optional[NKITensor]:
-    """Keep the elements whose free index + range_start satisfies both comparisons with the per-partition
-    bounds, ``on_false_value`` elsewhere; with an optional running max (NeuronCore-v3+)."""
-    api = "range_select"
-    check_tile(on_true, api, "on_true_tile")
-    if runtime.current().target.name in ("trn1", "inf2"):
-        fail("err_unsupported_instruction", f"'{api}' needs NeuronCore-v3 (trn2) or later")
-    names = {"equal", "less", "less_equal", "greater", "greater_equal"}
-    ops = [op_name(comp_op0), op_name(comp_op1)]
-    if any(o not in names for o in ops):
-        fail("err_unsupported_op", f"'{api}' compares with equal, less, less_equal, greater or greater_equal, "
-                                   f"got {ops}")
-    p = on_true.shape[0]
-    idx = (np.arange(free_size(on_true.shape), dtype=np.float32) + np.float32(range_start)).reshape(1, -1)
-    b0 = per_partition(bound0, on_true, api, "bound0")
-    b1 = per_partition(bound1, on_true, api, "bound1")
-    b0 = np.asarray(b0, np.float32).reshape(p, 1) if np.ndim(b0) else b0
-    b1 = np.asarray(b1, np.float32).reshape(p, 1) if np.ndim(b1) else b1
-    keep = BINARY[ops[0]](idx, b0) & BINARY[ops[1]](idx, b1)
-    fill = np.float32(np.finfo(np.float32).min if on_false_value is None else on_false_value)
-    x = fp32(np.asarray(on_true.read())).reshape(p, -1)
-    result = np.where(keep, x, fill).astype(np.float32).reshape(on_true.shape)
-    _vector_accumulate(result, reduce_cmd, reduce_op, reduce_res, api)
-    charge("vector", api, on_true.shape)
-    out_dtype = result_dtype(dtype, dst.dtype if dst is not None else on_true.dtype)
-    return emit(result, out_dtype, dst, as_mask(mask), api)
-
-
-def match_replace8(data: NKITensor, vals: NKITensor, imm: Any, *, dst_idx: Optional[NKITensor] = None,
-                   mask: Any = None, dtype: Any = None, dst: Optional[NKITensor] = None) -> Optional[NKITensor]:
-    """Replace, per partition, the first occurrence of each of the 8 values in ``vals`` by ``imm``; their
-    indices go to ``dst_idx`` when given."""
-    api = "nc_match_replace8"
-    check_tile(data, api, "data")
-    check_tile(vals, api, "vals")
-    p = data.shape[0]
-    x = fp32(np.asarray(data.read())).reshape(p, -1).copy()
-    v = fp32(np.asarray(vals.read())).reshape(p, -1)
-    if v.shape[1] != TOP_K:
-        fail("err_shape_mismatch", f"'{api}': vals must hold {TOP_K} values per partition, got {v.shape[1]}")
-    if x.shape[1] > TOP_K_MAX_FREE:
-        fail("err_size_of_dimension_exceed_arch_limit", f"'{api}' takes at most {TOP_K_MAX_FREE} elements per "
-                                                        f"partition")
-    m = as_mask(mask)
-    allowed = np.ones_like(x, dtype=bool) if m is None else np.broadcast_to(
-        mask_for(m, data.shape), data.shape).reshape(p, -1)
-    idx = np.zeros((p, TOP_K), dtype=np.int64)
-    for r in range(p):
-        for j in range(TOP_K):
-            hits = np.flatnonzero((x[r] == v[r, j]) & allowed[r])
-            if hits.size:
-                idx[r, j] = hits[0]
-                x[r, hits[0]] = np.float32(imm)
-    if dst_idx is not None:
-        check_tile(dst_idx, api, "dst_idx")
-        store_into(dst_idx, idx.reshape(dst_idx.shape), api)
-    charge("vector", api, data.shape)
-    out_dtype = result_dtype(dtype, data.dtype)
-    return emit(x.reshape(data.shape), out_dtype, dst, None, api)
