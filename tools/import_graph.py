@@ -17,7 +17,7 @@ from collections import defaultdict
 
 PACKAGE = "torchneuron_ext"
 
-# Longest prefix wins. Lower numbers are lower layers.
+# Longest prefix wins; a key ending in "$" names that one module only. Lower numbers are lower layers.
 LAYERS = {
     # 0: leaves every layer may use: stdlib-only helpers, the internals inventory, the Python half of
     # csrc/instrumentation, the Trainium target records and projection formulas.
@@ -27,6 +27,8 @@ LAYERS = {
     "torchneuron_ext.trainium": 0,
     # 1: the NKI simulator's core (numpy only).
     "torchneuron_ext.nki": 1,
+    # The nki package's face: it assembles the core and, when torch is there, the torch integration.
+    "torchneuron_ext.nki$": 3,
     # 2: the torch.neuron device module.
     "torchneuron_ext.neuron": 2,
     # 3: features on the device: compile, custom ops, distributed, profiling, NKI's torch integration.
@@ -35,22 +37,19 @@ LAYERS = {
     "torchneuron_ext.distributed": 3,
     "torchneuron_ext.profiler": 3,
     "torchneuron_ext.nki.torch": 3,
-    # The integration's old paths: each is an alias of its module in nki/torch, so it sits on that layer.
+    # The integration's former paths (nki/torch_ops.py, aten_routing.py, interop.py): each is its module in
+    # nki/torch under the old name, so it sits in that layer although its file is in the core's folder.
     "torchneuron_ext.nki.torch_ops": 3,
     "torchneuron_ext.nki.aten_routing": 3,
     "torchneuron_ext.nki.interop": 3,
     "torchneuron_ext.costmodel": 3,
     # 4: what imitates other products, and the entry points.
     "torchneuron_ext.compat": 4,
+    # The former path of compat/aliases.py (`python -m torchneuron_ext.nki.compat`, docs/nki.md): a stub that
+    # re-exports compat's names, so it sits in compat's layer although its file is in nki/.
+    "torchneuron_ext.nki.compat": 4,
     "torchneuron_ext.cli": 4,
     "torchneuron_ext": 4,
-}
-
-# Modules whose own layer differs from their package's (exact names, not prefixes). The NKI package face
-# (torchneuron_ext/nki/__init__.py) imports the core's torch integration, which registers itself with the
-# core; every other module of the core stays on layer 1.
-FACES = {
-    "torchneuron_ext.nki": 3,
 }
 
 # The NKI core must not import these (at any level): it is tested with numpy alone.
@@ -60,9 +59,9 @@ FORBIDDEN_IN_CORE = ("torch",)
 
 
 def layer_of(module: str) -> int:
-    if module in FACES:
-        return FACES[module]
-    best = max((p for p in LAYERS if module == p or module.startswith(p + ".")), key=len)
+    if module + "$" in LAYERS:
+        return LAYERS[module + "$"]
+    best = max((p for p in LAYERS if not p.endswith("$") and (module == p or module.startswith(p + "."))), key=len)
     return LAYERS[best]
 
 
@@ -159,7 +158,7 @@ def upward(edges: dict[str, set[str]]) -> list[tuple[str, str]]:
 
 def impure_core(external: dict[str, set[str]]) -> list[tuple[str, str]]:
     return sorted((m, name) for m, names in external.items() for name in names
-                  if (m == NKI_CORE or m.startswith(NKI_CORE + "."))
+                  if m.startswith(NKI_CORE + ".")
                   and not any(m == x or m.startswith(x + ".") for x in NKI_CORE_EXCLUDED)
                   and name in FORBIDDEN_IN_CORE)
 

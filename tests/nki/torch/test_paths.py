@@ -27,3 +27,21 @@ def test_the_integration_registered_itself_with_the_core() -> None:
     assert kernel._arguments is TorchArguments
     assert kernel._trace_handler is not None
     assert dtypes.as_dtype(torch.bfloat16) == dtypes.bfloat16
+
+
+def test_a_route_installed_through_the_new_path_keys_compile_caches() -> None:
+    # A fresh process, so that nothing has imported the former path torchneuron_ext.nki.aten_routing.
+    import os
+    import subprocess
+    import sys
+    code = (
+        "import sys, torch\n"
+        "from torchneuron_ext.nki.torch import route_aten\n"
+        "from torchneuron_ext.compiler import backend\n"
+        "assert 'torchneuron_ext.nki.aten_routing' not in sys.modules\n"
+        "with route_aten('aten::rms_norm', lambda *args, **kwargs: NotImplemented):\n"
+        "    print(backend._routing_tag())\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "nki-routes:aten::rms_norm=" in proc.stdout
