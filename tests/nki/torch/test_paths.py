@@ -8,7 +8,7 @@ import torch
 
 import torchneuron_ext
 import torchneuron_ext.nki.torch as integration
-from torchneuron_ext.nki import dtypes, kernel
+from torchneuron_ext.nki import arguments, dtypes, kernel
 
 
 def test_old_paths_are_the_moved_modules() -> None:
@@ -24,7 +24,7 @@ def test_old_paths_are_the_moved_modules() -> None:
 
 def test_the_integration_registered_itself_with_the_core() -> None:
     from torchneuron_ext.nki.torch.launch import TorchArguments
-    assert kernel._arguments is TorchArguments
+    assert type(arguments.make()) is TorchArguments
     assert kernel._trace_handler is not None
     assert dtypes.as_dtype(torch.bfloat16) == dtypes.bfloat16
 

@@ -1,7 +1,7 @@
 """NKI's PyTorch integration: kernels on torch tensors, as operators, and as routes for ATen operators.
 
 Importing this package registers it with the numpy-only core: torch dtypes are accepted where NKI
-dtypes are (dtypes.py), torch tensors become kernel arguments (kernel.py, launch.py), and a launch that
+dtypes are (dtypes.py), torch tensors become kernel arguments (arguments.py, launch.py), and a launch that
 torch.compile or a tracing mode sees becomes an operator call (tracing.py, ops.py). ``torchneuron_ext.nki`` imports it when torch is importable. The operator
 machinery (``nki_op``, ``wrap_nki``) and ``route_aten`` load on first use: they define custom operators,
 which eager-only users need not pay for.
@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from .. import arguments as _arguments
 from .. import dtypes as _dtypes
 from .. import kernel as _kernel
 from . import interop as _interop
@@ -32,7 +33,7 @@ def _traced_launch(kernel: Any, grid: tuple, args: tuple, kwargs: dict) -> Any:
 
 
 _dtypes.register_foreign_dtypes("torch", _interop.torch_to_numpy_dtype)
-_kernel.set_arguments(_launch.TorchArguments)
+_arguments.set_arguments(_launch.TorchArguments)
 _kernel.set_trace_handler(_kernel.TraceHandler(_tracing.kernel_traced, _traced_launch))
 
 _LAZY = {"nki_op": "ops", "wrap_nki": "ops", "NKIKernelCaller": "ops", "clear_plan_cache": "ops",

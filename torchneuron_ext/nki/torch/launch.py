@@ -18,7 +18,8 @@ from ... import _torch_internals
 from ...instrumentation.activity import DeviceActivity
 from .. import runtime
 from ..cost_model import Costs
-from ..kernel import Arguments, Kernel
+from ..arguments import Arguments
+from ..kernel import Kernel
 from ..tensor import NKITensor
 from .interop import neuron_hbm_allocator, numpy_to_cpu_tensor, tensor_view, torch_to_numpy_dtype
 
