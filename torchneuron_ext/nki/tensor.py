@@ -14,7 +14,7 @@ import numpy as np
 from . import dtypes
 from .errors import NKIUnsupportedError, fail
 from .indexing import DynSlice, IndexExpr
-from .memory import Buffer, psum
+from .memory import Buffer
 
 
 class NKITensor:
