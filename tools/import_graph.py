@@ -37,6 +37,11 @@ LAYERS = {
     "torchneuron_ext.distributed": 3,
     "torchneuron_ext.profiler": 3,
     "torchneuron_ext.nki.torch": 3,
+    # The integration's former paths (nki/torch_ops.py, aten_routing.py, interop.py): each is its module in
+    # nki/torch under the old name, so it sits in that layer although its file is in the core's folder.
+    "torchneuron_ext.nki.torch_ops": 3,
+    "torchneuron_ext.nki.aten_routing": 3,
+    "torchneuron_ext.nki.interop": 3,
     "torchneuron_ext.costmodel": 3,
     # 4: what imitates other products, and the entry points.
     "torchneuron_ext.compat": 4,

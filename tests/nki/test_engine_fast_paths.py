@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from torchneuron_ext.nki.engine import _broadcast_shape, _larger_than
+from torchneuron_ext.nki.engines.operands import broadcast_shape, larger_than
 
 SHAPES = [[(128, 8), (128, 8)], [(128, 8), ()], [(), ()], [(), (4, 1)], [(128, 8), (128, 1)], [(1, 8), (128, 1)],
           [(128, 8), (), (128, 8)], [(4, 2, 3), (4, 1, 3)], [(128, 8), (64, 8)], [(2, 3), (3, 2)]]
@@ -16,16 +16,16 @@ def test_broadcast_shape_matches_numpy(shapes: list) -> None:
         expected = np.broadcast_shapes(*shapes)
     except ValueError:
         with pytest.raises(ValueError):
-            _broadcast_shape(shapes)
+            broadcast_shape(shapes)
         return
-    assert _broadcast_shape(shapes) == expected
+    assert broadcast_shape(shapes) == expected
 
 
 @pytest.mark.parametrize("src, dst, larger", [((128, 8), (128, 8), False), ((128, 1), (128, 8), False),
                                               ((128, 8), (128, 1), True), ((4, 6), (6, 4), False),
                                               ((256, 8), (128, 8), True), ((), (1, 1), False)])
 def test_larger_than(src: tuple, dst: tuple, larger: bool) -> None:
-    assert _larger_than(src, dst) is larger
+    assert larger_than(src, dst) is larger
 
 
 def test_new_tiles_never_share_memory_with_their_inputs() -> None:

@@ -50,7 +50,7 @@ _PHASES = {
 
 def _routing_tag() -> str:
     """ATen operators routed to NKI kernels change what a graph traces to, so they are part of the key."""
-    routing = sys.modules.get("torchneuron_ext.nki.aten_routing")
+    routing = sys.modules.get("torchneuron_ext.nki.torch.aten_routing")  # imported by either of its paths
     return routing.cache_tag() if routing is not None else ""
 
 

@@ -3,12 +3,16 @@
 ``torchneuron_ext.nki`` is the new dialect (NKI 0.2+, ``import nki``): ``nki.language``, ``nki.isa``
 with destination-first instructions, ``kernel[lnc]``, ``nki.simulate``. ``torchneuron_ext.nki.legacy``
 is the legacy dialect (``neuronxcc.nki``): functional ``nl``/``nisa`` with arange, mgrid and masks,
-SPMD grids, ``nki.simulate_kernel``. Both run on one interpreter (engine.py) that enforces the
-hardware's rules and raises :class:`NKIError` with the toolchain's error codes.
+SPMD grids, ``nki.simulate_kernel``. Both run on one interpreter (engines/) that enforces the
+hardware's rules and raises :class:`NKIError` with the toolchain's error codes. That core needs numpy
+only; its PyTorch integration (``nki.torch``: kernels on tensors, ``nki_op``, ``route_aten``) registers
+itself with it when torch is importable.
 See docs/nki.md; ``torchneuron_ext.nki.compat.install()`` makes ``import nki`` and
 ``import neuronxcc.nki`` resolve here.
 """
 from __future__ import annotations
+
+import importlib.util as _importlib_util
 
 from . import compiler, isa, language, typing  # noqa: F401
 from .entry_points import for_dialect
@@ -21,3 +25,8 @@ tensor = NKITensor
 
 __all__ = ["jit", "simulate", "simulate_kernel", "baremetal", "benchmark", "profile", "language", "isa",
            "typing", "compiler", "NKIError", "NKIUnsupportedError", "Kernel", "NKITensor", "tensor"]
+
+# The package face is the one place the core meets its torch integration: it registers itself with the
+# core on import, and the core runs and is tested with numpy alone when torch cannot be imported.
+if _importlib_util.find_spec("torch") is not None:
+    from . import torch as _torch_integration  # noqa: F401,E402

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import enum
-from typing import Any
+from typing import Any, Callable
 
 
 class engine(enum.Enum):
@@ -69,11 +69,33 @@ def engine_name(e: object, default: str = "vector") -> str:
     return str(e)
 
 
-def unsupported_instruction(name: str) -> Any:
-    """Module ``__getattr__`` of both isa modules: an instruction the simulator does not model."""
-    if name.startswith("__"):
-        raise AttributeError(name)
-    from .errors import NKIUnsupportedError
-    raise NKIUnsupportedError(
-        f"nki.isa.{name} is not modelled by the torchneuron_ext NKI simulator; see docs/nki.md for the "
-        f"instructions it runs")
+# AWS's nki.isa instructions (Neuron 2.26 for the legacy dialect, up to 2.33 for NKI 0.2+) that a dialect
+# of the simulator does not run: they exist, so feature detection (hasattr) sees AWS's surface, and calling
+# one says it is not modelled. Any other name is an AttributeError.
+AWS_INSTRUCTIONS = frozenset({
+    "nc_matmul", "nc_matmul_mx", "nc_transpose", "activation", "activate2", "activation_reduce", "tensor_reduce",
+    "tensor_partition_reduce", "tensor_tensor", "tensor_tensor_scan", "scalar_tensor_tensor", "tensor_scalar",
+    "tensor_scalar_reduce", "tensor_scalar_cumulative", "tensor_copy", "tensor_copy_dynamic_src",
+    "tensor_copy_dynamic_dst", "tensor_copy_predicated", "exponential", "reciprocal", "quantize_mx", "iota",
+    "dropout", "affine_select", "range_select", "select_reduce", "sequence_bounds", "memset", "bn_stats",
+    "bn_aggr", "local_gather", "nc_n_gather", "dma_copy", "dma_transpose", "dma_compute", "max8",
+    "nc_find_index8", "nc_match_replace8", "nc_stream_shuffle", "register_alloc", "register_load",
+    "register_move", "register_store", "core_barrier", "sendrecv", "rng", "rand2", "rand_set_state",
+    "rand_get_state", "set_rng_seed", "nonzero_with_count",
+})
+
+
+def unmodelled_instructions(module: str) -> Callable[[str], Any]:
+    """The module ``__getattr__`` of an isa module (called only for names it does not define)."""
+    def __getattr__(name: str) -> Any:
+        if name not in AWS_INSTRUCTIONS:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+        def unmodelled(*args: Any, **kwargs: Any) -> Any:
+            from .errors import NKIUnsupportedError
+            raise NKIUnsupportedError(
+                f"nki.isa.{name} is not modelled by the torchneuron_ext NKI simulator; see docs/nki.md for the "
+                f"instructions it runs")
+        unmodelled.__name__ = unmodelled.__qualname__ = name
+        return unmodelled
+    return __getattr__

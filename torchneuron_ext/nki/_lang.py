@@ -7,11 +7,12 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from . import dtypes as _dt
-from . import engine as _eng
+from . import engines as _eng
 from . import runtime as _rt
 from .errors import NKIUnsupportedError, fail
-from .indexing import DynSlice, ds
-from .memory import hbm, private_hbm, psum, sbuf, shared_hbm, tile_size
+from .indexing import DynSlice, as_mask, ds
+from .memory import hbm, private_hbm, psum, sbuf, shared_hbm
+from .runtime import tile_size
 from .tensor import NKITensor
 
 bool_, int8, int16, int32 = _dt.bool_, _dt.int8, _dt.int16, _dt.int32
@@ -135,7 +136,6 @@ def _rng() -> np.random.Generator:
 def random_seed(seed: Any, *, mask: Any = None) -> None:
     """Seed the on-device random number generator (nl.rand, nl.dropout, nisa.dropout draw from it)."""
     if mask is not None:
-        from .indexing import as_mask
         if as_mask(mask) is not None:
             raise NKIUnsupportedError("nl.random_seed with a mask that is not always true is not modelled")
     _eng.random_seed(seed)
@@ -353,12 +353,16 @@ def matmul(x: NKITensor, y: NKITensor, *, transpose_x: bool = False, mask: Any =
             fail("err_size_of_dimension_exceed_arch_limit",
                  f"'matmul' without transpose_x transposes x on the Tensor engine: x must be at most {pe}x{pe}, "
                  f"got {x.shape}")
-        x = _eng.transpose(x, api="transpose")
+        x = transpose(x)
     return _eng.matmul(x, y, api="matmul", allow_psum_operands=True, mask=mask)
 
 
 def transpose(x: NKITensor, *, dtype: Any = None, mask: Any = None) -> NKITensor:
-    return _eng.transpose(x, api="transpose", dtype=dtype, mask=mask)
+    """nl.transpose: a 2-D tile's transpose as an SBUF tile of its dtype (nc_transpose's is fp32 in PSUM)."""
+    _eng.check_tile(x, "transpose", "data")
+    if x.ndim > 2:
+        fail("err_exceed_max_supported_dimension", f"'transpose' takes a 2-D tile, got {x.shape}")
+    return _eng.transpose(x, api="transpose", dtype=dtype, mask=mask, psum_result=False)
 
 
 def _unsupported(name: str, hint: str) -> Callable:

@@ -84,11 +84,3 @@ class Costs:
     @property
     def busiest_engine(self) -> str:
         return max(self.busy_s.items(), key=lambda kv: kv[1])[0]
-
-    def merge(self, other: "Costs") -> None:
-        for k, v in other.busy_s.items():
-            self.busy_s[k] += v
-        self.instructions.update(other.instructions)
-        self.bytes_read += other.bytes_read
-        self.bytes_written += other.bytes_written
-        self.flops += other.flops

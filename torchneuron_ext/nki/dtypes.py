@@ -1,7 +1,7 @@
 """NKI data types (numpy dtypes; bf16 and fp8 from ml_dtypes) and the engines' promotion rules."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import ml_dtypes
 import numpy as np
@@ -22,18 +22,28 @@ _FLOATS = {float16, float32, bfloat16, float8_e4m3, float8_e4m3fn, float8_e5m2, 
 _FP8 = {float8_e4m3, float8_e4m3fn, float8_e5m2, float8_e8m0fnu}
 
 
+# Other libraries' dtype objects, by the module their type is defined in: an integration registers its
+# converter (nki/torch registers torch's), so the core accepts them without importing the library.
+_FOREIGN: dict[str, Callable[[Any], np.dtype]] = {}
+
+
+def register_foreign_dtypes(module: str, convert: Callable[[Any], np.dtype]) -> None:
+    """Let ``as_dtype`` accept dtype objects whose type is defined in ``module`` (e.g. "torch")."""
+    _FOREIGN[module] = convert
+
+
 def as_dtype(dtype: Any) -> np.dtype:
-    """Accept NKI dtypes, numpy dtypes and scalar types, torch dtypes and names such as "bfloat16"."""
+    """Accept NKI dtypes, numpy dtypes and scalar types, registered foreign dtypes (torch's) and names such
+    as "bfloat16"."""
     if dtype is None:
         raise TypeError("dtype is None")
     if isinstance(dtype, np.dtype):
         return dtype
     if isinstance(dtype, DtypeAlias):
         return dtype.dtype
-    mod = type(dtype).__module__
-    if mod == "torch":
-        from .interop import torch_to_numpy_dtype
-        return torch_to_numpy_dtype(dtype)
+    convert = _FOREIGN.get(type(dtype).__module__)
+    if convert is not None:
+        return convert(dtype)
     if isinstance(dtype, str) and hasattr(ml_dtypes, dtype):
         return np.dtype(getattr(ml_dtypes, dtype))
     return np.dtype(dtype)

@@ -5,6 +5,7 @@ On this machine every mode runs the simulator on the host (there is no NeuronCor
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 from typing import Any, Callable, Optional
@@ -47,16 +48,11 @@ def make_simulate(dialect: str) -> Callable:
         k, grid = as_kernel(kernel, dialect)
         bound = GridKernel(k, grid)
 
-        @functools_wraps(k)
+        @functools.wraps(k.func)
         def run(*args: Any, **kwargs: Any) -> Any:
             return bound(*args, **kwargs)
         return run
     return simulate
-
-
-def functools_wraps(k: Kernel) -> Callable:
-    import functools
-    return functools.wraps(k.func)
 
 
 def make_baremetal(dialect: str) -> Callable:

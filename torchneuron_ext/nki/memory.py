@@ -1,4 +1,5 @@
-"""The NeuronCore memories a kernel sees, the targets' capacities and the tile-size constants."""
+"""The NeuronCore memories a kernel sees and the targets' capacities: plain data (nl.tile_size, which reads
+the running launch's target, is runtime.py's)."""
 from __future__ import annotations
 
 from ..trainium import targets as _targets
@@ -38,34 +39,3 @@ def default_target() -> _targets.Target:
     """The configured target (trainium.targets.target_from_environment: NEURON_EMU_TARGET, else
     NKI_TARGET, else NEURON_PLATFORM_TARGET_OVERRIDE, else trn2)."""
     return _targets.target_from_environment()
-
-
-def current_target() -> Target:
-    """The running launch's target (nki.jit(platform_target=...) or NKI_TARGET), else NKI_TARGET's."""
-    from . import runtime
-    launch = runtime.current_or_none()
-    return launch.target if launch is not None else default_target()
-
-
-class _TileSize:
-    """``nl.tile_size``: the hardware's tile limits, read from the current target."""
-    psum_min_align = 4
-    sbuf_min_align = 1
-
-    pmax = property(lambda self: current_target().num_partitions)
-    psum_fmax = property(lambda self: current_target().psum_bank_fmax)
-    psum_bank_fmax = psum_fmax
-    psum_num_banks = property(lambda self: current_target().psum_num_banks)
-    gemm_stationary_fmax = property(lambda self: current_target().gemm_stationary_fmax)
-    gemm_moving_fmax = property(lambda self: current_target().gemm_moving_fmax)
-    bn_stats_fmax = property(lambda self: current_target().bn_stats_fmax)
-    total_available_sbuf_size = property(lambda self: current_target().sbuf_partition_bytes)
-    sbuf_size_bytes = total_available_sbuf_size
-    sbuf_fmax_bytes = total_available_sbuf_size
-    sbuf_fmax = property(lambda self: current_target().sbuf_partition_bytes // 4)
-
-    def __repr__(self) -> str:
-        return "nl.tile_size"
-
-
-tile_size = _TileSize()

@@ -11,6 +11,7 @@ import ast
 import inspect
 import math
 import sys
+import textwrap
 import threading
 import weakref
 from typing import Any, Callable, Optional
@@ -18,8 +19,8 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from . import cost_model, dtypes
-from .errors import NKIError, fail
-from .memory import Buffer, Target, psum, sbuf, shared_hbm
+from .errors import NKIError, _is_internal, _kernel_location, fail
+from .memory import Buffer, Target, default_target, psum, sbuf, shared_hbm
 
 _state = threading.local()
 
@@ -48,7 +49,7 @@ class Storage:
         self.live: Optional[list] = None  # the live-range record of an automatically allocated tile
         # New-dialect nc_matmul overwrites a PSUM location on its first write and accumulates after. The
         # flags are one byte per byte of memory, so any view of the array finds its flags at the same byte
-        # offsets and strides (engine._psum_started); directly allocated tiles share their arena's flags.
+        # offsets and strides (Storage.flags); directly allocated tiles share their arena's flags.
         # psum_defined: written at all since allocation. A legacy `psum += nc_matmul(...)` into positions
         # never written overwrites them (the toolchain starts the accumulation group there).
         if buffer is psum and flags is None:
@@ -56,6 +57,32 @@ class Storage:
             defined = np.zeros(array.nbytes, dtype=bool)
             flag_origin = array.__array_interface__["data"][0]
         self.psum_started, self.psum_defined, self.flag_origin = flags, defined, flag_origin
+
+    def flags(self, arr: np.ndarray, which: str = "started") -> np.ndarray:
+        """The started- (or defined-) flags of the PSUM elements ``arr`` (a view of this storage) covers: one
+        flag byte per memory byte, so the flags have the array's own byte offset and strides."""
+        flags = self.psum_started if which == "started" else self.psum_defined
+        offset = arr.__array_interface__["data"][0] - self.flag_origin
+        return np.lib.stride_tricks.as_strided(flags[offset:], shape=arr.shape, strides=arr.strides)
+
+    def started_flags(self, view: Any) -> Any:
+        """The 'already written by a matmul' flags of the PSUM elements a tile ``view`` of this storage covers."""
+        if view.index is not None:
+            return _IndexedFlags(self.flags(view.arr), view)
+        return self.flags(view.arr)
+
+
+class _IndexedFlags:
+    """PSUM started-flags addressed through advanced indexing (rare: legacy tiles indexed with arange)."""
+
+    def __init__(self, flags: np.ndarray, view: Any) -> None:
+        self.flags, self.view = flags, view
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        return self.flags[self.view._checked_index(None)[0]]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.flags[self.view._checked_index(None)[0]] = value
 
 
 class BlockLive:
@@ -329,7 +356,6 @@ class Launch:
         self._live[buffer] += nbytes * blocks
         weakref.finalize(storage, self._release, buffer, nbytes * blocks)
         if self._live[buffer] > capacity:
-            from .errors import _kernel_location
             where = (_kernel_location(sys._getframe(2)), tuple(shape))
             for r in records:
                 r[5] = where
@@ -370,12 +396,8 @@ class Launch:
     def _release(self, buffer: Buffer, nbytes: int) -> None:
         self._live[buffer] -= nbytes
 
-    def live_bytes(self, buffer: Buffer) -> int:
-        return self._live[buffer]
-
     def _check_kernel_level(self) -> None:
         """shared_hbm outputs must be created in the kernel body, not in a loop."""
-        import sys
         frame = sys._getframe(3)
         while frame is not None and frame.f_code is not self.func.__code__:
             frame = frame.f_back
@@ -392,14 +414,12 @@ def _reset_psum_flags(tile: Storage, fill: Any) -> None:
     """A (re)allocated PSUM tile starts with no matmul accumulation and, unless filled, nothing written."""
     if tile.psum_started is None:
         return
-    from .engine import _flags_of
-    _flags_of(tile, tile.array, "started")[...] = False
-    _flags_of(tile, tile.array, "defined")[...] = fill not in (None, "uninit")
+    tile.flags(tile.array, "started")[...] = False
+    tile.flags(tile.array, "defined")[...] = fill not in (None, "uninit")
 
 
 def _user_stack() -> tuple:
     """The kernel's call stack at this point: (code, line) of every frame outside the package."""
-    from .errors import _is_internal
     out = []
     f = sys._getframe(2)
     while f is not None:
@@ -428,7 +448,6 @@ def _parse_nested_statement_lines(func: Callable) -> set:
         first = func.__code__.co_firstlineno
     except (OSError, TypeError):
         return set()
-    import textwrap
     tree = ast.parse(textwrap.dedent(source))
     lines: set = set()
     for node in ast.walk(tree):
@@ -483,3 +502,34 @@ class active:
 
     def __exit__(self, *exc: Any) -> None:
         _state.launch = self.prev
+
+
+def current_target() -> Target:
+    """The running launch's target (nki.jit(platform_target=...) or NKI_TARGET), else NKI_TARGET's."""
+    launch = current_or_none()
+    return launch.target if launch is not None else default_target()
+
+
+class _TileSize:
+    """``nl.tile_size``: the hardware's tile limits, read from the current target (so it lives with the
+    launch state rather than with memory.py's plain data)."""
+    psum_min_align = 4
+    sbuf_min_align = 1
+
+    pmax = property(lambda self: current_target().num_partitions)
+    psum_fmax = property(lambda self: current_target().psum_bank_fmax)
+    psum_bank_fmax = psum_fmax
+    psum_num_banks = property(lambda self: current_target().psum_num_banks)
+    gemm_stationary_fmax = property(lambda self: current_target().gemm_stationary_fmax)
+    gemm_moving_fmax = property(lambda self: current_target().gemm_moving_fmax)
+    bn_stats_fmax = property(lambda self: current_target().bn_stats_fmax)
+    total_available_sbuf_size = property(lambda self: current_target().sbuf_partition_bytes)
+    sbuf_size_bytes = total_available_sbuf_size
+    sbuf_fmax_bytes = total_available_sbuf_size
+    sbuf_fmax = property(lambda self: current_target().sbuf_partition_bytes // 4)
+
+    def __repr__(self) -> str:
+        return "nl.tile_size"
+
+
+tile_size = _TileSize()

@@ -3,7 +3,7 @@
 A tensor is an allocation (`Storage`), a numpy view of it after basic indexing, and optionally the
 integer index arrays of advanced indexing (``nl.arange``/``nl.mgrid`` expressions), applied lazily so
 that a masked access can leave out-of-bounds positions alone. Reading and writing go through
-``read``/``write``, which enforce the bounds rules; engines (``engine.py``) compute on what they read.
+``read``/``write``, which enforce the bounds rules; engines (``engines/``) compute on what they read.
 """
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from . import dtypes
-from .errors import fail
+from .errors import NKIUnsupportedError, fail
 from .indexing import DynSlice, IndexExpr
-from .memory import Buffer, psum
+from .memory import Buffer
 
 
 class NKITensor:
@@ -166,7 +166,6 @@ class NKITensor:
             if isinstance(k, np.ndarray) and k.size == 1:
                 k = int(k.reshape(-1)[0])
             if not isinstance(k, (int, np.integer)):
-                from .errors import NKIUnsupportedError
                 raise NKIUnsupportedError(
                     f"a directly allocated tensor ({self.storage.name or 'nki.compiler allocation'}, shape "
                     f"{self.shape}) is indexed by {k!r} on block dimension {axis}: the simulator selects blocks "
@@ -177,7 +176,6 @@ class NKITensor:
                 fail("err_tensor_access_out_of_bound", f"index {int(k)} exceed dimension size of {dim}")
             idx.append(i)
         if len(idx) < nb:
-            from .errors import NKIUnsupportedError
             raise NKIUnsupportedError(
                 f"a directly allocated tensor of shape {self.shape} has {nb} block dimensions; index all of "
                 f"them with integers to get a tile")
@@ -201,17 +199,6 @@ class NKITensor:
             shape[len(lead) + j] = size
             out.append(np.broadcast_to(np.arange(size).reshape(shape), lead + trailing))
         return out
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        dst = self[key]
-        if isinstance(value, NKITensor) and value._updated:
-            value._updated = False  # `t[i] += x` already updated t[i] in place
-            return
-        from . import engine
-        if isinstance(value, NKITensor) and value._reduce_into is not None:
-            engine.accumulate(dst, value._reduce_into, value)  # nl.loop_reduce after its first iteration
-            return
-        engine.assign(dst, value)
 
     # -- access --------------------------------------------------------------
     def _fast_slices(self) -> Optional[tuple]:
@@ -286,9 +273,8 @@ class NKITensor:
             rec[1] = clock
 
     def _mark_defined(self, mask: Optional[np.ndarray]) -> None:
-        """PSUM: these positions now hold written data (engine.accumulate)."""
-        from .engine import _flags_of
-        flags = _flags_of(self.storage, self.arr, "defined")
+        """PSUM: these positions now hold written data (engines.accumulate)."""
+        flags = self.storage.flags(self.arr, "defined")
         if self.index is None:
             if mask is None:
                 flags[...] = True
@@ -332,7 +318,6 @@ class NKITensor:
         if self.index is None or self._fast_slices() is not None:
             target = self.arr if self.index is None else self.arr[self._slices]
             if rmw is not None:
-                from . import dtypes
                 values = dtypes.cast(np.asarray(rmw(target.astype(np.float32), np.asarray(values, np.float32))),
                                      target.dtype)
             if mask is None:
@@ -349,10 +334,8 @@ class NKITensor:
         if rmw is None:
             self.arr[idx] = vals
             return
-        from . import dtypes
         ufunc = rmw if isinstance(rmw, np.ufunc) else None
         if ufunc is None:
-            from .errors import NKIUnsupportedError
             raise NKIUnsupportedError(f"read-modify-write with {rmw!r} through indirect indices: use a numpy ufunc "
                                       f"such as np.add or np.maximum")
         work = self.arr.astype(np.float32)
@@ -386,7 +369,6 @@ class NKITensor:
         """An access pattern ``[[step, num], ...]`` over this tensor's memory, starting at ``offset``.
         Dynamic offsets (``scalar_offset``, ``vector_offset``/``indirect_dim``) are not modelled."""
         if scalar_offset is not None or vector_offset is not None:
-            from .errors import NKIUnsupportedError
             raise NKIUnsupportedError(".ap(scalar_offset=..., vector_offset=...) (dynamic access patterns) is not "
                                       "modelled by the simulator; index with a tile instead (t[idx_tile, ...])")
         if self.index is not None or not self.arr.flags.c_contiguous:
@@ -402,74 +384,10 @@ class NKITensor:
         view = np.lib.stride_tricks.as_strided(flat[offset:], shape=shape, strides=strides)
         return NKITensor(self.storage, view, None, 0)
 
-    def broadcast_to(self, shape: Sequence[int]) -> "NKITensor":
-        from . import engine
-        return engine.broadcast_to(self, tuple(shape))
-
-    def astype(self, dtype: Any) -> "NKITensor":
-        from . import engine
-        return engine.copy(self, dtype=dtype)
-
-    def expand_dims(self, axis: int) -> "NKITensor":
-        from . import engine
-        return engine.expand_dims(self, axis)
-
-    # -- operators (engine ops on tiles) -------------------------------------
-    def _bin(self, op: str, other: Any, reverse: bool = False) -> "NKITensor":
-        from . import engine
-        a, b = (other, self) if reverse else (self, other)
-        return engine.elementwise(op, (a, b), operator_overload=True)
-
-    def __add__(self, o): return self._bin("add", o)
-    def __radd__(self, o): return self._bin("add", o, True)
-    def __sub__(self, o): return self._bin("subtract", o)
-    def __rsub__(self, o): return self._bin("subtract", o, True)
-    def __mul__(self, o): return self._bin("multiply", o)
-    def __rmul__(self, o): return self._bin("multiply", o, True)
-    def __truediv__(self, o): return self._bin("divide", o)
-    def __rtruediv__(self, o): return self._bin("divide", o, True)
-    def __pow__(self, o): return self._bin("power", o)
-    def __rpow__(self, o): return self._bin("power", o, True)
-    def __mod__(self, o): return self._bin("mod", o)
-    def __and__(self, o): return self._bin("bitwise_and", o)
-    def __rand__(self, o): return self._bin("bitwise_and", o, True)
-    def __or__(self, o): return self._bin("bitwise_or", o)
-    def __ror__(self, o): return self._bin("bitwise_or", o, True)
-    def __xor__(self, o): return self._bin("bitwise_xor", o)
-    def __rxor__(self, o): return self._bin("bitwise_xor", o, True)
-    def __lshift__(self, o): return self._bin("left_shift", o)
-    def __rshift__(self, o): return self._bin("right_shift", o)
-    def __lt__(self, o): return self._bin("less", o)
-    def __le__(self, o): return self._bin("less_equal", o)
-    def __gt__(self, o): return self._bin("greater", o)
-    def __ge__(self, o): return self._bin("greater_equal", o)
-    def __eq__(self, o): return self._bin("equal", o)  # type: ignore[override]
-    def __ne__(self, o): return self._bin("not_equal", o)  # type: ignore[override]
+    # The operators (a + b, t[...] = v, t += x, ...), broadcast_to, astype and expand_dims are engine
+    # instructions: the engines package installs them (engines/operators.py), so this module needs no engine.
     __hash__ = object.__hash__
     __array_ufunc__ = None  # `index_expr + tile` falls back to the tile's reflected operator
-
-    def __neg__(self):
-        from . import engine
-        return engine.elementwise("negative", (self,))
-
-    def __invert__(self):
-        from . import engine
-        return engine.elementwise("invert", (self,))
-
-    def __abs__(self):
-        from . import engine
-        return engine.elementwise("abs", (self,))
-
-    def _iop(self, op: str, other: Any) -> "NKITensor":
-        from . import engine
-        engine.accumulate(self, op, other)
-        self._updated = True
-        return self
-
-    def __iadd__(self, o): return self._iop("add", o)
-    def __isub__(self, o): return self._iop("subtract", o)
-    def __imul__(self, o): return self._iop("multiply", o)
-    def __itruediv__(self, o): return self._iop("divide", o)
 
 
 def _fit(values: Any, shape: tuple) -> Any:
@@ -517,7 +435,6 @@ def _dynamic_index(t: "NKITensor") -> IndexExpr:
         fail("err_unsupported_memory",
              "dynamic indices have to be in SBUF (or PSUM): load the index tensor first, e.g. "
              "idx_tile = nl.load(idx_tensor[i_p])")
-    from . import dtypes
     if dtypes.is_float(t.dtype) or t.dtype == np.bool_:
         fail("err_unsupported_dtype", f"a tile used as an index must hold integers, got {dtypes.name(t.dtype)}")
     return np.asarray(t.read(), dtype=np.int64).view(IndexExpr)

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-from .. import engine as _eng
+from .. import dtypes as _dtypes
+from .. import engines as _eng
 from .._isa_common import check_dge_mode as _check_dge_mode
-from .._isa_common import unsupported_instruction as _unsupported_instruction
+from .._isa_common import unmodelled_instructions as _unmodelled_instructions
 from .._isa_common import (activation_engine, dge_mode, engine, engine_name, get_nc_version, gpsimd_engine,  # noqa
                            nc_version, oob_mode, reduce_cmd, scalar_engine, tensor_engine, unknown_engine,
                            vector_engine)
@@ -100,7 +101,7 @@ def tensor_copy_dynamic_src(src: NKITensor, *, dtype: Any = None, mask: Any = No
 def tensor_copy_predicated(*, src: Any, dst: NKITensor, predicate: NKITensor, reverse_pred: bool = False,
                            dtype: Any = None, mask: Any = None) -> NKITensor:
     """``dst = src`` where ``predicate`` is nonzero; the rest of ``dst`` is unchanged. Returns ``dst``."""
-    if dtype is not None and _eng.dtypes.as_dtype(dtype) != dst.dtype:
+    if dtype is not None and _dtypes.as_dtype(dtype) != dst.dtype:
         raise NKIUnsupportedError("nki.isa.tensor_copy_predicated(dtype=...) other than dst's dtype is not modelled")
     _eng.tensor_copy_predicated(src, dst, predicate, reverse_pred=reverse_pred, mask=mask)
     return dst
@@ -201,7 +202,7 @@ def range_select(*, on_true_tile: NKITensor, comp_op0: Any, comp_op1: Any, bound
 def nc_stream_shuffle(src: NKITensor, dst: NKITensor, shuffle_mask: Sequence[Any], *, dtype: Any = None,
                       mask: Any = None) -> None:
     """Cross-partition moves within each 32-partition quadrant: dst[i] = src[shuffle_mask[i]]."""
-    if dtype is not None and _eng.dtypes.as_dtype(dtype) != dst.dtype:
+    if dtype is not None and _dtypes.as_dtype(dtype) != dst.dtype:
         raise NKIUnsupportedError("nki.isa.nc_stream_shuffle(dtype=...) other than dst's dtype is not modelled")
     _eng.stream_shuffle(src, dst, shuffle_mask, mask=mask)
 
@@ -223,4 +224,4 @@ def local_gather(src_buffer: NKITensor, index: NKITensor, num_elem_per_idx: int 
     return _eng.local_gather(src_buffer, index, num_elem_per_idx, num_valid_indices, mask=mask)
 
 
-__getattr__ = _unsupported_instruction  # the instructions the simulator does not model
+__getattr__ = _unmodelled_instructions(__name__)

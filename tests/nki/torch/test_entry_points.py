@@ -4,7 +4,7 @@ import pytest
 import torch
 from expecttest import TestCase
 
-from tests.nki.torch_kernels import add_into, add_kernel, axpy_, copy_new, scale_
+from tests.nki.torch.kernels import add_into, add_kernel, axpy_, copy_new, scale_
 
 
 def _pair(rows=256, cols=64, dtype=torch.float32):
@@ -113,7 +113,7 @@ def test_second_device():
 
 
 def test_requires_grad_tensors_warn_once_that_no_gradient_flows():
-    from torchneuron_ext.nki import kernel as kernel_module
+    from torchneuron_ext.nki.torch import launch as kernel_module
     kernel_module._warned_autograd.discard("add_kernel")
     a, b = _pair()
     na = a.to("neuron").requires_grad_()

@@ -9,7 +9,7 @@ from expecttest import TestCase
 import torchneuron_ext
 from torchneuron_ext.nki.aten_routing import route_aten, routes
 from torchneuron_ext.nki.torch_ops import nki_op, wrap_nki
-from tests.nki.torch_kernels import relu_kernel, rms_norm_kernel, rms_norm_op
+from tests.nki.torch.kernels import relu_kernel, rms_norm_kernel, rms_norm_op
 
 
 nki_rms_norm = rms_norm_op("nki_route_test")

@@ -11,7 +11,7 @@ from torchneuron_ext.compiler import graph_breaks
 from torchneuron_ext.compiler.backend import neuron_backend
 from torchneuron_ext.nki import torch_ops
 from torchneuron_ext.nki.torch_ops import nki_op, wrap_nki
-from tests.nki.torch_kernels import add_into, add_kernel, axpy_, copy_new, rms_norm_op, scale_
+from tests.nki.torch.kernels import add_into, add_kernel, axpy_, copy_new, rms_norm_op, scale_
 
 
 @pytest.fixture(autouse=True)
@@ -127,7 +127,7 @@ def test_plan_is_cached_per_shape_dtype_grid_and_constants():
         assert len(torch_ops._plans_by_call) == 4
     plans = list(torch_ops._plans_by_call.values())
     assert plans[0].mutated == (0,) and plans[0].layout == ("arg", 0)
-    assert plans[3].mutated == () and plans[3].layout == ("new", 0)
+    assert plans[3].mutated == () and plans[3].layout == ("created", 0)
 
 
 # -------------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from torch.profiler import ProfilerActivity, profile
 import torchneuron_ext
 from torchneuron_ext import profiler as neuron_profiler
 from torchneuron_ext.nki.torch_ops import nki_op
-from tests.nki.torch_kernels import add_kernel, relu_kernel
+from tests.nki.torch.kernels import add_kernel, relu_kernel
 
 
 @nki_op("nki_prof_test::relu", mutates_args=())

@@ -1,4 +1,4 @@
-"""Small NKI kernels shared by the PyTorch-integration tests (tests/nki/test_torch_*.py)."""
+"""Small NKI kernels shared by the PyTorch-integration tests (tests/nki/torch/)."""
 import torch
 
 import torchneuron_ext.nki as nki_new
@@ -85,7 +85,7 @@ def rms_norm_op(namespace: str):
     """``<namespace>::rms_norm``, an nki_op over rms_norm_kernel whose backward is
     ``<namespace>::rms_norm_backward`` (rms_norm_backward_kernel) for x and torch for the weight.
     Each test module registers its own namespace: an operator can be defined once per process."""
-    from torchneuron_ext.nki.torch_ops import nki_op
+    from torchneuron_ext.nki.torch import nki_op
 
     @nki_op(f"{namespace}::rms_norm", mutates_args=())
     def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:

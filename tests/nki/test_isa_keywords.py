@@ -1,0 +1,96 @@
+"""The default dialect's instruction surface: every keyword an instruction takes is honoured or refused by
+name, as in the legacy dialect, and both dialects' ``nki.isa`` answer feature detection truthfully."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import torchneuron_ext.nki as nki
+import torchneuron_ext.nki.isa as nisa
+import torchneuron_ext.nki.language as nl
+import torchneuron_ext.nki.legacy.isa as legacy_isa
+from torchneuron_ext.nki import NKIError, NKIUnsupportedError
+
+
+def f32(*shape: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def _copy_kernel(**keywords):
+    @nki.jit
+    def k(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a)
+        u = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=u, src=t, **keywords)
+        nisa.dma_copy(dst=out, src=u)
+        return out
+    return k
+
+
+def test_a_keyword_no_instruction_takes_is_refused_by_name() -> None:
+    a = f32(8, 8)
+    np.testing.assert_array_equal(_copy_kernel(name="copy0")(a), a)  # AWS's instruction label is accepted
+    with pytest.raises(TypeError, match="enigne"):
+        _copy_kernel(enigne=nisa.vector_engine)(a)
+    with pytest.raises(TypeError, match="dtype"):  # the legacy dialect's keyword: here dst's dtype decides
+        _copy_kernel(dtype=nl.bfloat16)(a)
+
+
+def _matmul_kernel(**hints):
+    @nki.jit
+    def k(a, b):
+        out = nl.ndarray((a.shape[1], b.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm)
+        ta = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        tb = nl.ndarray(b.shape, dtype=b.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=ta, src=a)
+        nisa.dma_copy(dst=tb, src=b)
+        acc = nl.ndarray((a.shape[1], b.shape[1]), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(acc, ta, tb, **hints)
+        res = nl.ndarray(acc.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=res, src=acc)
+        nisa.dma_copy(dst=out, src=res)
+        return out
+    return k
+
+
+def test_matmul_hints_are_held_to_their_promise() -> None:
+    a, eye = f32(32, 16), np.eye(32, dtype=np.float32)
+    np.testing.assert_allclose(_matmul_kernel(is_moving_onezero=True, is_transpose=True)(a, eye), a.T, rtol=1e-6)
+    with pytest.raises(NKIError) as info:
+        _matmul_kernel(is_moving_onezero=True)(a, f32(32, 8))
+    assert info.value.code == "err_onezero_hint_violated"
+    with pytest.raises(NKIError) as info:
+        _matmul_kernel(is_transpose=True)(a, 2 * eye)
+    assert info.value.code == "err_is_transpose_needs_identity"
+    with pytest.raises(NKIError) as info:
+        _matmul_kernel(tile_position=(16, 0), tile_size=(32, 32))(a, eye)
+    assert info.value.code == "err_invalid_pe_tiling"
+
+
+def test_an_option_aws_takes_that_is_not_modelled_is_refused_by_name() -> None:
+    @nki.jit
+    def k(a, max_value):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a)
+        e = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.exponential(dst=e, src=t, max_value=max_value)
+        nisa.dma_copy(dst=out, src=e)
+        return out
+
+    a = f32(8, 8)
+    np.testing.assert_allclose(k(a, 0.0), np.exp(a), rtol=1e-6)
+    with pytest.raises(NKIUnsupportedError, match=r"nki.isa.exponential\(max_value=...\)"):
+        k(a, 1.0)
+
+
+@pytest.mark.parametrize("isa", [nisa, legacy_isa], ids=["new", "legacy"])
+def test_feature_detection_sees_aws_names_only(isa) -> None:
+    assert not hasattr(isa, "no_such_instruction")
+    with pytest.raises(AttributeError, match="no_such_instruction"):
+        isa.no_such_instruction  # noqa: B018
+    assert hasattr(isa, "nc_matmul_mx")  # AWS has it; calling it says the simulator does not model it
+    with pytest.raises(NKIUnsupportedError, match="nki.isa.nc_matmul_mx is not modelled"):
+        isa.nc_matmul_mx()

@@ -1,0 +1,210 @@
+"""What every engine instruction shares: operand checks, reading operands, and writing results.
+
+An instruction checks its tiles (check_tile), reads them as fp32 or integer arrays (value_of, fp32),
+charges its engine (charge) and writes the result into ``dst`` or a new SBUF tile (emit, store_into),
+honouring a legacy ``mask=`` on the way.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from .. import dtypes, runtime
+from ..errors import fail
+from ..memory import Buffer, psum, sbuf
+from ..tensor import _mask_to, NKITensor
+
+
+def quiet() -> Any:  # masked-out and uninitialised (NaN) lanes go through exp, rsqrt...
+    return np.errstate(all="ignore")
+
+
+def check_tile(x: Any, api: str, arg: str, *, allow_psum: bool = True, allow_hbm: bool = False) -> NKITensor:
+    """An on-chip tile operand: partition dimension first, rank >= 2, at most the target's partitions."""
+    if not isinstance(x, NKITensor):
+        raise TypeError(f"operand '{arg}' of '{api}' must be an NKI tile, got {type(x).__name__}")
+    buf = x.buffer
+    if buf.is_hbm and not allow_hbm:
+        fail("err_unsupported_memory",
+             f"Expected operand '{arg}' of '{api}' to be in address space 'sbuf'{' or psum' if allow_psum else ''}, "
+             f"but got a tile in 'hbm' instead; load it first (nl.load / nisa.dma_copy)")
+    if buf is psum and not allow_psum:
+        fail("err_unsupported_memory",
+             f"Expected operand '{arg}' of '{api}' to be in address space 'sbuf', but got a tile in 'psum' instead; "
+             f"copy it to SBUF first (nl.copy / nisa.tensor_copy)")
+    if buf.on_chip:
+        if x.par_axis != 0:
+            fail("err_failed_to_infer_tile_from_local_tensor",
+                 f"operand '{arg}' of '{api}' is a tensor with block dimensions {x.shape}; index its block "
+                 f"dimensions (t[b]) to get a tile")
+        if x.ndim < 2:
+            fail("err_insufficient_rank",
+                 f"Insufficient rank: operand '{arg}' of '{api}' has shape {x.shape}; tiles need a partition "
+                 f"and at least one free dimension, e.g. ({x.shape[0] if x.shape else 1}, 1)")
+        pmax = runtime.current().target.num_partitions
+        if x.shape[0] > pmax:
+            fail("err_num_partition_exceed_arch_limit",
+                 f"Size of partition dimension {x.shape[0]} exceeds architecture limitation of {pmax}. "
+                 f"(operand '{arg}' of '{api}')")
+    return x
+
+
+def value_of(x: Any, mask: Optional[np.ndarray] = None) -> Any:
+    if isinstance(x, NKITensor):
+        return x.read(None if mask is None else mask_for(mask, x.shape))
+    return x
+
+
+def mask_for(mask: np.ndarray, shape: tuple) -> Optional[np.ndarray]:
+    try:
+        return _mask_to(mask, shape)
+    except ValueError:
+        return None
+
+
+def dtype_of(x: Any) -> np.dtype:
+    if isinstance(x, NKITensor):
+        return x.dtype
+    if isinstance(x, np.ndarray):
+        return x.dtype
+    if isinstance(x, np.generic):
+        return x.dtype
+    return dtypes.weak_scalar_dtype(x)
+
+
+def result_dtype(dtype: Any, default: Any) -> np.dtype:
+    """An instruction's ``dtype=`` if given, else its default: a dtype, or a function computing one (for
+    defaults that promote the operands, which need not be worked out when the caller chose)."""
+    if dtype is not None:
+        return dtypes.as_dtype(dtype)
+    return default() if callable(default) else default
+
+
+def shape_of(x: Any) -> tuple:
+    return x.shape if isinstance(x, (NKITensor, np.ndarray)) else ()
+
+
+def fp32(v: Any) -> Any:
+    if isinstance(v, np.ndarray):
+        return v.astype(np.float32, copy=False) if v.dtype != np.float32 else v
+    if isinstance(v, np.generic):
+        return np.float32(v)
+    return v
+
+
+def new_tile(shape: tuple, dtype: np.dtype, buffer: Buffer = sbuf, adopt: Optional[np.ndarray] = None
+             ) -> NKITensor:
+    storage = runtime.current().allocate(shape, dtype, buffer, fill=None, adopt=adopt)
+    return NKITensor(storage, storage.array)
+
+
+def free_size(shape: tuple) -> int:
+    return int(math.prod(shape[1:])) if len(shape) > 1 else 1
+
+
+def charge(engine: str, name: str, shape: tuple) -> None:
+    runtime.current().costs.compute(engine, name, free_size(shape))
+
+
+def emit(result: np.ndarray, dtype: np.dtype, dst: Optional[NKITensor], mask: Optional[np.ndarray],
+          api: str, fresh: bool = False) -> Optional[NKITensor]:
+    """Write an engine result into ``dst`` or a new SBUF tile, casting to the output dtype.
+
+    ``fresh``: the caller computed ``result`` into a new array that nothing else references, so the new
+    tile can take it over instead of copying it (a copy per instruction is a third of a small op's time).
+    """
+    if dst is None:
+        vals = dtypes.cast(result, dtype)
+        if mask is not None:
+            m = mask_for(mask, result.shape)
+            if m is not None:
+                fill = np.nan if dtypes.is_float(dtype) else 0
+                vals = np.where(m, vals, np.array(fill).astype(dtype))
+                fresh = True
+        if fresh and vals.shape == result.shape and vals.dtype == dtype and vals.flags.c_contiguous \
+                and vals.flags.writeable and vals.base is None:
+            out = new_tile(result.shape, dtype, adopt=vals)
+        else:
+            out = new_tile(result.shape, dtype)
+            out.write(vals)
+        if mask is not None:
+            out._valid = mask_for(mask, result.shape)
+        return out
+    check_tile(dst, api, "dst")
+    store_into(dst, result, api, mask)
+    return None
+
+
+def store_into(dst: NKITensor, values: np.ndarray, api: str, mask: Optional[np.ndarray] = None,
+               skip: bool = False) -> None:
+    if larger_than(values.shape, dst.shape):
+        fail("err_store_dst_shape_smaller_than_other_shape",
+             f"'{api}' writes a result of shape {tuple(values.shape)} into a destination of shape {dst.shape}")
+    vals = dtypes.cast(np.asarray(values), dst.dtype)
+    if vals.shape != dst.shape:
+        try:
+            np.broadcast_shapes(vals.shape, dst.shape)
+        except ValueError:
+            if vals.size != int(math.prod(dst.shape)):
+                fail("err_shape_mismatch", f"'{api}' produces a result of shape {tuple(vals.shape)} that does "
+                                           f"not fit a destination of shape {dst.shape}")
+            vals = vals.reshape(dst.shape)
+    if dst.buffer is psum:
+        dst.storage.started_flags(dst)[...] = False
+    dst.write(vals, None if mask is None else mask_for(mask, dst.shape), skip=skip)
+
+
+def fit_mask(valid: np.ndarray, shape: tuple) -> np.ndarray:
+    """A result's computed positions as seen by the destination it is written to (same element count)."""
+    try:
+        return np.broadcast_to(valid, shape)
+    except ValueError:
+        return valid.reshape(shape)
+
+
+def broadcast_shape(shapes: Sequence[tuple]) -> tuple:
+    """np.broadcast_shapes, with a fast path for the usual case of equal shapes and scalars."""
+    first = None
+    for s in shapes:
+        if not s:
+            continue
+        if first is None:
+            first = s
+        elif s != first:
+            return np.broadcast_shapes(*shapes)
+    return () if first is None else tuple(first)
+
+
+def larger_than(src: tuple, dst: tuple) -> bool:
+    """Whether a value of shape ``src`` cannot fit ``dst``: more elements, or a longer axis (right-aligned)."""
+    if tuple(src) == tuple(dst):
+        return False
+    if int(math.prod(src)) > int(math.prod(dst)):
+        return True
+    return any(s > d for s, d in zip(src[::-1], dst[::-1])) and len(src) >= len(dst) and all(
+        s == d or s == 1 or d == 1 for s, d in zip(src[::-1], dst[::-1]))
+
+
+def per_partition(x: Any, data: NKITensor, api: str, arg: str) -> Any:
+    """A scalar, or a (P, 1) tile/vector broadcast along the free axes."""
+    if x is None:
+        return None
+    if isinstance(x, NKITensor):
+        check_tile(x, api, arg)
+        v = fp32(np.asarray(x.read()))
+        if x.shape[0] != data.shape[0] or free_size(x.shape) != 1:
+            fail("err_num_partition_mismatch",
+                 f"operand '{arg}' of '{api}' must be a scalar or a ({data.shape[0]}, 1) tile, got {x.shape}")
+        return v.reshape((data.shape[0],) + (1,) * (data.ndim - 1))
+    return np.float32(x) if not isinstance(x, np.ndarray) else fp32(x)
+
+
+def same_partitions(api: str, a: "tuple[str, NKITensor]", b: "tuple[str, NKITensor]") -> None:
+    """nisa operands must have equal partitions and equal elements per partition."""
+    (na, ta), (nb, tb) = a, b
+    if ta.shape[0] != tb.shape[0] or free_size(ta.shape) != free_size(tb.shape):
+        fail("err_num_partition_mismatch",
+             f"number of partitions (dimension 0 size of a tile) mismatch in parameters ({na}{list(ta.shape)}, "
+             f"{nb}{list(tb.shape)}) of '{api}'")

@@ -1,0 +1,175 @@
+"""The Tensor engine: matmul into PSUM (with its accumulate-on-later-writes rule and performance hints)
+and the transpose through the PE array (the Vector engine's 32x32 transpose shares the code)."""
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from .. import dtypes, runtime
+from ..errors import fail, NKIUnsupportedError
+from ..indexing import as_mask
+from ..memory import psum, sbuf
+from ..tensor import NKITensor
+from .operands import charge, check_tile, fp32, free_size, mask_for, new_tile, result_dtype, store_into
+
+
+_PERF_MODES = {None: 1, "none": 1, "double_row_gen3": 2}
+
+
+# nc_matmul's tile_position and tile_size place the matmul on the PE array in steps of 32 rows and columns
+# (the NKI ISA reference, nc_matmul): the same on every generation so far.
+PE_TILE_GRANULE = 32
+
+
+def matmul_hints(stationary: NKITensor, moving: NKITensor, *, is_stationary_onezero: bool = False,
+                 is_moving_onezero: bool = False, is_transpose: bool = False, tile_position: Sequence[int] = (),
+                 tile_size: Sequence[int] = (), api: str = "nc_matmul") -> None:
+    """The performance hints of nc_matmul, held to what they promise: an operand said to hold only ones and
+    zeros, or (is_transpose) a moving identity matrix, must; PE tiling must be a valid placement."""
+    for flag, name, t in ((is_stationary_onezero, "is_stationary_onezero", stationary),
+                          (is_moving_onezero, "is_moving_onezero", moving)):
+        if flag and isinstance(t, NKITensor):
+            v = fp32(np.asarray(t.read()))
+            if not np.isin(v, (0.0, 1.0)).all():
+                fail("err_onezero_hint_violated",
+                     f"'{api}' was told {name}=True but that operand holds values other than 0 and 1")
+    if is_transpose and isinstance(moving, NKITensor):
+        v = fp32(np.asarray(moving.read())).reshape(moving.shape[0], -1)
+        if v.shape[0] != v.shape[1] or not np.array_equal(v, np.eye(v.shape[0], dtype=np.float32)):
+            fail("err_is_transpose_needs_identity",
+                 f"'{api}' with is_transpose=True transposes stationary through a moving identity matrix, but "
+                 f"moving {moving.shape} is not an identity matrix")
+    if bool(tile_position) != bool(tile_size):
+        fail("err_invalid_pe_tiling", f"'{api}': tile_position and tile_size must be given together")
+    if tile_position:
+        pe = runtime.current().target.pe_array
+        pos, size = tuple(int(v) for v in tile_position), tuple(int(v) for v in tile_size)
+        if len(pos) != 2 or len(size) != 2 or any(v % PE_TILE_GRANULE for v in pos + size) \
+                or any(v <= 0 for v in size) \
+                or any(p + z > pe for p, z in zip(pos, size)):
+            fail("err_invalid_pe_tiling", f"'{api}': tile_position {pos} and tile_size {size} must be (row, column) "
+                                          f"multiples of {PE_TILE_GRANULE} inside the {pe}x{pe} PE array")
+        if size[0] < stationary.shape[0] or size[1] < free_size(stationary.shape):
+            fail("err_invalid_pe_tiling", f"'{api}': tile_size {size} is smaller than the stationary tile "
+                                          f"{stationary.shape}")
+
+
+def matmul(stationary: NKITensor, moving: NKITensor, *, dst: Optional[NKITensor] = None,
+           accumulate: Optional[bool] = None, api: str = "nc_matmul", allow_psum_operands: bool = False,
+           perf_mode: Any = None, mask: Any = None) -> Optional[NKITensor]:
+    """``stationary.T @ moving`` on the Tensor engine, in fp32, into PSUM. ``perf_mode="double_row_gen3"``
+    (trn2+, fp8): operands (K, 2, M) and (K, 2, N) contract over both K and the pair of rows."""
+    check_tile(stationary, api, "stationary", allow_psum=allow_psum_operands)
+    check_tile(moving, api, "moving", allow_psum=allow_psum_operands)
+    target = runtime.current().target
+    rows = _PERF_MODES.get(perf_mode)
+    if rows is None:
+        raise NKIUnsupportedError(f"nc_matmul perf_mode={perf_mode!r} is not modelled by the simulator (it models "
+                                  f"{', '.join(repr(m) for m in _PERF_MODES if m)})")
+    if rows == 2:
+        if target.name in ("trn1", "inf2"):
+            fail("err_unsupported_perf_mode", f"'{api}' perf_mode={perf_mode!r} needs NeuronCore-v3 (trn2) or "
+                                              f"later; the target is {target.name}")
+        fp8 = (dtypes.float8_e4m3, dtypes.float8_e5m2, dtypes.float8_e4m3fn)
+        if stationary.dtype not in fp8 or moving.dtype not in fp8:
+            fail("err_unsupported_dtype", f"'{api}' perf_mode={perf_mode!r} takes fp8 operands, got "
+                                          f"{dtypes.name(stationary.dtype)} and {dtypes.name(moving.dtype)}")
+        if stationary.ndim != 3 or moving.ndim != 3 or stationary.shape[1] != 2 or moving.shape[1] != 2:
+            fail("err_shape_mismatch", f"'{api}' perf_mode={perf_mode!r} takes (K, 2, M) and (K, 2, N) operands, "
+                                       f"got {stationary.shape} and {moving.shape}")
+    elif stationary.ndim != 2 or moving.ndim != 2:
+        fail("err_exceed_max_supported_dimension",
+             f"'{api}' takes 2-D tiles, got stationary {stationary.shape} and moving {moving.shape}")
+    k, m = stationary.shape[0], stationary.shape[-1]
+    k2, n = moving.shape[0], moving.shape[-1]
+    if k != k2:
+        fail("err_num_partition_mismatch",
+             f"number of partitions (dimension 0 size of a tile) mismatch in parameters "
+             f"(stationary{list(stationary.shape)}, moving{list(moving.shape)}) of '{api}': the contraction runs "
+             f"over the partition dimension of both")
+    if m > target.gemm_stationary_fmax:
+        fail("err_size_of_dimension_exceed_arch_limit",
+             f"stationary free size {m} of '{api}' exceeds architecture limitation of {target.gemm_stationary_fmax}")
+    if n > target.gemm_moving_fmax:
+        fail("err_size_of_dimension_exceed_arch_limit",
+             f"moving free size {n} of '{api}' exceeds architecture limitation of {target.gemm_moving_fmax}")
+    f32 = {dtypes.float32}
+    if (stationary.dtype in f32) != (moving.dtype in f32):
+        other = moving.dtype if stationary.dtype in f32 else stationary.dtype
+        fail("err_unsupported_dtype_combination",
+             f"'{api}' cannot mix fp32 with {dtypes.name(other)}: cast both operands to the same precision class")
+    a = fp32(np.asarray(stationary.read())).reshape(k * rows, m)
+    b = fp32(np.asarray(moving.read())).reshape(k * rows, n)
+    result = a.T @ b
+    runtime.current().costs.matmul(api, k * rows, m, n, stationary.dtype in f32)
+    if dst is None:
+        out = new_tile((m, n), dtypes.float32, psum)
+        mm = as_mask(mask)
+        if mm is not None:  # legacy mask=: only the masked-in outputs are computed
+            valid = mask_for(mm, (m, n))
+            result = np.where(valid, result, np.float32(np.nan))
+            out._valid = valid
+        out.write(result)
+        return out
+    if dst.buffer is not psum:
+        fail("err_unsupported_memory",
+             f"Expected operand 'dst' of '{api}' to be in address space 'psum', but got a tile in "
+             f"'{dst.buffer.name}' instead: the Tensor engine writes only to PSUM")
+    if dst.shape != (m, n):
+        fail("err_shape_mismatch", f"'{api}' produces ({m}, {n}) but dst is {dst.shape}")
+    if dst.dtype != dtypes.float32 and not (target.psum_bf16 and dst.dtype == dtypes.bfloat16):
+        fail("err_unsupported_dtype", f"'{api}' writes fp32 to PSUM; dst has dtype {dtypes.name(dst.dtype)}")
+    started = dst.storage.started_flags(dst)
+    if accumulate is None:
+        # Usually the whole region is fresh (first K tile) or started (the rest): skip the select.
+        flags = np.asarray(started[...])
+        if not flags.any():
+            accumulate = False
+        elif flags.all():
+            accumulate = True
+    if accumulate is None:
+        new = np.where(flags, fp32(np.asarray(dst.read())) + result, result)
+    elif accumulate:
+        new = fp32(np.asarray(dst.read())) + result
+    else:
+        new = result
+    dst.write(dtypes.cast(np.asarray(new, dtype=np.float32), dst.dtype))
+    started[...] = True
+    return None
+
+
+def transpose(data: NKITensor, *, engine: str = "tensor", dst: Optional[NKITensor] = None,
+              api: str = "nc_transpose", dtype: Any = None, mask: Any = None,
+              psum_result: bool = True) -> Optional[NKITensor]:
+    """Swap the partition and free axes (extra free axes flattened first). A legacy ``mask=`` is over the
+    input's positions; the result holds the transposed positions it covers. ``psum_result``: a new
+    Tensor-engine result is an fp32 PSUM tile (the instruction), else an SBUF tile of ``dtype``."""
+    check_tile(data, api, "data")
+    shape = data.shape
+    p, f = shape[0], free_size(shape)
+    target = runtime.current().target
+    limit = target.vector_transpose_max if engine == "vector" else target.pe_array
+    if p > limit or f > limit:
+        fail("err_size_of_dimension_exceed_arch_limit",
+             f"'{api}' on the {engine} engine takes at most {limit}x{limit}, got ({p}, {f})")
+    vals = np.asarray(data.read()).reshape(p, f).T
+    if engine == "vector":
+        charge("vector", api, (f, p))
+        buffer = sbuf
+    else:
+        runtime.current().costs.matmul(api, p, p, f, data.dtype == dtypes.float32)
+        buffer = psum
+    out_dtype = result_dtype(dtype, data.dtype)
+    if dst is None:
+        to_psum = buffer is psum and psum_result
+        out = new_tile((f, p), dtypes.float32 if to_psum else out_dtype, psum if to_psum else sbuf)
+        mm = as_mask(mask)
+        if mm is not None:
+            valid = np.broadcast_to(mask_for(mm, shape), shape).reshape(p, f).T
+            vals = np.where(valid, fp32(vals), np.float32(np.nan))
+            out._valid = valid
+        out.write(dtypes.cast(fp32(vals), out.dtype))
+        return out
+    store_into(dst, fp32(vals), api)
+    return None
