@@ -153,7 +153,7 @@ def test_a_missing_attribute_names_the_internal_and_what_to_update(monkeypatch, 
     assert "P18 fast record function" in text
     assert "torch._C._profiler._RecordFunctionFast does not exist" in text
     assert "It relies on torch._C._profiler._RecordFunctionFast" in text
-    assert "Update: _profiler_scope in nki/kernel.py" in text
+    assert "Update: _LaunchScope in nki/torch/launch.py" in text
     assert torch.__version__ in text and ti.VERIFIED_ON in text
 
 

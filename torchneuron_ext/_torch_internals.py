@@ -33,12 +33,10 @@ from typing import Any, Callable, Optional
 VERIFIED_ON = "2.13.0"
 
 # The modules that declare entries. Entries are listed by key whatever the order; a require() of an
-# entry its caller does not declare imports them in this order until it is found, so the module that
-# serves the sites not declaring their own (torchneuron_ext/_pending_internals.py, whose sites other
-# branches of issue 28 move) comes first.
+# entry its caller does not declare (P17, declared in nki/torch/tracing.py and also required by launch.py
+# and aten_routing.py) imports them in this order until it is found.
 SITES: tuple[str, ...] = (
     "torchneuron_ext",
-    "torchneuron_ext._pending_internals",
     "torchneuron_ext.neuron",
     "torchneuron_ext.neuron.device",
     "torchneuron_ext.neuron._csrc_internals",
@@ -50,6 +48,10 @@ SITES: tuple[str, ...] = (
     "torchneuron_ext.custom_op.library",
     "torchneuron_ext.distributed.backend",
     "torchneuron_ext.profiler.config",
+    "torchneuron_ext.nki.torch.tracing",
+    "torchneuron_ext.nki.torch.launch",
+    "torchneuron_ext.nki.torch.ops",
+    "torchneuron_ext.nki.torch.aten_routing",
 )
 
 

@@ -74,16 +74,6 @@ _SCRIPT = textwrap.dedent(r"""
 """)
 
 
-def _core_reaches_the_shared_cost_table() -> bool:
-    # Until the Trainium target record (torchneuron_ext/trainium) replaces it, the cost model's hardware
-    # table comes from torchneuron_ext.costmodel, which loads the extension (and so torch).
-    with open(os.path.join(ROOT, "torchneuron_ext", "nki", "cost_model.py")) as f:
-        return "from .. import costmodel" in f.read()
-
-
-@pytest.mark.xfail(_core_reaches_the_shared_cost_table(), strict=True,
-                   reason="nki/cost_model.py still imports torchneuron_ext.costmodel (the 'trainium' change moves "
-                          "its hardware() to torchneuron_ext.trainium)")
 def test_core_runs_kernels_on_numpy_arrays_without_torch():
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     proc = subprocess.run([sys.executable, "-c", _SCRIPT, ROOT], capture_output=True, text=True, env=env,

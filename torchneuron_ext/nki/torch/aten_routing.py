@@ -27,6 +27,25 @@ import torch
 
 from ... import _torch_internals
 
+
+def _check_dispatcher_python() -> None:
+    import torch
+
+    _torch_internals.attribute("torch", "library.Library._destroy", "library.get_kernel", "_C._dispatch_has_kernel_for_dispatch_key")
+    _torch_internals.parameters(torch.library.Library.impl, "with_keyset", label="torch.library.Library.impl")
+    op = torch.ops.aten.add.Tensor
+    for name in ("_schema", "_overloadname", "_dispatch_cache"):
+        if not hasattr(op, name):
+            raise _torch_internals.Broken(f"OpOverload.{name} does not exist")
+
+
+_torch_internals.register(
+    "P16", "Python dispatcher internals", "torchneuron_ext/nki/torch/aten_routing.py (route_aten)",
+    "torch.library.Library._destroy, Library.impl(..., with_keyset=True), OpOverload._schema / "
+    "_overloadname / _dispatch_cache (the Python dispatcher's per-key cache), "
+    "torch._C._dispatch_has_kernel_for_dispatch_key", "AtenRoute in nki/torch/aten_routing.py", _check_dispatcher_python)
+
+
 _torch_internals.require("P22")
 
 from torch.utils._pytree import tree_flatten, tree_map  # noqa: E402

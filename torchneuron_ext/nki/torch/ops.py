@@ -17,6 +17,7 @@ autograd comes from ``op.register_autograd(backward, setup_context=...)``.
 """
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any, Callable, Iterable, Optional, Union
 
@@ -24,6 +25,30 @@ import numpy as np
 import torch
 
 from ... import _torch_internals
+
+
+def _check_dynamo_constant_marker() -> None:
+    _torch_internals.source_mentions(os.path.join("_dynamo", "variables", "functions.py"), '"_dynamo_marked_constant"')
+    _torch_internals.source_mentions(os.path.join("_dynamo", "decorators.py"), "fn._dynamo_marked_constant = True")
+
+
+_torch_internals.register(
+    "P14", "Dynamo's constant marker", "torchneuron_ext/nki/torch/ops.py (`_kernel_key`)",
+    "Dynamo treating a function with `_dynamo_marked_constant = True` as assume_constant_result "
+    "(set directly: importing Dynamo costs seconds)",
+    "use torch._dynamo.assume_constant_result lazily, or the new marker", _check_dynamo_constant_marker)
+
+
+def _check_infer_schema() -> None:
+    fn = _torch_internals.attribute("torch._library.infer_schema", "infer_schema")
+    _torch_internals.parameters(fn, "prototype_function", "mutates_args", label="infer_schema")
+
+
+_torch_internals.register(
+    "P15", "schema inference", "torchneuron_ext/nki/torch/ops.py",
+    "torch._library.infer_schema.infer_schema(prototype_function, mutates_args=)",
+    "nki/torch/ops.py (torch.library.infer_schema is the public alias)", _check_infer_schema)
+
 
 _torch_internals.require("P14")
 _torch_internals.require("P15")

@@ -12,7 +12,21 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten
 
+from ... import _torch_internals
 from .. import runtime
+
+
+def _check_dispatch_tls() -> None:
+    _torch_internals.attribute("torch", "_C._len_torch_dispatch_stack", "_C._dispatch_tls_is_dispatch_key_excluded",
+                  "_C.DispatchKey.AutogradFunctionality", "_subclasses.FakeTensor")
+
+
+_torch_internals.register(
+    "P17", "dispatch TLS queries", "torchneuron_ext/nki/torch/tracing.py, nki/torch/launch.py, nki/torch/aten_routing.py",
+    "torch._C._len_torch_dispatch_stack, _dispatch_tls_is_dispatch_key_excluded("
+    "DispatchKey.AutogradFunctionality), torch._subclasses.FakeTensor",
+    "under_tracing in nki/torch/tracing.py, TorchArguments.check_autograd in nki/torch/launch.py", _check_dispatch_tls)
+
 
 
 def under_tracing(args: Any = None) -> bool:
