@@ -621,8 +621,8 @@ _torch_internals.register(
     "torch._inductor.compile_fx.compile_fx(model_, example_inputs_, ..., config_patches=) as a module "
     "attribute, config.fallback_random", "_compile_fx_with_eager_random in cpu_parity.py", _check_compile_fx)
 _torch_internals.register(
-    "P22", "pytree", "torchneuron_ext/nki/aten_routing.py, compiler/cpu_parity.py",
-    "torch.utils._pytree.tree_flatten / tree_map", "the imports in nki/aten_routing.py and "
+    "P22", "pytree", "torchneuron_ext/nki/torch/aten_routing.py, nki/torch/tracing.py, compiler/cpu_parity.py",
+    "torch.utils._pytree.tree_flatten / tree_map", "the imports in nki/torch/aten_routing.py, nki/torch/tracing.py and "
     "compiler/cpu_parity.py", _check_pytree)
 
 

@@ -31,7 +31,8 @@ from ... import _torch_internals
 def _check_dispatcher_python() -> None:
     import torch
 
-    _torch_internals.attribute("torch", "library.Library._destroy", "library.get_kernel", "_C._dispatch_has_kernel_for_dispatch_key")
+    _torch_internals.attribute("torch", "library.Library._destroy", "library.get_kernel",
+                               "_C._dispatch_has_kernel_for_dispatch_key")
     _torch_internals.parameters(torch.library.Library.impl, "with_keyset", label="torch.library.Library.impl")
     op = torch.ops.aten.add.Tensor
     for name in ("_schema", "_overloadname", "_dispatch_cache"):

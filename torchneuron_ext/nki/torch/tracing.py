@@ -10,15 +10,18 @@ import hashlib
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_flatten
 
 from ... import _torch_internals
 from .. import runtime
 
+_torch_internals.require("P22")
+
+from torch.utils._pytree import tree_flatten  # noqa: E402
+
 
 def _check_dispatch_tls() -> None:
     _torch_internals.attribute("torch", "_C._len_torch_dispatch_stack", "_C._dispatch_tls_is_dispatch_key_excluded",
-                  "_C.DispatchKey.AutogradFunctionality", "_subclasses.FakeTensor")
+                                "_C.DispatchKey.AutogradFunctionality", "_subclasses.FakeTensor")
 
 
 _torch_internals.register(
