@@ -72,6 +72,12 @@ c10::DeviceIndex KernelCall::resolve() {
     device_ = device_arg_->has_index() ? device_arg_->index() : static_cast<c10::DeviceIndex>(neuron_rt::current_device());
   }
   if (device_ < 0) device_ = static_cast<c10::DeviceIndex>(neuron_rt::current_device());
+  if (C10_UNLIKELY(timing_ != 0)) {
+    // Now, while every tensor noted_ points to is still the caller's: on the boxed path they are IValues on the
+    // dispatcher's stack, which the kernel pops and overwrites with its results.
+    if (flops_ < 0) flops_ = estimate_flops(name_, noted_);
+    noted_.clear();
+  }
   if (C10_UNLIKELY(cpu_output_seen_)) wrong_out_device();
   if (cpu_tensor_seen_ && !allows_cpu_tensor_args(name_, overload_)) {
     mismatch(c10::Device(kNeuron, device_), c10::Device(c10::DeviceType::CPU));
@@ -244,8 +250,8 @@ void KernelCall::finish_timed(OpCounter* counter) {
     read += static_cast<int64_t>(numel * s.host.element_size());
     elements = std::max(elements, numel);
   }
-  const int64_t flops = flops_ >= 0 ? flops_ : estimate_flops(name_, noted_);
-  // From an owned slot: noted_ may point into a boxed stack the kernel has overwritten.
+  const int64_t flops = std::max<int64_t>(flops_, 0);
+  // From an owned slot: the kernel has replaced a boxed call's arguments on the stack with its results.
   const int8_t dtype = slots_.empty() ? int8_t{-1} : static_cast<int8_t>(slots_[0].host.scalar_type());
   Activity a;
   a.device = device_ < 0 ? 0 : device_;

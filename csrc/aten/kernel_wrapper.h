@@ -224,7 +224,7 @@ class KernelCall {
   int64_t host_start_ = 0, kernel_start_ = 0, kernel_end_ = 0;
   int64_t bytes_written_ = 0;
   int64_t output_numel_ = 0;
-  int64_t flops_ = -1;  // set_flops, else instrumentation's estimate_flops
+  int64_t flops_ = -1;  // set_flops, else instrumentation's estimate_flops (taken in resolve())
   c10::DeviceIndex device_ = -1;
   std::optional<c10::Device> device_arg_;
   bool cpu_tensor_seen_ = false;
@@ -237,7 +237,9 @@ class KernelCall {
   // views (returned by reference for in-place ops) never move.
   c10::SmallVector<Slot, 4> slots_;
   size_t tensors_noted_ = 0;
-  c10::SmallVector<const at::Tensor*, 4> noted_;  // argument order, kept only while timing
+  // The arguments in order, kept only while timing and only until resolve() has estimated the FLOPs from them:
+  // they are the caller's, not owned (the boxed path's point into a stack the kernel overwrites).
+  c10::SmallVector<const at::Tensor*, 4> noted_;
   // Inner vectors keep their heap buffers when the outer one grows, so the
   // TensorList / ITensorListRef views handed to kernels stay valid.
   c10::SmallVector<std::vector<at::Tensor>, 1> lists_;
