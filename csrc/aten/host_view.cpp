@@ -35,12 +35,6 @@ void copy_geometry(c10::TensorImpl* to, const at::Tensor& from) {
 
 }  // namespace
 
-std::string quantized_unsupported_message(const char* where) {
-  return std::string(where) +
-         ": quantized tensors are not supported on neuron (it has no quantized tensor type). Quantize on the "
-         "CPU, or use fake quantization (torch.fake_quantize_per_tensor_affine, float tensors) on neuron.";
-}
-
 bool is_neuron_dataptr(const c10::DataPtr& ptr) { return is_neuron_deleter(ptr.get_deleter()); }
 
 c10::Storage host_storage_view(const at::Tensor& t) {

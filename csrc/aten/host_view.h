@@ -43,10 +43,6 @@ at::Tensor device_view_like(const at::Tensor& view, const c10::Storage& device_s
 // A neuron ZeroTensor (no memory, reads as zeros) shaped like the CPU one.
 at::Tensor zero_tensor_on(const at::Tensor& cpu_zero, c10::DeviceIndex device);
 
-// neuron has no quantized tensor type (no QuantizedPrivateUse1 kernels): the
-// error raised where one would be created.
-std::string quantized_unsupported_message(const char* where);
-
 // True when the DataPtr was produced by the neuron device allocator.
 bool is_neuron_dataptr(const c10::DataPtr& ptr);
 

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "../instrumentation/flops.h"
+#include "unsupported_tensor_types.h"
 #include "../runtime/device.h"
 #include "../runtime/stream.h"
 
