@@ -160,6 +160,9 @@ void KernelCall::sync_arguments() {
     }
     const at::Tensor& h = s.host;
     const at::Tensor& d = s.device;
+    // Nested kernels write a nested argument's buffer in place; they cannot resize or restride it (and a
+    // nested tensor has no sizes() to compare).
+    if (C10_UNLIKELY(h.is_nested())) continue;
     const c10::StorageImpl* hs = h.storage().unsafeGetStorageImpl();
     const c10::StorageImpl* ds = d.storage().unsafeGetStorageImpl();
     if (hs->data() != ds->data() || hs->nbytes() != ds->nbytes() || h.sizes() != d.sizes() ||
@@ -176,7 +179,7 @@ void KernelCall::sync_narrowed(Slot& s) {
   const bool written =
       s.mutable_device != nullptr || std::find(written_.begin(), written_.end(), impl) != written_.end();
   if (!written) return;
-  if (s.host.sizes() != s.wide.sizes()) {  // an out= the kernel resized
+  if (!s.host.is_nested() && s.host.sizes() != s.wide.sizes()) {  // an out= the kernel resized
     at::Tensor d = s.device;
     d.resize_(s.host.sizes());
     s.wide = host_view(d);

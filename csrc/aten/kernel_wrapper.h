@@ -7,7 +7,8 @@
 //   6. records the operator and its execution tier.
 // `KernelCall` holds that per-call state and `KernelCall::run` is the one
 // sequence of steps 3-6; `NativeKernel<Op>` is the unboxed native tier built on
-// it, generic_fallback.cpp the boxed generic tier, and native_special.cpp and
+// it, generic_fallback.cpp the boxed generic tier (which nested tensors'
+// operators take too, nested_tensor.cpp), and native_special.cpp and
 // host_compute.h the kernels that compute on host views themselves.
 #pragma once
 
