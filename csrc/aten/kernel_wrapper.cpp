@@ -244,6 +244,8 @@ at::Tensor& KernelCall::to_device_ref(at::Tensor& r) {
   return r;
 }
 
+// The call's times were stamped by the constructor and KernelSpan, its FLOPs taken in resolve(), and the
+// bytes it wrote counted as its results were mapped (to_device, to_device_ref): here they become one activity.
 void KernelCall::finish_timed(OpCounter* counter) {
   const int64_t host_end = neuron_rt::now_ns();
   if (kernel_end_ == 0) kernel_start_ = kernel_end_ = host_end;

@@ -310,8 +310,9 @@ decltype(auto) KernelCall::run(OpCounter* counter, bool device_rng, Kernel&& ker
 }
 
 // True for operators that draw random numbers (tag nondeterministic_seeded)
-// but take no generator argument: their CPU kernels use the CPU default
-// generator, which must then carry the device's state (DeviceRngScope).
+// but take no generator argument: left alone their CPU kernels would draw from
+// the CPU's default generator, so they run in a DeviceRngScope, which hands
+// the random operators they dispatch the device's engine (generator.h).
 bool needs_device_rng(const char* name, const char* overload);
 
 // The native tier: an unboxed kernel for the ATen operator `Op` (a struct of
