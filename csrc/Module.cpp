@@ -156,6 +156,8 @@ PYBIND11_MODULE(_C, m) {
   using namespace torchneuron;
   m.doc() = "torchneuron_ext native runtime: an emulated AWS NeuronCore device for PyTorch";
   m.attr("_routed_to_host_kernels") = route_composites_to_host_kernels();
+  // Read while `import torch` runs (the backend's autoload): a value not understood warns, as an import must not fail.
+  set_warn_on_generic(env_flag("TORCHNEURON_EXT_WARN_FALLBACK", /*fallback=*/false, OnBadEnv::kWarn));
 
   m.def("_init", [] {
     const auto& cfg = neuron_rt::core_config();

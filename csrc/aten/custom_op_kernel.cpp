@@ -1,7 +1,9 @@
 // The neuron kernel of custom operators built by torchneuron_ext.custom_op:
-// their CPU kernel (the user's compute function) runs on zero-copy views of
-// the neuron arguments, through the same wrapper as every ATen kernel, and
-// is counted and traced in the "custom" tier under the operator's name.
+// their CPU kernel, which the library's own op_executor.h builds around the
+// user's compute function (torchneuron_ext/include/torchneuron/detail), runs
+// on zero-copy views of the neuron arguments through the same boxed wrapper
+// path as the generic fallback (generic_fallback.h), and is counted and
+// traced in the "custom" tier under the operator's name.
 #include "custom_op_kernel.h"
 
 #include <torch/library.h>

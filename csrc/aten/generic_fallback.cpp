@@ -94,7 +94,8 @@ void generic_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/,
   run_boxed_on_host(op, stack, record_generic(op.schema().operator_name()));
 }
 
-void run_boxed_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack, OpCounter* counter) {
+void run_boxed_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack, OpCounter* counter,
+                       c10::DispatchKey host_key) {
   const auto& schema = op.schema();
   KernelCall c(schema.name().c_str(), schema.overload_name().c_str());
   const size_t num_args = schema.arguments().size();
@@ -104,7 +105,7 @@ void run_boxed_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack, 
   for (size_t i = 0; i < num_args; ++i) to_host(c, (*stack)[base + i], schema.arguments()[i]);
   const bool device_rng = !c.has_generator() && op.hasTag(at::Tag::nondeterministic_seeded);
   c.run(counter, device_rng, [&] {
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+    op.redispatchBoxed(c10::DispatchKeySet(host_key), stack);
     return BoxedResults{stack, schema.returns().size()};
   });
 }

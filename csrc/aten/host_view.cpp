@@ -1,5 +1,7 @@
 #include "host_view.h"
 
+#include <ATen/NestedTensorImpl.h>
+#include <ATen/native/nested/NestedTensorUtils.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/core/TensorImpl.h>
 
@@ -33,13 +35,23 @@ void copy_geometry(c10::TensorImpl* to, const at::Tensor& from) {
   to->set_sizes_and_strides(from.sizes(), from.strides(), from.storage_offset());
 }
 
-}  // namespace
+// A nested tensor is its one buffer plus size/stride/offset metadata (CPU tensors on every device), so each
+// bridge below maps a nested tensor by mapping its buffer and keeping the metadata.
 
-std::string quantized_unsupported_message(const char* where) {
-  return std::string(where) +
-         ": quantized tensors are not supported on neuron (it has no quantized tensor type). Quantize on the "
-         "CPU, or use fake quantization (torch.fake_quantize_per_tensor_affine, float tensors) on neuron.";
+// The bytes a tensor's values live in, as a tensor: a nested tensor's whole buffer (also when the nested
+// tensor is a non-contiguous view of it).
+at::Tensor buffer_of(const at::Tensor& t) {
+  return t.is_nested() ? at::native::get_nested_tensor_impl(t)->get_unsafe_storage_as_tensor() : t;
 }
+
+// `nested`'s metadata over another buffer.
+at::Tensor rewrap_nested(const at::Tensor& nested, const at::Tensor& buffer) {
+  const auto* impl = at::native::get_nested_tensor_impl(nested);
+  return at::native::wrap_buffer(buffer, impl->get_nested_sizes(), impl->get_nested_strides(),
+                                 impl->get_storage_offsets());
+}
+
+}  // namespace
 
 bool is_neuron_dataptr(const c10::DataPtr& ptr) { return is_neuron_deleter(ptr.get_deleter()); }
 
@@ -54,6 +66,7 @@ c10::Storage host_storage_view(const at::Tensor& t) {
 at::Tensor host_view(const at::Tensor& t) { return host_view(t, host_storage_view(t)); }
 
 at::Tensor host_view(const at::Tensor& t, const c10::Storage& host_storage) {
+  if (C10_UNLIKELY(t.is_nested())) return rewrap_nested(t, host_view(buffer_of(t), host_storage));
   // A ZeroTensor stays one: CPU kernels answer it without reading memory (it has none).
   auto keys = c10::DispatchKeySet(c10::DispatchKey::CPU);
   if (C10_UNLIKELY(t._is_zerotensor())) keys = keys | c10::DispatchKeySet(c10::DispatchKey::ZeroTensor);
@@ -98,6 +111,7 @@ void sync_back(const at::Tensor& device_tensor, const at::Tensor& view) {
 }
 
 at::Tensor adopt_host_tensor(const at::Tensor& cpu, c10::DeviceIndex device) {
+  if (C10_UNLIKELY(cpu.is_nested())) return rewrap_nested(cpu, adopt_host_tensor(buffer_of(cpu), device));
   c10::StorageImpl* src = cpu.storage().unsafeGetStorageImpl();
   c10::DataPtr data;
   size_t nbytes = src->nbytes();
@@ -144,6 +158,11 @@ at::Tensor zero_tensor_on(const at::Tensor& cpu_zero, c10::DeviceIndex device) {
 }
 
 at::Tensor device_view_like(const at::Tensor& view, const c10::Storage& device_storage, const at::Tensor& device_base) {
+  // Either side may be nested on its own: unbind's results are strided views of a nested input.
+  if (C10_UNLIKELY(device_base.is_nested())) return device_view_like(view, device_storage, buffer_of(device_base));
+  if (C10_UNLIKELY(view.is_nested())) {
+    return rewrap_nested(view, device_view_like(buffer_of(view), device_storage, device_base));
+  }
   auto impl = c10::make_intrusive<c10::TensorImpl>(c10::TensorImpl::VIEW, c10::Storage(device_storage),
                                                    device_base.key_set(), view.dtype());
   copy_geometry(impl.get(), view);

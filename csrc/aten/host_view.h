@@ -15,9 +15,13 @@ namespace torchneuron {
 
 inline constexpr auto kNeuron = c10::DeviceType::PrivateUse1;
 
+// host_view, adopt_host_tensor and device_view_like also take nested tensors
+// (the nested metadata over the mapped buffer), so nested operators run
+// through the kernel wrapper like every other (nested_tensor.cpp).
+
 // A CPU tensor aliasing `t`'s bytes with the same sizes, strides, offset,
 // dtype and conj/neg bits. Its storage is resizable: growing it allocates
-// neuron memory on the current device (see `adopt_into`).
+// neuron memory on the current device (HostViewAllocator).
 at::Tensor host_view(const at::Tensor& t);
 // The same over a given host storage (one made by host_storage_view for `t`'s
 // storage): views of one device storage share one host storage, so the CPU
@@ -42,10 +46,6 @@ at::Tensor device_view_like(const at::Tensor& view, const c10::Storage& device_s
 
 // A neuron ZeroTensor (no memory, reads as zeros) shaped like the CPU one.
 at::Tensor zero_tensor_on(const at::Tensor& cpu_zero, c10::DeviceIndex device);
-
-// neuron has no quantized tensor type (no QuantizedPrivateUse1 kernels): the
-// error raised where one would be created.
-std::string quantized_unsupported_message(const char* where);
 
 // True when the DataPtr was produced by the neuron device allocator.
 bool is_neuron_dataptr(const c10::DataPtr& ptr);

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "../instrumentation/flops.h"
+#include "unsupported_tensor_types.h"
 #include "../runtime/device.h"
 #include "../runtime/stream.h"
 
@@ -72,6 +73,12 @@ c10::DeviceIndex KernelCall::resolve() {
     device_ = device_arg_->has_index() ? device_arg_->index() : static_cast<c10::DeviceIndex>(neuron_rt::current_device());
   }
   if (device_ < 0) device_ = static_cast<c10::DeviceIndex>(neuron_rt::current_device());
+  if (C10_UNLIKELY(timing_ != 0)) {
+    // Now, while every tensor noted_ points to is still the caller's: on the boxed path they are IValues on the
+    // dispatcher's stack, which the kernel pops and overwrites with its results.
+    if (flops_ < 0) flops_ = estimate_flops(name_, noted_);
+    noted_.clear();
+  }
   if (C10_UNLIKELY(cpu_output_seen_)) wrong_out_device();
   if (cpu_tensor_seen_ && !allows_cpu_tensor_args(name_, overload_)) {
     mismatch(c10::Device(kNeuron, device_), c10::Device(c10::DeviceType::CPU));
@@ -153,6 +160,9 @@ void KernelCall::sync_arguments() {
     }
     const at::Tensor& h = s.host;
     const at::Tensor& d = s.device;
+    // Nested kernels write a nested argument's buffer in place; they cannot resize or restride it (and a
+    // nested tensor has no sizes() to compare).
+    if (C10_UNLIKELY(h.is_nested())) continue;
     const c10::StorageImpl* hs = h.storage().unsafeGetStorageImpl();
     const c10::StorageImpl* ds = d.storage().unsafeGetStorageImpl();
     if (hs->data() != ds->data() || hs->nbytes() != ds->nbytes() || h.sizes() != d.sizes() ||
@@ -169,7 +179,7 @@ void KernelCall::sync_narrowed(Slot& s) {
   const bool written =
       s.mutable_device != nullptr || std::find(written_.begin(), written_.end(), impl) != written_.end();
   if (!written) return;
-  if (s.host.sizes() != s.wide.sizes()) {  // an out= the kernel resized
+  if (!s.host.is_nested() && s.host.sizes() != s.wide.sizes()) {  // an out= the kernel resized
     at::Tensor d = s.device;
     d.resize_(s.host.sizes());
     s.wide = host_view(d);
@@ -234,6 +244,8 @@ at::Tensor& KernelCall::to_device_ref(at::Tensor& r) {
   return r;
 }
 
+// The call's times were stamped by the constructor and KernelSpan, its FLOPs taken in resolve(), and the
+// bytes it wrote counted as its results were mapped (to_device, to_device_ref): here they become one activity.
 void KernelCall::finish_timed(OpCounter* counter) {
   const int64_t host_end = neuron_rt::now_ns();
   if (kernel_end_ == 0) kernel_start_ = kernel_end_ = host_end;
@@ -244,8 +256,8 @@ void KernelCall::finish_timed(OpCounter* counter) {
     read += static_cast<int64_t>(numel * s.host.element_size());
     elements = std::max(elements, numel);
   }
-  const int64_t flops = flops_ >= 0 ? flops_ : estimate_flops(name_, noted_);
-  // From an owned slot: noted_ may point into a boxed stack the kernel has overwritten.
+  const int64_t flops = std::max<int64_t>(flops_, 0);
+  // From an owned slot: the kernel has replaced a boxed call's arguments on the stack with its results.
   const int8_t dtype = slots_.empty() ? int8_t{-1} : static_cast<int8_t>(slots_[0].host.scalar_type());
   Activity a;
   a.device = device_ < 0 ? 0 : device_;

@@ -7,7 +7,8 @@
 //   6. records the operator and its execution tier.
 // `KernelCall` holds that per-call state and `KernelCall::run` is the one
 // sequence of steps 3-6; `NativeKernel<Op>` is the unboxed native tier built on
-// it, generic_fallback.cpp the boxed generic tier, and native_special.cpp and
+// it, generic_fallback.cpp the boxed generic tier (which nested tensors'
+// operators take too, nested_tensor.cpp), and native_special.cpp and
 // host_compute.h the kernels that compute on host views themselves.
 #pragma once
 
@@ -224,7 +225,7 @@ class KernelCall {
   int64_t host_start_ = 0, kernel_start_ = 0, kernel_end_ = 0;
   int64_t bytes_written_ = 0;
   int64_t output_numel_ = 0;
-  int64_t flops_ = -1;  // set_flops, else instrumentation's estimate_flops
+  int64_t flops_ = -1;  // set_flops, else instrumentation's estimate_flops (taken in resolve())
   c10::DeviceIndex device_ = -1;
   std::optional<c10::Device> device_arg_;
   bool cpu_tensor_seen_ = false;
@@ -237,7 +238,9 @@ class KernelCall {
   // views (returned by reference for in-place ops) never move.
   c10::SmallVector<Slot, 4> slots_;
   size_t tensors_noted_ = 0;
-  c10::SmallVector<const at::Tensor*, 4> noted_;  // argument order, kept only while timing
+  // The arguments in order, kept only while timing and only until resolve() has estimated the FLOPs from them:
+  // they are the caller's, not owned (the boxed path's point into a stack the kernel overwrites).
+  c10::SmallVector<const at::Tensor*, 4> noted_;
   // Inner vectors keep their heap buffers when the outer one grows, so the
   // TensorList / ITensorListRef views handed to kernels stay valid.
   c10::SmallVector<std::vector<at::Tensor>, 1> lists_;
@@ -307,8 +310,9 @@ decltype(auto) KernelCall::run(OpCounter* counter, bool device_rng, Kernel&& ker
 }
 
 // True for operators that draw random numbers (tag nondeterministic_seeded)
-// but take no generator argument: their CPU kernels use the CPU default
-// generator, which must then carry the device's state (DeviceRngScope).
+// but take no generator argument: left alone their CPU kernels would draw from
+// the CPU's default generator, so they run in a DeviceRngScope, which hands
+// the random operators they dispatch the device's engine (generator.h).
 bool needs_device_rng(const char* name, const char* overload);
 
 // The native tier: an unboxed kernel for the ATen operator `Op` (a struct of

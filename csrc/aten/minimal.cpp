@@ -17,6 +17,7 @@
 #include "../instrumentation/activity.h"
 #include "host_view.h"
 #include "numerics.h"
+#include "unsupported_tensor_types.h"
 
 namespace torchneuron {
 namespace {
@@ -240,17 +241,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from_and_resize", copy_from_and_resize);
   m.impl("record_stream", record_stream);
   m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
-}
-
-// neuron has no quantized tensor type: whatever reaches the quantized neuron
-// backend (a quantized dtype on neuron, a quantized tensor moved there) stops
-// with the error quantized results of host kernels raise (kernel_wrapper.cpp).
-void quantized_fallback(const c10::OperatorHandle& op, torch::jit::Stack* /*stack*/) {
-  TORCH_CHECK_NOT_IMPLEMENTED(false, quantized_unsupported_message(op.schema().name().c_str()));
-}
-
-TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&quantized_fallback>());
 }
 
 // A conj/neg-bit source must reach copy_from as it is: the CPU copy kernel

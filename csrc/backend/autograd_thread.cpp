@@ -4,20 +4,23 @@
 #include <c10/util/Exception.h>
 
 #include <cstdlib>
-#include <string_view>
+
+#include "errors.h"
 
 namespace torchneuron {
 namespace {
 
 bool device_threads_requested() {
   static const bool requested = [] {
-    const char* e = std::getenv("TORCHNEURON_EXT_AUTOGRAD_THREADS");
-    const std::string_view v = e == nullptr ? "" : e;
-    if (v.empty() || v == "caller") return false;
-    if (v == "device") return true;
-    TORCH_WARN("TORCHNEURON_EXT_AUTOGRAD_THREADS=", v, " is not one of caller (the default: backward runs on the ",
-               "thread that called it) or device (PyTorch's worker thread per device); using caller.");
-    return false;
+    const int choice = env_choice("TORCHNEURON_EXT_AUTOGRAD_THREADS", {"caller", "device"});
+    // A warning, not the error at first use the other choices raise: the first use is whichever operator a
+    // thread runs first, and the setting has a safe default.
+    if (choice < 0) {
+      TORCH_WARN("TORCHNEURON_EXT_AUTOGRAD_THREADS=", std::getenv("TORCHNEURON_EXT_AUTOGRAD_THREADS"),
+                 " is not one of caller (the default: backward runs on the thread that called it) or device ",
+                 "(PyTorch's worker thread per device); using caller.");
+    }
+    return choice == 1;
   }();
   return requested;
 }

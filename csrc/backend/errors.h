@@ -28,10 +28,20 @@ decltype(auto) guarded(F&& f) {
   }
 }
 
-// An environment variable that names one of a fixed set of choices (TORCHNEURON_EXT_NUMERICS,
-// TORCHNEURON_EXT_RNG): the index of the choice it names, 0 (the default) when unset or empty, -1 when
-// it names none. Callers keep the index and raise with throw_bad_env_choice when the setting is first
-// used, not when it is read, which may be while the library loads (an import must not fail).
+// The environment switches, in the one grammar the Python side reads them with (torchneuron_ext/_env.py): a
+// value counts in any case and with surrounding blanks; unset or empty gives the default. What is not
+// understood is an error (ValueError) when the setting is first used, not when it is read, which may be while
+// the library loads: a switch read then warns and keeps its default instead, since an import must not fail.
+
+// An on/off switch: 1/true/on/yes or 0/false/off/no. Anything else raises (`OnBadEnv::kRaise`), or warns
+// and gives `fallback` (`kWarn`): "VAR='value' is not understood: use 1 (or true/on/yes) to turn it on, ...".
+enum class OnBadEnv { kRaise, kWarn };
+bool env_flag(const char* var, bool fallback, OnBadEnv on_bad);
+
+// A variable that names one of a fixed set of choices (TORCHNEURON_EXT_NUMERICS, TORCHNEURON_EXT_RNG,
+// TORCHNEURON_EXT_AUTOGRAD_THREADS), written in lower case: the index of the choice it names, 0 (the
+// default) when unset or empty, -1 when it names none. Callers keep the index and raise with
+// throw_bad_env_choice when the setting is first used.
 int env_choice(const char* var, std::initializer_list<std::string_view> choices);
 
 // ValueError: "VAR='value' is not WHAT; use HELP".

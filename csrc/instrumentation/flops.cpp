@@ -11,7 +11,8 @@ int64_t estimate_flops(std::string_view n, c10::ArrayRef<const at::Tensor*> oper
   if (n == "aten::mm" || n == "aten::bmm" || n == "aten::mv" || n == "aten::dot" || with_bias) {
     const at::Tensor* a = tensor(with_bias ? 1 : 0);
     const at::Tensor* b = tensor(with_bias ? 2 : 1);
-    if (a == nullptr || b == nullptr || a->dim() == 0) return 0;
+    // A nested operand's components differ in size: not estimated.
+    if (a == nullptr || b == nullptr || a->dim() == 0 || a->is_nested() || b->is_nested()) return 0;
     const int64_t k = a->size(-1);
     // out elements x K multiply-adds; output elements are numel(a)/K * (last dim of b, or 1 for a vector).
     const int64_t n_cols = b->dim() >= 2 ? b->size(-1) : 1;
@@ -26,7 +27,7 @@ int64_t estimate_flops(std::string_view n, c10::ArrayRef<const at::Tensor*> oper
   if ((attention_fwd || attention_bwd) && operands.size() >= (attention_bwd ? 3u : 2u)) {
     const at::Tensor* q = tensor(attention_bwd ? 1 : 0);  // (B, H, L, D) and k (B, H, S, D)
     const at::Tensor* k = tensor(attention_bwd ? 2 : 1);
-    if (q == nullptr || k == nullptr || q->dim() != 4 || k->dim() != 4) return 0;
+    if (q == nullptr || k == nullptr || q->is_nested() || k->is_nested() || q->dim() != 4 || k->dim() != 4) return 0;
     return (attention_bwd ? 8 : 4) * q->size(0) * q->size(1) * q->size(2) * k->size(2) * q->size(3);
   }
   return 0;

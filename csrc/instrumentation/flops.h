@@ -15,7 +15,7 @@ namespace torchneuron {
 
 // `operands` in argument order: mm/bmm/mv/dot (a, b); addmm/baddbmm/addbmm/addmv
 // (bias, a, b); the fused attention forwards (q, k, ...) and backwards
-// (grad_out, q, k, ...).
+// (grad_out, q, k, ...). 0 for nested operands.
 int64_t estimate_flops(std::string_view op, c10::ArrayRef<const at::Tensor*> operands);
 
 // A convolution's: every element of the larger side (the output, or a

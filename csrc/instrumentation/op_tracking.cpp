@@ -4,7 +4,6 @@
 
 #include "tracer.h"
 
-#include <cstdlib>
 #include <deque>
 #include <mutex>
 #include <unordered_map>
@@ -26,10 +25,9 @@ Registry& registry() {
   return *r;
 }
 
-std::atomic<bool> g_warn{[] {
-  const char* e = std::getenv("TORCHNEURON_EXT_WARN_FALLBACK");
-  return e != nullptr && e[0] != '\0' && e[0] != '0';
-}()};
+// Set from TORCHNEURON_EXT_WARN_FALLBACK when the module loads (Module.cpp: the environment's grammar is the
+// backend's, a layer above this one).
+std::atomic<bool> g_warn{false};
 
 OpCounter* counter_locked(Registry& r, const std::string& name, ExecutionTier tier) {
   TORCH_INTERNAL_ASSERT(static_cast<size_t>(tier) < kNumTiers, "op_counter: tier ", static_cast<int>(tier),

@@ -1,7 +1,7 @@
 // The trace's vocabulary, defined once: what the Kineto plugin (profiler/kineto_plugin.cpp) names
 // its events, lanes and metadata keys. _C._trace_schema() hands the same table to Python, where
-// torchneuron_ext/profiler/_schema.py gives it to every reader of a trace (report, HTML viewer,
-// cost model). No PyTorch types.
+// torchneuron_ext/instrumentation/trace_schema.py gives it to every reader of a trace (report, HTML
+// viewer, cost model). No PyTorch types.
 #pragma once
 
 #include <cstdint>

@@ -115,13 +115,16 @@ CaptureOptions parse_options(const std::string& json) {
     o.runtime = modes.find("RUNTIME") != std::string::npos;
   }
   const std::string cores = json_field(json, "capture_enabled_for_nc");
-  size_t start = 0;
-  while (start < cores.size()) {
-    size_t comma = cores.find(',', start);
-    const std::string item = cores.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (!item.empty()) o.cores.insert(std::atoi(item.c_str()));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
+  if (!cores.empty()) {
+    // NeuronConfig hands over a validated list; the runtime's parser (NEURON_RT_VISIBLE_CORES's grammar) still
+    // refuses one no process could see (ids past the last physical core, more cores than a process has).
+    std::string error;
+    const std::vector<int> ids = neuron_rt::parse_core_list(cores, &error);
+    if (error.empty()) {
+      o.cores.insert(ids.begin(), ids.end());
+    } else {
+      TORCH_WARN("capture_enabled_for_nc='", cores, "': ", error, "; capturing every core.");
+    }
   }
   const std::string max_events = json_field(json, "max_events_per_nc");
   if (!max_events.empty()) o.max_events_per_nc = std::atoll(max_events.c_str());
@@ -321,6 +324,17 @@ std::vector<MemorySample> last_memory_timeline() {
   std::lock_guard<std::mutex> lock(g_memory_mu);
   return g_last_memory;
 }
+
+}  // namespace torchneuron
+
+#else  // !USE_KINETO
+
+#include "kineto_plugin.h"
+
+namespace torchneuron {
+
+// Without Kineto there is no torch.profiler session to sample HBM in.
+std::vector<MemorySample> last_memory_timeline() { return {}; }
 
 }  // namespace torchneuron
 

@@ -6,7 +6,8 @@
 namespace torchneuron {
 
 // HBM in use on a core after an allocation or free, during the last
-// torch.profiler session (timestamps in the profiler's clock, ns).
+// torch.profiler session (timestamps in the profiler's clock, ns). Empty in a
+// build without Kineto (no -DUSE_KINETO), which has no such session.
 struct MemorySample {
   int device;
   int64_t time_ns;

@@ -1,12 +1,16 @@
 """Nested tensors on neuron (issue 19): moving them to and from the device, nested operators run on
 nested host views, and TransformerEncoderLayer's fast path (_transformer_encoder_layer_fwd on a nested
 input in eval / no_grad) matching the CPU."""
+import json
+
 import pytest
 import torch
 from torch import nn
 
 import torchneuron_ext  # noqa: F401
 from torchneuron_ext import ops
+from torchneuron_ext.profiler import op_stats, reset_timing, timing
+from tests.conftest import run_python
 
 pytestmark = pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
 
@@ -92,3 +96,55 @@ def test_mixed_devices_are_refused():
     xd = nested(2, 3).to(DEV)
     with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
         xd + nested(2, 3)
+
+
+# Nested operators run through the kernel wrapper like every device kernel (they had a wrapper of their own,
+# which recorded no timing or trace, narrowed nothing and drew random numbers from the CPU's generator).
+
+def test_nested_ops_are_timed_in_the_generic_tier():
+    x = nested(2, 4, seed=5)
+    xd = x.to(DEV)
+    reset_timing()
+    with timing():
+        out = xd * 2
+    assert_nested_close(out, x * 2, rtol=0, atol=0)
+    stat = next(s for s in op_stats() if s.name == "aten::mul.Tensor" and s.tier == "generic")
+    assert stat.calls_timed == 1 and stat.device_total_us > 0
+    assert stat.bytes_read == stat.bytes_written == 6 * 8 * 4 and stat.dtype == "Float"
+
+
+def test_nested_ops_are_traced_with_their_tier(tmp_path):
+    from torch.profiler import ProfilerActivity, profile
+    xd = nested(2, 4, seed=6).to(DEV)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        xd * 3
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(path))
+    kernels = [e for e in json.load(open(path))["traceEvents"] if e.get("cat") == "kernel"]
+    assert [(e["name"], e["args"]["tier"]) for e in kernels] == [("neuron::mul.Tensor", "generic")]
+
+
+def test_nested_random_ops_draw_from_the_device_generator():
+    def dropout_masks(cpu_draws):
+        torch.neuron.manual_seed(7)
+        torch.randn(cpu_draws)  # moves the CPU's default generator only
+        x = torch.nested.nested_tensor([torch.ones(3, 50), torch.ones(2, 50)]).to(DEV)
+        return [t.cpu() for t in nn.functional.dropout(x, 0.5, training=True).unbind()]
+
+    for a, b in zip(dropout_masks(1), dropout_masks(1000)):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_nested_ops_are_narrowed_in_trainium_numerics():
+    r = run_python("""
+        import warnings, torch, torchneuron_ext
+        x = torch.nested.nested_tensor([torch.full((2, 3), 1 + 2.0**-40, dtype=torch.float64),
+                                        torch.ones(1, 3, dtype=torch.float64)])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = (x.to("neuron") * 1.0).cpu()
+        print(out.dtype, out.unbind()[0][0, 0].item() == 1.0)
+        print(any("aten::mul.Tensor ran its float64 work in float32" in str(w.message) for w in caught))
+    """, env={"TORCHNEURON_EXT_NUMERICS": "trainium"}, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["torch.float64", "True", "True"]

@@ -67,3 +67,18 @@ def test_environment_chooses_where_backward_runs(value, on_main, multithreading,
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == [on_main, multithreading]
     assert warning in out.stderr
+
+
+def test_the_choice_is_read_in_the_package_grammar():
+    # Any case, surrounding blanks (csrc/backend/errors.h's env_choice, as torchneuron_ext/_env.py reads).
+    code = (
+        "import threading, torch, torchneuron_ext\n"
+        "x = torch.randn(4, device='neuron', requires_grad=True)\n"
+        "x.exp().sum().backward()\n"
+        "print(torch.autograd.is_multithreading_enabled())\n"
+    )
+    env = dict(os.environ, TORCHNEURON_EXT_AUTOGRAD_THREADS=" CALLER ")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False"]
+    assert "TORCHNEURON_EXT_AUTOGRAD_THREADS" not in out.stderr

@@ -117,6 +117,18 @@ def test_max_events_per_nc(tmp_path):
     assert sum(e.count for e in prof.key_averages() if e.key.startswith("neuron::")) == 3
 
 
+def test_a_core_list_no_process_could_see_warns_and_captures_every_core(tmp_path, capfd):
+    # The plugin reads the list with the runtime's parser (NEURON_RT_VISIBLE_CORES's), not atoi.
+    cfg = NeuronConfig(profile_output_dir=str(tmp_path), capture_enabled_for_nc=[0, 5000])
+    with profile(activities=ACTIVITIES, experimental_config=cfg) as prof:
+        torch.ones(4, device="neuron:1").add_(1)
+    path = tmp_path / "t.json"
+    prof.export_chrome_trace(str(path))
+    kernels = [e for e in json.load(open(path))["traceEvents"] if e.get("cat") == "kernel"]
+    assert kernels and all(e["args"]["device"] == 1 for e in kernels)
+    assert "capture_enabled_for_nc='0,5000': '5000' is not a core id" in capfd.readouterr().err
+
+
 def test_bad_config_values():
     with pytest.raises(ValueError, match="not a core or an ascending range"):
         NeuronConfig(capture_enabled_for_nc="3-1")

@@ -19,10 +19,6 @@
 #include <torchneuron/detail/core_state.h>
 #include <torchneuron/detail/flat_copy.h>
 
-namespace torch {
-
-} // namespace torch
-
 namespace torchneuron::gpsimd {
 
 // What the read and the write stream accessor share: the tensor, the stream's
