@@ -78,11 +78,6 @@ def _check_autoload() -> None:
     _torch_internals.source_mentions("__init__.py", '"torch.backends"', "TORCH_DEVICE_BACKEND_AUTOLOAD")
 
 
-def _check_device_module() -> None:
-    _torch_internals.attribute("torch", "_C._get_privateuse1_backend_name", "_register_device_module",
-                               "utils.rename_privateuse1_backend", "utils.generate_methods_for_privateuse1_backend")
-
-
 _torch_internals.register(
     "P1", "backend autoload", "torchneuron_ext/__init__.py (_autoload before `import torch`)",
     "torch's `torch.backends` entry-point autoload (torch._import_device_backends) looking up "
@@ -91,7 +86,10 @@ _torch_internals.register(
 _torch_internals.register(
     "P2", "PrivateUse1 device module", "torchneuron_ext/__init__.py (_register)",
     "torch._C._get_privateuse1_backend_name, torch._register_device_module",
-    "_register() in torchneuron_ext/__init__.py", _check_device_module)
+    "_register() in torchneuron_ext/__init__.py",
+    _torch_internals.has_attributes("torch", "_C._get_privateuse1_backend_name", "_register_device_module",
+                                    "utils.rename_privateuse1_backend",
+                                    "utils.generate_methods_for_privateuse1_backend"))
 
 
 def _register() -> None:

@@ -139,6 +139,13 @@ def attribute(module: str, *names: str) -> Any:
     return found
 
 
+def has_attributes(module: str, *names: str) -> Callable[[], None]:
+    """A check that only asks `attribute(module, *names)`: most entries rely on nothing more than that."""
+    def check() -> None:
+        attribute(module, *names)
+    return check
+
+
 def parameters(fn: Any, *names: str, label: str) -> None:
     """`fn` accepts each of `names` (by name)."""
     params = inspect.signature(fn).parameters
@@ -219,8 +226,8 @@ def markdown() -> str:
 
 
 __all__ = ["Broken", "Internal", "SITES", "TorchInternalError", "attribute", "check_all", "dispatch_entry",
-           "entries", "failure", "internal", "markdown", "message", "parameters", "register", "require",
-           "source_mentions"]
+           "entries", "failure", "has_attributes", "internal", "markdown", "message", "parameters", "register",
+           "require", "source_mentions"]
 
 
 if __name__ == "__main__":

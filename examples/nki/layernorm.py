@@ -36,8 +36,9 @@ def _load_params_legacy(gamma, beta, d):
     return g, b
 
 
-@lnki.jit
-def layernorm_legacy_mean_var(x, gamma, beta, eps=1e-5):
+def _layernorm_legacy(x, gamma, beta, eps, mean_var):
+    """The legacy kernels' frame: per 128-row tile, mean and var from ``mean_var(t, i_p, valid)``, then
+    y = (t - mean) * rsqrt(var + eps) * g + b, masked to the rows that exist."""
     rows, d = x.shape
     _check_params(x, gamma, beta)
     out = lnl.ndarray((rows, d), dtype=x.dtype, buffer=lnl.shared_hbm)
@@ -46,8 +47,7 @@ def layernorm_legacy_mean_var(x, gamma, beta, eps=1e-5):
     for i in lnl.affine_range(math.ceil(rows / lnl.tile_size.pmax)):
         row = i * lnl.tile_size.pmax + i_p
         t = lnl.load(x[row, i_f], mask=(row < rows))
-        mean = lnl.mean(t, axis=1, mask=(row < rows))
-        var = lnl.var(t, axis=1, mask=(row < rows))
+        mean, var = mean_var(t, i_p, row < rows)
         inv_std = lnl.rsqrt(var + eps)
         normed = lnisa.tensor_scalar(t, op0=np.subtract, operand0=mean, op1=np.multiply, operand1=inv_std,
                                      mask=(row < rows))
@@ -55,31 +55,32 @@ def layernorm_legacy_mean_var(x, gamma, beta, eps=1e-5):
     return out
 
 
-@lnki.jit
-def layernorm_legacy_bn(x, gamma, beta, eps=1e-5):
-    rows, d = x.shape
-    _check_params(x, gamma, beta)
-    out = lnl.ndarray((rows, d), dtype=x.dtype, buffer=lnl.shared_hbm)
-    g, b = _load_params_legacy(gamma, beta, d)
-    P, FMAX = lnl.tile_size.pmax, lnl.tile_size.bn_stats_fmax
-    i_p = lnl.arange(P)[:, None]
-    i_f = lnl.arange(d)[None, :]
+def _mean_var_legacy(t, i_p, valid):
+    return lnl.mean(t, axis=1, mask=valid), lnl.var(t, axis=1, mask=valid)
+
+
+def _bn_mean_var_legacy(t, i_p, valid):
+    d = t.shape[1]
+    FMAX = lnl.tile_size.bn_stats_fmax
     i_chunk = lnl.arange(FMAX)[None, :]
     i_stat = lnl.arange(6)[None, :]
     chunks = math.ceil(d / FMAX)
-    for i in lnl.affine_range(math.ceil(rows / P)):
-        row = i * P + i_p
-        t = lnl.load(x[row, i_f], mask=(row < rows))
-        stats = lnl.ndarray((P, 6 * chunks), dtype=np.float32)
-        for j in lnl.affine_range(chunks):
-            stats[i_p, j * 6 + i_stat] = lnisa.bn_stats(t[i_p, j * FMAX + i_chunk],
-                                                        mask=(j * FMAX + i_chunk < d), dtype=np.float32)
-        mean_var = lnisa.bn_aggr(stats)
-        mean, var = mean_var[i_p, 0], mean_var[i_p, 1]
-        normed = lnisa.tensor_scalar(t, op0=np.subtract, operand0=mean, op1=np.multiply,
-                                     operand1=lnl.rsqrt(var + eps))
-        lnl.store(out[row, i_f], value=normed * g + b, mask=(row < rows))
-    return out
+    stats = lnl.ndarray((t.shape[0], 6 * chunks), dtype=np.float32)
+    for j in lnl.affine_range(chunks):
+        stats[i_p, j * 6 + i_stat] = lnisa.bn_stats(t[i_p, j * FMAX + i_chunk],
+                                                    mask=(j * FMAX + i_chunk < d), dtype=np.float32)
+    mean_var = lnisa.bn_aggr(stats)
+    return mean_var[i_p, 0], mean_var[i_p, 1]
+
+
+@lnki.jit
+def layernorm_legacy_mean_var(x, gamma, beta, eps=1e-5):
+    return _layernorm_legacy(x, gamma, beta, eps, _mean_var_legacy)
+
+
+@lnki.jit
+def layernorm_legacy_bn(x, gamma, beta, eps=1e-5):
+    return _layernorm_legacy(x, gamma, beta, eps, _bn_mean_var_legacy)
 
 
 def _load_params_new(gamma, beta, d):
@@ -105,8 +106,9 @@ def _normalize_new(out, x_tile, mean, var, g, b, eps, r0, n):
     nisa.dma_copy(dst=out[r0:r0 + n], src=y[0:n])
 
 
-@nki.jit
-def layernorm_new_mean_var(x, gamma, beta, eps=1e-5):
+def _layernorm_new(x, gamma, beta, eps, mean_var):
+    """The new kernels' frame: per tile of up to 128 rows, mean and var from ``mean_var(t, n)``, then
+    _normalize_new."""
     rows, d = x.shape
     P = nl.tile_size.pmax
     _check_params(x, gamma, beta)
@@ -116,39 +118,46 @@ def layernorm_new_mean_var(x, gamma, beta, eps=1e-5):
         n = min(P, rows - r0)
         t = nl.ndarray((P, d), dtype=x.dtype, buffer=nl.sbuf)
         nisa.dma_copy(dst=t[0:n], src=x[r0:r0 + n])
-        mean = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_reduce(dst=mean[0:n], op=nl.add, data=t[0:n], axis=1)
-        nisa.tensor_scalar(dst=mean[0:n], data=mean[0:n], op0=nl.multiply, operand0=1.0 / d)
-        centered = nl.ndarray((P, d), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_scalar(dst=centered[0:n], data=t[0:n], op0=nl.subtract, operand0=mean[0:n])
-        var = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
-        sq = nl.ndarray((P, d), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.activation_reduce(dst=sq[0:n], op=nl.square, data=centered[0:n], reduce_op=nl.add,
-                               reduce_res=var[0:n], scale=1.0 / math.sqrt(d))
+        mean, var = mean_var(t, n)
         _normalize_new(out, t, mean, var, g, b, eps, r0, n)
     return out
 
 
+def _mean_var_new(t, n):
+    P, d = t.shape
+    mean = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_reduce(dst=mean[0:n], op=nl.add, data=t[0:n], axis=1)
+    nisa.tensor_scalar(dst=mean[0:n], data=mean[0:n], op0=nl.multiply, operand0=1.0 / d)
+    centered = nl.ndarray((P, d), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=centered[0:n], data=t[0:n], op0=nl.subtract, operand0=mean[0:n])
+    var = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
+    sq = nl.ndarray((P, d), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.activation_reduce(dst=sq[0:n], op=nl.square, data=centered[0:n], reduce_op=nl.add,
+                           reduce_res=var[0:n], scale=1.0 / math.sqrt(d))
+    return mean, var
+
+
+def _bn_mean_var_new(t, n):
+    P, d = t.shape
+    FMAX = nl.tile_size.bn_stats_fmax
+    chunks = math.ceil(d / FMAX)
+    stats = nl.ndarray((P, 6 * chunks), dtype=nl.float32, buffer=nl.sbuf)
+    for j in range(chunks):
+        f0, f1 = j * FMAX, min(d, (j + 1) * FMAX)
+        nisa.bn_stats(dst=stats[0:n, 6 * j:6 * j + 6], data=t[0:n, f0:f1])
+    mean_var = nl.ndarray((P, 2), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.bn_aggr(dst=mean_var[0:n], data=stats[0:n])
+    return mean_var[:, 0:1], mean_var[:, 1:2]
+
+
+@nki.jit
+def layernorm_new_mean_var(x, gamma, beta, eps=1e-5):
+    return _layernorm_new(x, gamma, beta, eps, _mean_var_new)
+
+
 @nki.jit
 def layernorm_new_bn(x, gamma, beta, eps=1e-5):
-    rows, d = x.shape
-    P, FMAX = nl.tile_size.pmax, nl.tile_size.bn_stats_fmax
-    chunks = math.ceil(d / FMAX)
-    _check_params(x, gamma, beta)
-    out = nl.ndarray((rows, d), dtype=x.dtype, buffer=nl.shared_hbm)
-    g, b = _load_params_new(gamma, beta, d)
-    for r0 in range(0, rows, P):
-        n = min(P, rows - r0)
-        t = nl.ndarray((P, d), dtype=x.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=t[0:n], src=x[r0:r0 + n])
-        stats = nl.ndarray((P, 6 * chunks), dtype=nl.float32, buffer=nl.sbuf)
-        for j in range(chunks):
-            f0, f1 = j * FMAX, min(d, (j + 1) * FMAX)
-            nisa.bn_stats(dst=stats[0:n, 6 * j:6 * j + 6], data=t[0:n, f0:f1])
-        mean_var = nl.ndarray((P, 2), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.bn_aggr(dst=mean_var[0:n], data=stats[0:n])
-        _normalize_new(out, t, mean_var[:, 0:1], mean_var[:, 1:2], g, b, eps, r0, n)
-    return out
+    return _layernorm_new(x, gamma, beta, eps, _bn_mean_var_new)
 
 
 KERNELS = {"legacy_mean_var": layernorm_legacy_mean_var, "legacy_bn": layernorm_legacy_bn,

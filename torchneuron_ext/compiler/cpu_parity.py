@@ -595,10 +595,6 @@ def _check_compile_fx() -> None:
     _torch_internals.attribute("torch._inductor.config", "fallback_random")
 
 
-def _check_pytree() -> None:
-    _torch_internals.attribute("torch.utils._pytree", "tree_flatten", "tree_map")
-
-
 # A missing site is warned about (install()), not raised, so these are not require()d at install:
 # compiling must not break on a torch upgrade. require("P9") & co. still raise (the canary test).
 _torch_internals.register(
@@ -623,7 +619,7 @@ _torch_internals.register(
 _torch_internals.register(
     "P22", "pytree", "torchneuron_ext/nki/torch/aten_routing.py, nki/torch/tracing.py, compiler/cpu_parity.py",
     "torch.utils._pytree.tree_flatten / tree_map", "the imports in nki/torch/aten_routing.py, nki/torch/tracing.py and "
-    "compiler/cpu_parity.py", _check_pytree)
+    "compiler/cpu_parity.py", _torch_internals.has_attributes("torch.utils._pytree", "tree_flatten", "tree_map"))
 
 
 __all__ = ["CPU_LITERAL_SITES", "HOST_DEVICE_TYPE", "LEFT_AS_CPU", "PREDICATE_SITES", "SiteStatus", "install",

@@ -26,14 +26,11 @@ from .errors import CustomOpError
 ABI_VERSION = 1
 
 
-def _check_schema_lookup() -> None:
-    _torch_internals.attribute("torch", "_C._get_schema", "_C._dispatch_get_registrations_for_dispatch_key")
-
-
 _torch_internals.register(
     "P21", "schema and registration lookups", "torchneuron_ext/custom_op/library.py, compat/torch_neuronx/utils.py",
     "torch._C._get_schema, torch._C._dispatch_get_registrations_for_dispatch_key",
-    "custom_op/library.py and compat/torch_neuronx/utils.py", _check_schema_lookup)
+    "custom_op/library.py and compat/torch_neuronx/utils.py",
+    _torch_internals.has_attributes("torch", "_C._get_schema", "_C._dispatch_get_registrations_for_dispatch_key"))
 
 
 @dataclasses.dataclass(frozen=True)

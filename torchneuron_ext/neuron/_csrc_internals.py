@@ -39,15 +39,6 @@ def _check_composite_routing() -> None:
         raise _ti.Broken("no composite operator was routed to the host kernels")
 
 
-def _check_sdp_stub() -> None:
-    _ti.attribute("torch", "_fused_sdp_choice")
-
-
-def _check_autograd_thread() -> None:
-    # The flag the C++ side sets is the one these read and write (c10::AutogradState's thread-local).
-    _ti.attribute("torch", "autograd.is_multithreading_enabled", "autograd.set_multithreading_enabled")
-
-
 # A seed no other code uses, so its state is not in generator.cpp's memo of handed-out states and
 # set_state rebuilds it: at::mt19937's seeding, then twist() and temper() from generator.cpp.
 _MT_SEED = 0x5EEDC8
@@ -103,13 +94,15 @@ _ti.register(
     _check_composite_routing)
 _ti.register(
     "C6", "fused-SDP choice stub", "csrc/aten/native_attention.cpp",
-    "REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, ...)", "native_attention.cpp", _check_sdp_stub)
+    "REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, ...)", "native_attention.cpp",
+    _ti.has_attributes("torch", "_fused_sdp_choice"))
 _ti.register(
     "C7", "backward on the calling thread", "csrc/backend/autograd_thread.cpp",
     "c10::AutogradState's thread-local multithreading flag, which the autograd Engine's ready_queue "
     "reads to run a device's backward on the calling thread instead of the device's worker thread",
     "autograd_thread.cpp (TORCHNEURON_EXT_AUTOGRAD_THREADS=device meanwhile keeps torch's threads)",
-    _check_autograd_thread)
+    # The flag the C++ side sets is the one these read and write (c10::AutogradState's thread-local).
+    _ti.has_attributes("torch", "autograd.is_multithreading_enabled", "autograd.set_multithreading_enabled"))
 _ti.register(
     "C8", "RNG state on the mt19937 layout", "csrc/backend/generator.cpp (seeded_block, twist, temper, "
     "cached_normal_of; get_state / set_state)",

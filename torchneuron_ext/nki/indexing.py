@@ -6,6 +6,7 @@ partition axis, ``[None, :]`` a free axis. Comparisons give boolean arrays of th
 """
 from __future__ import annotations
 
+import operator
 from typing import Any, Iterator, Optional
 
 import numpy as np
@@ -50,23 +51,13 @@ def ds(start: Any, size: int, step: int = 1) -> DynSlice:
 
 
 class _Grid(tuple):
-    """What ``nl.mgrid[...]`` returns: unpacks to index expressions; also ``.p``, ``.x``, ``.y``, ``.z``."""
+    """What ``nl.mgrid[...]`` returns: unpacks to index expressions; also ``.p``, ``.x``, ``.y``, ``.z``
+    (the IndexExpr of axis 0 to 3)."""
 
-    @property
-    def p(self) -> IndexExpr:
-        return self[0]
-
-    @property
-    def x(self) -> IndexExpr:
-        return self[1]
-
-    @property
-    def y(self) -> IndexExpr:
-        return self[2]
-
-    @property
-    def z(self) -> IndexExpr:
-        return self[3]
+    p = property(operator.itemgetter(0))
+    x = property(operator.itemgetter(1))
+    y = property(operator.itemgetter(2))
+    z = property(operator.itemgetter(3))
 
 
 class _MGrid:

@@ -53,6 +53,10 @@ def _v(name: str, meaning: str, status: str, emulator: str, implied: tuple[str, 
 
 _NO_COMPILER = "the emulator runs ATen's host kernels; there is no neuronx-cc, StableHLO or NEFF"
 _NO_NEFF_CACHE = "the emulator compiles no NEFFs, so there is no NEFF cache"
+_NO_CONCATENATION = "no concatenation engine"
+_NO_LOG = "the emulator reports through Python warnings and exceptions"
+_OP_STATS = "use torchneuron_ext.profiler.op_stats()"
+_UNSPLIT_COLLECTIVES = "collectives run in gloo on zero-copy views, unsplit"
 
 VARIABLES: dict[str, EnvVar] = {v.name: v for v in [
     # --- Runtime / devices
@@ -98,11 +102,11 @@ VARIABLES: dict[str, EnvVar] = {v.name: v for v in [
     _v("TORCH_NEURONX_ENABLE_CONCATENATION", "fuse queued eager ops into one NEFF (adaptive eager execution)",
        NOT_APPLICABLE, "eager ops run one by one, synchronously"),
     _v("TORCH_NEURONX_CONCATENATION_BUFFER_SIZE_LIMIT", "op buffer of the concatenation engine", NOT_APPLICABLE,
-       "no concatenation engine"),
+       _NO_CONCATENATION),
     _v("TORCH_NEURONX_CONCATENATION_QUEUE_LOW_THRESHOLD", "queue depth below which ops are not fused",
-       NOT_APPLICABLE, "no concatenation engine"),
+       NOT_APPLICABLE, _NO_CONCATENATION),
     _v("TORCH_NEURONX_CONCATENATION_APPLY_SKIP_INTERMEDIATE", "skip unreferenced intermediates of fused ops",
-       NOT_APPLICABLE, "no concatenation engine"),
+       NOT_APPLICABLE, _NO_CONCATENATION),
     _v("TORCH_NEURONX_ENABLE_NKI_SDPA", "route SDPA to the built-in NKI flash-attention kernel",
        NOT_APPLICABLE, "SDPA runs ATen's kernels"),
     # --- Compiler and NEFF caches
@@ -130,25 +134,19 @@ VARIABLES: dict[str, EnvVar] = {v.name: v for v in [
     _v("TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY", "1: CPU inputs to a compiled graph raise instead of being "
        "copied to neuron", NOT_APPLICABLE, "compiled graphs take their inputs where they are, as with Inductor"),
     # --- Logging and metrics
-    _v("TORCH_NEURONX_LOG_LEVEL", "C++ log level 0-3 (ERROR, WARNING, INFO, DEBUG)", NOT_APPLICABLE,
-       "the emulator reports through Python warnings and exceptions"),
-    _v("TORCH_NEURONX_LOG_FILE", "file the C++ log goes to", NOT_APPLICABLE,
-       "the emulator reports through Python warnings and exceptions"),
+    _v("TORCH_NEURONX_LOG_LEVEL", "C++ log level 0-3 (ERROR, WARNING, INFO, DEBUG)", NOT_APPLICABLE, _NO_LOG),
+    _v("TORCH_NEURONX_LOG_FILE", "file the C++ log goes to", NOT_APPLICABLE, _NO_LOG),
     _v("TORCH_NEURONX_METRICS_ENABLED", "runtime counters of torch_neuronx.metrics", NOT_APPLICABLE,
        "use torchneuron_ext.get_op_counts() and torchneuron_ext.profiler.op_stats()"),
-    _v("TORCH_NEURONX_ENABLED_METRIC_TABLES", "metric tables exported as CSV", NOT_APPLICABLE,
-       "use torchneuron_ext.profiler.op_stats()"),
-    _v("TORCH_NEURONX_METRICS_DIR", "directory of the metric CSV files", NOT_APPLICABLE,
-       "use torchneuron_ext.profiler.op_stats()"),
+    _v("TORCH_NEURONX_ENABLED_METRIC_TABLES", "metric tables exported as CSV", NOT_APPLICABLE, _OP_STATS),
+    _v("TORCH_NEURONX_METRICS_DIR", "directory of the metric CSV files", NOT_APPLICABLE, _OP_STATS),
     # --- Distributed
-    _v("NEURON_USE_SPLIT_ALLGATHER", "split large all-gathers into buckets", NOT_APPLICABLE,
-       "collectives run in gloo on zero-copy views, unsplit"),
+    _v("NEURON_USE_SPLIT_ALLGATHER", "split large all-gathers into buckets", NOT_APPLICABLE, _UNSPLIT_COLLECTIVES),
     _v("NEURON_USE_SPLIT_REDUCE_SCATTER", "split large reduce-scatters into buckets", NOT_APPLICABLE,
-       "collectives run in gloo on zero-copy views, unsplit"),
-    _v("COLLECTIVE_BUCKETSIZE_IN_MB", "bucket size of split collectives (512)", NOT_APPLICABLE,
-       "collectives run in gloo on zero-copy views, unsplit"),
+       _UNSPLIT_COLLECTIVES),
+    _v("COLLECTIVE_BUCKETSIZE_IN_MB", "bucket size of split collectives (512)", NOT_APPLICABLE, _UNSPLIT_COLLECTIVES),
     _v("COLLECTIVE_MIN_BUCKETS", "minimum number of buckets of split collectives", NOT_APPLICABLE,
-       "collectives run in gloo on zero-copy views, unsplit"),
+       _UNSPLIT_COLLECTIVES),
     _v("TORCH_NEURONX_ENABLE_HOST_CC", "host collectives on a side stream", NOT_APPLICABLE,
        "collectives always run on the host (gloo)"),
 ]}

@@ -208,3 +208,14 @@ def same_partitions(api: str, a: "tuple[str, NKITensor]", b: "tuple[str, NKITens
         fail("err_num_partition_mismatch",
              f"number of partitions (dimension 0 size of a tile) mismatch in parameters ({na}{list(ta.shape)}, "
              f"{nb}{list(tb.shape)}) of '{api}'")
+
+
+def operand_pair(api: str, a: "tuple[str, NKITensor]", b: "tuple[str, NKITensor]") -> None:
+    """Two tiles a Vector-engine instruction reads side by side: tiles of the same partitions, at most
+    one of them in PSUM (the toolchain rejects two PSUM operands)."""
+    (na, ta), (nb, tb) = a, b
+    check_tile(ta, api, na)
+    check_tile(tb, api, nb)
+    same_partitions(api, a, b)
+    if ta.buffer is psum and tb.buffer is psum:
+        fail("err_unsupported_memory", f"'{api}': {na} and {nb} cannot both be in PSUM; copy one to SBUF first")

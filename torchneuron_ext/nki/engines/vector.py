@@ -13,8 +13,8 @@ from ..indexing import as_mask
 from ..memory import Buffer, psum, sbuf
 from ..tensor import NKITensor
 from .elementwise import BINARY, INT_BINARY, UNARY, copy, elementwise, op_name
-from .operands import (charge, check_tile, dtype_of, emit, fp32, free_size, mask_for, new_tile, per_partition, quiet,
-                       result_dtype, same_partitions, store_into, value_of)
+from .operands import (charge, check_tile, dtype_of, emit, fp32, free_size, mask_for, new_tile, operand_pair,
+                       per_partition, quiet, result_dtype, same_partitions, store_into, value_of)
 
 
 def dropout(data: NKITensor, prob: Any, *, dtype: Any = None, mask: Any = None,
@@ -113,11 +113,7 @@ def reduce(op: str, data: NKITensor, axis: Any, *, dtype: Any = None, mask: Any 
 def tensor_tensor(data1: NKITensor, data2: NKITensor, op: Any, *, dtype: Any = None, mask: Any = None,
                   dst: Optional[NKITensor] = None, engine: str = "vector") -> Optional[NKITensor]:
     api = "tensor_tensor"
-    check_tile(data1, api, "data1")
-    check_tile(data2, api, "data2")
-    same_partitions(api, ("data1", data1), ("data2", data2))
-    if data1.buffer is psum and data2.buffer is psum:
-        fail("err_unsupported_memory", f"'{api}' cannot read both operands from PSUM; copy one to SBUF first")
+    operand_pair(api, ("data1", data1), ("data2", data2))
     name = op_name(op)
     if (name == "power" or engine == "gpsimd") and psum in (data1.buffer, data2.buffer):
         fail("err_unsupported_memory", f"'{api}' with {name} runs on GpSimd, which cannot access PSUM")

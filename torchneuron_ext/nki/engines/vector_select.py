@@ -9,11 +9,10 @@ import numpy as np
 from .. import dtypes, runtime
 from ..errors import fail
 from ..indexing import as_mask
-from ..memory import psum
 from ..tensor import NKITensor
 from .elementwise import BINARY, op_name
-from .operands import (charge, check_tile, emit, fp32, free_size, mask_for, per_partition, result_dtype,
-                       same_partitions, store_into)
+from .operands import (charge, check_tile, emit, fp32, free_size, mask_for, operand_pair, per_partition, result_dtype,
+                       store_into)
 
 
 # The Vector engine's top-k instructions (max8, nc_find_index8, nc_match_replace8) work on 8 values per
@@ -83,11 +82,7 @@ def select_reduce(predicate: NKITensor, on_true: NKITensor, on_false: Any, *, ds
                   reverse_pred: bool = False, dtype: Any = None, mask: Any = None) -> Optional[NKITensor]:
     """``where(predicate, on_true, on_false)`` (on_false a scalar or (P, 1)), with an optional running max."""
     api = "select_reduce"
-    check_tile(on_true, api, "on_true")
-    check_tile(predicate, api, "predicate")
-    same_partitions(api, ("on_true", on_true), ("predicate", predicate))
-    if on_true.buffer is psum and predicate.buffer is psum:
-        fail("err_unsupported_memory", f"'{api}': on_true and predicate cannot both be in PSUM")
+    operand_pair(api, ("on_true", on_true), ("predicate", predicate))
     if dtypes.is_float(predicate.dtype):
         fail("err_unsupported_dtype", f"'{api}': predicate must hold integers, got {dtypes.name(predicate.dtype)}")
     pred = np.asarray(predicate.read()).reshape(on_true.shape) != 0

@@ -24,14 +24,11 @@ from ..tensor import NKITensor
 from .interop import neuron_hbm_allocator, numpy_to_cpu_tensor, tensor_view, torch_to_numpy_dtype
 
 
-def _check_record_function_fast() -> None:
-    _torch_internals.attribute("torch", "_C._profiler._RecordFunctionFast", "autograd._profiler_enabled")
-
-
 _torch_internals.register(
     "P18", "fast record function", "torchneuron_ext/nki/torch/launch.py (_LaunchScope)",
     "torch._C._profiler._RecordFunctionFast (a FUNCTION-scope op that gets Kineto's correlation id)",
-    "_LaunchScope in nki/torch/launch.py", _check_record_function_fast)
+    "_LaunchScope in nki/torch/launch.py",
+    _torch_internals.has_attributes("torch", "_C._profiler._RecordFunctionFast", "autograd._profiler_enabled"))
 
 
 _warned_autograd: set = set()

@@ -19,16 +19,14 @@ _torch_internals.require("P22")
 from torch.utils._pytree import tree_flatten  # noqa: E402
 
 
-def _check_dispatch_tls() -> None:
-    _torch_internals.attribute("torch", "_C._len_torch_dispatch_stack", "_C._dispatch_tls_is_dispatch_key_excluded",
-                                "_C.DispatchKey.AutogradFunctionality", "_subclasses.FakeTensor")
-
-
 _torch_internals.register(
     "P17", "dispatch TLS queries", "torchneuron_ext/nki/torch/tracing.py, nki/torch/launch.py, nki/torch/aten_routing.py",
     "torch._C._len_torch_dispatch_stack, _dispatch_tls_is_dispatch_key_excluded("
     "DispatchKey.AutogradFunctionality), torch._subclasses.FakeTensor",
-    "under_tracing in nki/torch/tracing.py, TorchArguments.check_autograd in nki/torch/launch.py", _check_dispatch_tls)
+    "under_tracing in nki/torch/tracing.py, TorchArguments.check_autograd in nki/torch/launch.py",
+    _torch_internals.has_attributes("torch", "_C._len_torch_dispatch_stack",
+                                    "_C._dispatch_tls_is_dispatch_key_excluded",
+                                    "_C.DispatchKey.AutogradFunctionality", "_subclasses.FakeTensor"))
 
 
 
