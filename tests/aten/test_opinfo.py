@@ -56,6 +56,7 @@ import math
 import os
 import sys
 import zlib
+from typing import Callable
 
 import pytest
 import torch
@@ -362,12 +363,17 @@ def check_out(op, dtype):
     return compared
 
 
-def _results_match(a, b):
+def _error(fn, *args, errors=Exception):
+    """The exception (of the given kinds) fn(*args) raises, or None when it returns."""
     try:
-        assert_same_cpu(a, b)
-        return True
-    except AssertionError:
-        return False
+        fn(*args)
+    except errors as e:
+        return e
+    return None
+
+
+def _results_match(a, b):
+    return _error(assert_same_cpu, a, b, errors=AssertionError) is None
 
 
 def assert_same_cpu(a, b):
@@ -449,11 +455,7 @@ def check_variants(op, dtype):
 
 
 def _raises(fn, args):
-    try:
-        _call(fn, args)
-        return None
-    except Exception as e:
-        return e
+    return _error(_call, fn, args)
 
 
 def _map_out(like, make):
@@ -610,44 +612,20 @@ def _run(kind, name, dtype_name):
 pytestmark = pytest.mark.filterwarnings("ignore")
 
 
-@pytest.mark.parametrize("name,dtype", _params("forward"))
-def test_forward(name, dtype):
-    _run("forward", name, dtype)
+def _test_of(kind: str) -> Callable[[str, str], None]:
+    """The test of one check kind, over that kind's (op, dtype) cases."""
+    @pytest.mark.parametrize("name,dtype", _params(kind))
+    def test(name: str, dtype: str) -> None:
+        _run(kind, name, dtype)
+
+    test.__name__ = test.__qualname__ = f"test_{kind}"
+    return test
 
 
-@pytest.mark.parametrize("name,dtype", _params("backward"))
-def test_backward(name, dtype):
-    _run("backward", name, dtype)
-
-
-@pytest.mark.parametrize("name,dtype", _params("inplace"))
-def test_inplace(name, dtype):
-    _run("inplace", name, dtype)
-
-
-@pytest.mark.parametrize("name,dtype", _params("out"))
-def test_out(name, dtype):
-    _run("out", name, dtype)
-
-
-@pytest.mark.parametrize("name,dtype", _params("noncontiguous"))
-def test_noncontiguous(name, dtype):
-    _run("noncontiguous", name, dtype)
-
-
-@pytest.mark.parametrize("name,dtype", _params("variants"))
-def test_variants(name, dtype):
-    _run("variants", name, dtype)
-
-
-@pytest.mark.parametrize("name,dtype", _params("out_errors"))
-def test_out_errors(name, dtype):
-    _run("out_errors", name, dtype)
-
-
-@pytest.mark.parametrize("name,dtype", _params("gradcheck"))
-def test_gradcheck(name, dtype):
-    _run("gradcheck", name, dtype)
+# One test function per kind, named test_<kind>: node ids (test_forward[abs-float32]), `-k test_out` and
+# --report's per-kind rows depend on those names.
+for _kind in CHECKS:
+    globals()[f"test_{_kind}"] = _test_of(_kind)
 
 
 # ---- entry points -------------------------------------------------------------------------------

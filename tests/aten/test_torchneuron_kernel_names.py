@@ -4,6 +4,8 @@ kernel each (csrc/aten/native_fused.cpp), with autograd through them (double bac
 CPU; torch.arange runs as PyTorch's composite down to aten::arange.start_out; tril_ / triu_ write through
 tril.out / triu.out; the out= factories zeros / ones / full are recorded under their names
 (csrc/aten/tracked_composites.cpp). Every result is the CPU's."""
+from typing import Callable
+
 import pytest
 import torch
 from torch.autograd import forward_ad
@@ -18,6 +20,24 @@ def executed_during(fn):
     ops.clear_op_tracking()
     result = fn()
     return result, torchneuron_ext.get_executed_ops()
+
+
+def assert_double_backward_matches_cpu(kernel: str, shape: tuple[int, ...],
+                                       select: Callable[[torch.Tensor], torch.Tensor]) -> None:
+    """In float64, x's gradient of (select(x) ** 3).sum() and the gradient of that gradient's squared sum are
+    the CPU's on neuron, where `kernel` ran, and the second one is not all zeros."""
+    def grads(device):
+        torch.manual_seed(0)
+        x = torch.randn(shape, dtype=torch.float64).to(device).requires_grad_()
+        (gx,) = torch.autograd.grad((select(x) ** 3).sum(), x, create_graph=True)
+        (ggx,) = torch.autograd.grad((gx ** 2).sum(), x)
+        return gx.detach().cpu(), ggx.cpu()
+
+    (g_cpu, gg_cpu), ((g_dev, gg_dev), executed) = grads("cpu"), executed_during(lambda: grads(DEV))
+    assert kernel in executed
+    torch.testing.assert_close(g_dev, g_cpu)
+    torch.testing.assert_close(gg_dev, gg_cpu)
+    assert gg_dev.abs().sum() > 0
 
 
 # ----------------------------------------------------------------------------- index_select_backward
@@ -50,23 +70,9 @@ def test_index_select_backward_errors_are_the_cpus():
     assert str(dev.value) == str(cpu.value)
 
 
-def _index_select_grads(device):
-    torch.manual_seed(0)
-    x = torch.randn(6, 4, dtype=torch.float64).to(device).requires_grad_()
-    idx = torch.tensor([0, 3, 3, 5]).to(device)
-    y = x.index_select(0, idx)
-    (gx,) = torch.autograd.grad((y ** 3).sum(), x, create_graph=True)
-    (ggx,) = torch.autograd.grad((gx ** 2).sum(), x)
-    return gx.detach().cpu(), ggx.cpu()
-
-
 def test_index_select_double_backward_matches_cpu():
-    (g_cpu, gg_cpu), ((g_dev, gg_dev), executed) = _index_select_grads("cpu"), executed_during(
-        lambda: _index_select_grads(DEV))
-    assert "aten::index_select_backward" in executed
-    torch.testing.assert_close(g_dev, g_cpu)
-    torch.testing.assert_close(gg_dev, gg_cpu)
-    assert gg_dev.abs().sum() > 0
+    assert_double_backward_matches_cpu("aten::index_select_backward", (6, 4),
+                                       lambda x: x.index_select(0, torch.tensor([0, 3, 3, 5]).to(x.device)))
 
 
 def test_index_select_gradgradcheck():
@@ -121,21 +127,8 @@ def test_value_selecting_backward_direct_call_matches_cpu():
     assert torch.equal(got.cpu(), torch.ops.aten.value_selecting_reduction_backward(grad, 1, idx, (3, 4, 5), False))
 
 
-def _max_grads(device):
-    torch.manual_seed(0)
-    x = torch.randn(4, 6, dtype=torch.float64).to(device).requires_grad_()
-    y, _ = x.max(1)
-    (gx,) = torch.autograd.grad((y ** 3).sum(), x, create_graph=True)
-    (ggx,) = torch.autograd.grad((gx ** 2).sum(), x)
-    return gx.detach().cpu(), ggx.cpu()
-
-
 def test_max_dim_double_backward_matches_cpu():
-    (g_cpu, gg_cpu), ((g_dev, gg_dev), executed) = _max_grads("cpu"), executed_during(lambda: _max_grads(DEV))
-    assert "aten::value_selecting_reduction_backward" in executed
-    torch.testing.assert_close(g_dev, g_cpu)
-    torch.testing.assert_close(gg_dev, gg_cpu)
-    assert gg_dev.abs().sum() > 0
+    assert_double_backward_matches_cpu("aten::value_selecting_reduction_backward", (4, 6), lambda x: x.max(1)[0])
 
 
 def test_max_dim_gradgradcheck():

@@ -42,27 +42,26 @@ class TestStartupHook(TestCase):
         self.assertTrue(path.endswith("torchneuron_ext_nki_compat.pth"))
         return d
 
-    def test_first_import_is_neuronxcc(self) -> None:
-        d = self._hook_dir()
-        r = run_python(HOOK_SCRIPT.replace("HOOK_DIR", repr(d)), env=_ON)
+    def _start_up(self, d: str, env: dict[str, str]) -> list[str]:
+        """The lines HOOK_SCRIPT prints in a fresh interpreter that starts up with the site directory d; it
+        must exit cleanly."""
+        r = run_python(HOOK_SCRIPT.replace("HOOK_DIR", repr(d)), env=env)
         self.assertEqual(r.returncode, 0, r.stderr[-3000:])
-        self.assertEqual(r.stdout.strip().splitlines(), [
+        return r.stdout.strip().splitlines()
+
+    def test_first_import_is_neuronxcc(self) -> None:
+        self.assertEqual(self._start_up(self._hook_dir(), _ON), [
             "finder: 1", "torch before: False", "imported: torchneuron_ext.nki.legacy.language"])
 
     def test_nothing_without_the_variable(self) -> None:
-        d = self._hook_dir()
-        r = run_python(HOOK_SCRIPT.replace("HOOK_DIR", repr(d)), env={"TORCHNEURON_EXT_NKI_COMPAT": "0"})
-        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
-        self.assertEqual(r.stdout.strip().splitlines(), [
+        self.assertEqual(self._start_up(self._hook_dir(), {"TORCHNEURON_EXT_NKI_COMPAT": "0"}), [
             "finder: 0", "torch before: False", "error: No module named 'neuronxcc'"])
 
     def test_hook_of_an_earlier_version(self) -> None:
         d = self._hook_dir()
         with open(startup.hook_path(d), "w") as f:
             f.write(OLD_PTH_LINE)
-        r = run_python(HOOK_SCRIPT.replace("HOOK_DIR", repr(d)), env=_ON)
-        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
-        self.assertEqual(r.stdout.strip().splitlines(), [
+        self.assertEqual(self._start_up(d, _ON), [
             "finder: 1", "torch before: False", "imported: torchneuron_ext.nki.legacy.language"])
 
     def test_uninstall_hook(self) -> None:

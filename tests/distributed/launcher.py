@@ -77,6 +77,23 @@ def assert_check(ranks: list[RankResult], check: str) -> None:
         assert r.result.get(check) == "ok", f"rank {r.rank}: {r.result.get(check, 'not run')}"
 
 
+def worker_checks(module: str, checks: list[str], timeout: float = 150) -> tuple[Any, Any]:
+    """For a test module whose whole job is one worker module's named checks: a module-scoped fixture that
+    runs the worker once on 2 ranks, and a test with one case per check. Bind them as `job` and
+    `test_<name>` at module level, where pytest collects them."""
+    import pytest  # here, not at the top: the workers import this module and run without pytest
+
+    @pytest.fixture(scope="module")
+    def job() -> list[RankResult]:
+        return run_job(module=module, timeout=timeout)
+
+    @pytest.mark.parametrize("check", checks)
+    def test(job: list[RankResult], check: str) -> None:
+        assert_check(job, check)
+
+    return job, test
+
+
 def write_result(result: dict[str, Any]) -> None:
     """Called by a worker: store this rank's result for the launcher."""
     path = os.path.join(os.environ["TNX_RESULT_DIR"], f"rank{os.environ['RANK']}.json")

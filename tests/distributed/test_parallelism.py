@@ -7,22 +7,13 @@ import os
 import subprocess
 import sys
 
-import pytest
-
-from .launcher import REPO, assert_check, free_port, run_job
+from .launcher import REPO, free_port, worker_checks
 
 CHECKS = ["fsdp2_matches_single_process", "dtensor_tensor_parallel_linear", "dtensor_attention",
           "compiled_functional_collectives", "ddp_bucketed_gradients"]
 
 
-@pytest.fixture(scope="module")
-def job() -> list:
-    return run_job(module="tests.distributed.workers.parallelism", timeout=170)
-
-
-@pytest.mark.parametrize("check", CHECKS)
-def test_parallelism(job: list, check: str) -> None:
-    assert_check(job, check)
+job, test_parallelism = worker_checks("tests.distributed.workers.parallelism", CHECKS, timeout=170)
 
 
 def test_ddp_example_under_torchrun_matches_single_process(tmp_path) -> None:

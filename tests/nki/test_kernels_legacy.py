@@ -1,4 +1,5 @@
-"""The legacy-dialect (neuronxcc.nki) example kernels against CPU PyTorch: shapes, dtypes, argument kinds."""
+"""The legacy-dialect (neuronxcc.nki) example kernels against CPU PyTorch: shapes, dtypes, argument kinds.
+What the new dialect's kernels pass alike is in test_kernels_dialects.py."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,15 +9,12 @@ import torch
 import attention
 import layernorm
 import matmul
-import rmsnorm
 import softmax
 import transpose2d
 import vector_add
 from torchneuron_ext.nki import NKIError
 
 from .conftest import assert_result, to_kind
-
-FP32 = dict(atol=1e-5, rtol=1e-5)
 
 
 @pytest.fixture(autouse=True)
@@ -55,40 +53,7 @@ def test_vector_add_dtypes(dtype: torch.dtype) -> None:
     assert_result(vector_add.add_legacy(a, b), a + b, "cpu", atol=0, rtol=0)
 
 
-# -- RMSNorm -------------------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("rows", [1, 127, 128, 250])
-def test_rmsnorm_rows_not_multiple_of_128(rows: int) -> None:
-    x, g = torch.randn(rows, 96), torch.rand(96) + 0.5
-    assert_result(rmsnorm.rmsnorm_legacy(x, g), rmsnorm.reference(x, g), "cpu", **FP32)
-
-
-def test_rmsnorm_kinds_and_eps(kind: str) -> None:
-    x, g = torch.randn(130, 64) * 1e-3, torch.rand(64)
-    out = rmsnorm.rmsnorm_legacy(to_kind(x, kind), to_kind(g, kind), 1e-2)
-    assert_result(out, rmsnorm.reference(x, g, 1e-2), kind, **FP32)
-
-
-def test_rmsnorm_bf16() -> None:
-    x, g = torch.randn(250, 256).bfloat16(), (torch.rand(256) + 0.5).bfloat16()
-    assert_result(rmsnorm.rmsnorm_legacy(x, g), rmsnorm.reference(x, g), "cpu", atol=3e-2, rtol=2e-2)
-
-
-def test_rmsnorm_rejects_a_weight_of_the_wrong_length() -> None:
-    with pytest.raises(AssertionError, match=r"the weight must have shape \(96,\)"):
-        rmsnorm.rmsnorm_legacy(np.ones((250, 96), np.float32), np.ones(64, np.float32))
-
-
 # -- LayerNorm -----------------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("name", ["legacy_mean_var", "legacy_bn"])
-@pytest.mark.parametrize("rows, d", [(128, 64), (200, 512), (131, 1100), (5, 7)])
-def test_layernorm(name: str, rows: int, d: int) -> None:
-    x = torch.randn(rows, d) * 2 + 3
-    gamma, beta = torch.randn(d), torch.randn(d)
-    out = layernorm.KERNELS[name](x, gamma, beta)
-    assert_result(out, layernorm.reference(x, gamma, beta), "cpu", atol=1e-4, rtol=1e-4)
-
 
 def test_layernorm_bn_uses_bn_stats_per_512_columns() -> None:
     x, gamma, beta = torch.randn(256, 1100), torch.ones(1100), torch.zeros(1100)
@@ -97,33 +62,7 @@ def test_layernorm_bn_uses_bn_stats_per_512_columns() -> None:
     assert counts["bn_stats"] == 2 * 3 and counts["bn_aggr"] == 2
 
 
-@pytest.mark.parametrize("name", ["legacy_mean_var", "legacy_bn"])
-def test_layernorm_rejects_parameters_of_the_wrong_length(name: str) -> None:
-    x = np.ones((8, 16), np.float32)
-    with pytest.raises(AssertionError, match="gamma and beta must have shape"):
-        layernorm.KERNELS[name](x, np.ones(16, np.float32), np.ones(8, np.float32))
-
-
 # -- tiled matmul --------------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("k, m, n", [(128, 128, 128), (384, 256, 1024), (256, 128, 512)])
-def test_matmul(k: int, m: int, n: int, kind: str) -> None:
-    lhsT, rhs = torch.randn(k, m), torch.randn(k, n)
-    out = matmul.matmul_legacy(to_kind(lhsT, kind), to_kind(rhs, kind))
-    assert_result(out, matmul.reference(lhsT, rhs), kind, atol=1e-4, rtol=1e-4)
-
-
-def test_matmul_accumulates_in_fp32_psum() -> None:
-    # bf16 operands, K = 512: 256 + 511 ones. Summed in bf16 every +1 would round away (256 + 1 is not a
-    # bf16); PSUM sums in fp32 (767) and only the final copy rounds to bf16 (768).
-    lhsT = torch.ones(512, 128, dtype=torch.bfloat16)
-    rhs = torch.ones(512, 512, dtype=torch.bfloat16)
-    rhs[0] = 256
-    out = matmul.matmul_legacy(lhsT, rhs)
-    assert torch.equal(out, torch.full((128, 512), 768.0, dtype=torch.bfloat16))
-    costs = matmul.matmul_legacy.last_result.costs
-    assert costs.instructions["nc_matmul"] == 4 and costs.flops == 2 * 512 * 128 * 512
-
 
 def test_matmul_rejects_untiled_shapes() -> None:
     with pytest.raises(AssertionError, match="multiples of 128"):
@@ -138,20 +77,7 @@ def test_softmax(rows: int, d: int) -> None:
     assert_result(softmax.softmax_legacy(x), softmax.reference(x), "cpu", atol=1e-6, rtol=1e-5)
 
 
-def test_softmax_is_stable_for_large_logits() -> None:
-    x = torch.randn(130, 64) * 1000  # exp overflows fp32 unless the row max is subtracted
-    out = softmax.softmax_legacy(x)
-    assert torch.isfinite(out).all()
-    assert_result(out, softmax.reference(x), "cpu", atol=1e-6, rtol=1e-5)
-
-
 # -- 2-D transpose -------------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("shape", [(128, 128), (300, 200), (1, 129), (257, 3)])
-def test_transpose(shape: tuple, kind: str) -> None:
-    x = torch.randn(shape)
-    assert_result(transpose2d.transpose_legacy(to_kind(x, kind)), x.T.contiguous(), kind, atol=0, rtol=0)
-
 
 def test_transpose_bf16_is_exact() -> None:
     x = torch.randn(140, 130).bfloat16()
@@ -159,18 +85,6 @@ def test_transpose_bf16_is_exact() -> None:
 
 
 # -- fused attention -----------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("sq, sk, d", [(128, 128, 32), (256, 384, 64), (128, 512, 128)])
-def test_attention(sq: int, sk: int, d: int) -> None:
-    q, k, v = torch.randn(sq, d), torch.randn(sk, d), torch.randn(sk, d)
-    assert_result(attention.attention_legacy(q, k, v), attention.reference(q, k, v), "cpu", atol=1e-5, rtol=1e-4)
-
-
-def test_attention_scale_and_kinds(kind: str) -> None:
-    q, k, v = torch.randn(128, 16), torch.randn(256, 16), torch.randn(256, 16)
-    out = attention.attention_legacy(to_kind(q, kind), to_kind(k, kind), to_kind(v, kind), 0.5)
-    assert_result(out, attention.reference(q, k, v, scale=0.5), kind, atol=1e-5, rtol=1e-4)
-
 
 def test_attention_bf16() -> None:
     q, k, v = (torch.randn(128, 64).bfloat16() for _ in range(3))

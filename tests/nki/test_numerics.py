@@ -25,6 +25,30 @@ from torchneuron_ext.nki.dtypes import name as dtype_name
 BF16, E4M3, E5M2 = np.dtype(ml_dtypes.bfloat16), np.dtype(ml_dtypes.float8_e4m3), np.dtype(ml_dtypes.float8_e5m2)
 
 
+# Plain functions the kernels below call (they are traced into the kernel): the moves between HBM and
+# on-chip tiles around the instructions a kernel is about.
+
+def _store_legacy(t):
+    """The tile t in a new shared_hbm tensor of its shape and dtype."""
+    out = lnl.ndarray(t.shape, dtype=t.dtype, buffer=lnl.shared_hbm)
+    lnl.store(out, value=t)
+    return out
+
+
+def _load_new(a):
+    """The HBM tensor a copied into an SBUF tile of its shape and dtype."""
+    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)
+    return t
+
+
+def _store_new(t):
+    """The tile t copied into a new shared_hbm tensor of its shape and dtype."""
+    out = nl.ndarray(t.shape, dtype=t.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
 # ---------------------------------------------------------------------------------------------------------
 # output dtypes: promotion and weak scalars
 # ---------------------------------------------------------------------------------------------------------
@@ -32,29 +56,19 @@ BF16, E4M3, E5M2 = np.dtype(ml_dtypes.bfloat16), np.dtype(ml_dtypes.float8_e4m3)
 @lnki.jit
 def _add_tiles_legacy(a, b):
     r = lnl.add(lnl.load(a), lnl.load(b))
-    out = lnl.ndarray(r.shape, dtype=r.dtype, buffer=lnl.shared_hbm)
-    lnl.store(out, value=r)
-    return out
+    return _store_legacy(r)
 
 
 @nki.jit
 def _add_tiles_new(a, b):
-    ta = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
-    tb = nl.ndarray(b.shape, dtype=b.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=ta, src=a)
-    nisa.dma_copy(dst=tb, src=b)
-    r = nl.add(ta, tb)
-    out = nl.ndarray(r.shape, dtype=r.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=r)
-    return out
+    r = nl.add(_load_new(a), _load_new(b))
+    return _store_new(r)
 
 
 @lnki.jit
 def _add_scalar_legacy(a, scalar):
     r = lnl.load(a) + scalar
-    out = lnl.ndarray(r.shape, dtype=r.dtype, buffer=lnl.shared_hbm)
-    lnl.store(out, value=r)
-    return out
+    return _store_legacy(r)
 
 
 PAIRS = [(np.float32, np.float32), (np.float16, np.float32), (np.float16, BF16), (BF16, np.float32),
@@ -118,9 +132,7 @@ float8_e4m3 + 1     -> float8_e4m3""")
         @lnki.jit
         def k(a):
             r = lnl.multiply(lnl.load(a), 0.5, dtype=lnl.bfloat16)
-            out = lnl.ndarray(r.shape, dtype=r.dtype, buffer=lnl.shared_hbm)
-            lnl.store(out, value=r)
-            return out
+            return _store_legacy(r)
         out = k(np.full((2, 2), 3, np.int32))
         assert out.dtype == BF16 and (out.astype(np.float32) == 1.5).all()
 
@@ -144,20 +156,15 @@ def _rounding_probe() -> np.ndarray:
 @lnki.jit
 def _cast_legacy(a, dtype):
     t = lnl.copy(lnl.load(a), dtype=dtype)
-    out = lnl.ndarray(t.shape, dtype=t.dtype, buffer=lnl.shared_hbm)
-    lnl.store(out, value=t)
-    return out
+    return _store_legacy(t)
 
 
 @nki.jit
 def _cast_new(a, dtype):
-    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=a)
+    t = _load_new(a)
     r = nl.ndarray(a.shape, dtype=dtype, buffer=nl.sbuf)
     nisa.tensor_copy(dst=r, src=t)
-    out = nl.ndarray(a.shape, dtype=dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=r)
-    return out
+    return _store_new(r)
 
 
 @pytest.mark.parametrize("dtype", [BF16, E4M3, E5M2, np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(np.float16)],
@@ -189,20 +196,15 @@ def test_bf16_ties_round_to_even() -> None:
 @lnki.jit
 def _times3_minus3_legacy(a):
     r = lnisa.tensor_scalar(lnl.load(a), np.multiply, 3.0, op1=np.subtract, operand1=3.0)
-    out = lnl.ndarray(r.shape, dtype=r.dtype, buffer=lnl.shared_hbm)
-    lnl.store(out, value=r)
-    return out
+    return _store_legacy(r)
 
 
 @nki.jit
 def _times3_minus3_new(a):
-    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=a)
+    t = _load_new(a)
     r = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
     nisa.tensor_scalar(dst=r, data=t, op0=nl.multiply, operand0=3.0, op1=nl.subtract, operand1=3.0)
-    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=r)
-    return out
+    return _store_new(r)
 
 
 @pytest.mark.parametrize("kernel", [_times3_minus3_legacy, _times3_minus3_new], ids=["legacy", "new"])
@@ -219,9 +221,7 @@ def test_bf16_transcendentals_are_fp32_then_rounded() -> None:
     @lnki.jit
     def k(a):
         r = lnl.exp(lnl.load(a))
-        out = lnl.ndarray(r.shape, dtype=r.dtype, buffer=lnl.shared_hbm)
-        lnl.store(out, value=r)
-        return out
+        return _store_legacy(r)
     x = (np.random.default_rng(1).standard_normal((8, 16)) * 3).astype(BF16)
     out = k(x)
     assert out.dtype == BF16
@@ -233,9 +233,7 @@ def test_load_with_dtype_converts() -> None:
     @lnki.jit
     def k(a):
         t = lnl.load(a, dtype=lnl.float8_e4m3)
-        out = lnl.ndarray(t.shape, dtype=t.dtype, buffer=lnl.shared_hbm)
-        lnl.store(out, value=t)
-        return out
+        return _store_legacy(t)
     x = _rounding_probe()
     out = k(x)
     np.testing.assert_array_equal(out.view(np.uint8), x.astype(E4M3).view(np.uint8))
@@ -259,9 +257,7 @@ def test_reductions_give_p_by_1() -> None:
         shapes["sum keepdims 3-d"] = lnl.sum(t3, axis=[1, 2], keepdims=True).shape
         shapes["tensor_reduce"] = lnisa.tensor_reduce(np.add, t, axis=[1]).shape
         centered = t - lnl.mean(t, axis=1)  # (128, 64) - (128, 1) broadcasts along the free axis
-        out = lnl.ndarray(centered.shape, dtype=centered.dtype, buffer=lnl.shared_hbm)
-        lnl.store(out, value=centered)
-        return out
+        return _store_legacy(centered)
 
     a = np.random.default_rng(0).standard_normal((128, 64)).astype(np.float32)
     out = k(a, np.ones((16, 4, 8), np.float32))
@@ -273,13 +269,10 @@ def test_reductions_give_p_by_1() -> None:
 def test_new_dialect_tensor_reduce_into_p_by_1() -> None:
     @nki.jit
     def k(a):
-        t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=t, src=a)
+        t = _load_new(a)
         r = nl.ndarray((a.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
         nisa.tensor_reduce(dst=r, op=nl.add, data=t, axis=1)
-        out = nl.ndarray((a.shape[0], 1), dtype=nl.float32, buffer=nl.shared_hbm)
-        nisa.dma_copy(dst=out, src=r)
-        return out
+        return _store_new(r)
     a = np.arange(12, dtype=np.float32).reshape(3, 4)
     np.testing.assert_array_equal(k(a), a.sum(axis=1, keepdims=True))
 
@@ -288,9 +281,7 @@ def test_integer_mean_is_fp32() -> None:
     @lnki.jit
     def k(a):
         r = lnl.mean(lnl.load(a), axis=1)
-        out = lnl.ndarray(r.shape, dtype=r.dtype, buffer=lnl.shared_hbm)
-        lnl.store(out, value=r)
-        return out
+        return _store_legacy(r)
     out = k(np.array([[1, 2], [3, 6]], np.int32))
     assert out.dtype == np.float32
     np.testing.assert_array_equal(out, [[1.5], [4.5]])
@@ -441,26 +432,19 @@ def test_legacy_sbuf_plus_equals_is_a_plain_add() -> None:
         t = lnl.load(a)
         t += t
         t += 1.0
-        out = lnl.ndarray(t.shape, dtype=t.dtype, buffer=lnl.shared_hbm)
-        lnl.store(out, value=t)
-        return out
+        return _store_legacy(t)
     np.testing.assert_array_equal(k(A), 2 * A + 1)
 
 
 def _new_psum_kernel(body):
     @nki.jit
     def k(a, b):
-        ta = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
-        tb = nl.ndarray(b.shape, dtype=b.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=ta, src=a)
-        nisa.dma_copy(dst=tb, src=b)
+        ta, tb = _load_new(a), _load_new(b)
         acc = nl.ndarray((4, 3), dtype=nl.float32, buffer=nl.psum)
         body(acc, ta, tb)
         sb = nl.ndarray((4, 3), dtype=nl.float32, buffer=nl.sbuf)
         nisa.tensor_copy(dst=sb, src=acc)
-        out = nl.ndarray((4, 3), dtype=nl.float32, buffer=nl.shared_hbm)
-        nisa.dma_copy(dst=out, src=sb)
-        return out
+        return _store_new(sb)
     return k(A, B)
 
 
@@ -503,8 +487,7 @@ def test_new_overwrite_is_tracked_per_element() -> None:
 def test_new_matmul_writes_only_psum() -> None:
     @nki.jit
     def k(a, b):
-        ta = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=ta, src=a)
+        ta = _load_new(a)
         tb = nl.ndarray(b.shape, dtype=b.dtype, buffer=nl.sbuf)
         nisa.dma_copy(dst=tb, src=b)
         wrong = nl.ndarray((4, 3), dtype=nl.float32, buffer=nl.sbuf)
@@ -593,17 +576,12 @@ def test_shared_hbm_in_a_loop_is_rejected_on_every_launch() -> None:
 def test_activation_scale_and_bias(scale) -> None:
     @nki.jit
     def k(a, s, b):
-        t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=t, src=a)
-        st = nl.ndarray(s.shape, dtype=s.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=st, src=s)
-        bt = nl.ndarray(b.shape, dtype=b.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=bt, src=b)
+        t = _load_new(a)
+        st = _load_new(s)
+        bt = _load_new(b)
         r = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
         nisa.activation(dst=r, op=nl.exp, data=t, bias=bt, scale=st if scale == "tile" else scale)
-        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-        nisa.dma_copy(dst=out, src=r)
-        return out
+        return _store_new(r)
     rng = np.random.default_rng(0)
     a = rng.standard_normal((4, 6)).astype(np.float32)
     s = rng.standard_normal((4, 1)).astype(np.float32)
@@ -620,9 +598,7 @@ def _run_elementwise(fn, *arrays: np.ndarray) -> np.ndarray:
     @lnki.jit
     def k(*args):
         r = fn(*[lnl.load(a) for a in args])
-        out = lnl.ndarray(r.shape, dtype=r.dtype, buffer=lnl.shared_hbm)
-        lnl.store(out, value=r)
-        return out
+        return _store_legacy(r)
     return k(*arrays)
 
 
@@ -696,17 +672,12 @@ def test_activation_with_nl_copy_is_the_identity(dialect: str) -> None:
         @lnki.jit
         def k(a):
             r = lnisa.activation(op=lnl.copy, data=lnl.load(a), scale=-2.0)
-            out = lnl.ndarray(r.shape, dtype=r.dtype, buffer=lnl.shared_hbm)
-            lnl.store(out, value=r)
-            return out
+            return _store_legacy(r)
     else:
         @nki.jit
         def k(a):
-            t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
-            nisa.dma_copy(dst=t, src=a)
+            t = _load_new(a)
             nisa.activation(dst=t, op=nl.copy, data=t, scale=-2.0)
-            out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-            nisa.dma_copy(dst=out, src=t)
-            return out
+            return _store_new(t)
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
     np.testing.assert_array_equal(k(a), -2 * a)

@@ -13,8 +13,9 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from torchneuron_ext.profiler import NeuronConfig, NeuronProfiler
 from torchneuron_ext.profiler.html.model import build_profile
+
+from .conftest import neuron_profile
 
 _NP = {"f64": "<f8", "f32": "<f4", "u32": "<u4", "u16": "<u2", "u8": "u1", "i32": "<i4"}
 
@@ -58,11 +59,8 @@ def events_of(profile):
 @pytest.fixture(scope="module")
 def real_trace(tmp_path_factory):
     """A real neuron profile: ops on two cores, copies both ways, HBM counters."""
-    cfg = NeuronConfig(profile_output_dir=str(tmp_path_factory.mktemp("prof")))
-    exporter = NeuronProfiler(cfg)
     x = torch.randn(64, 64, device="neuron")
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1], experimental_config=cfg,
-                 on_trace_ready=exporter.export_trace):
+    with neuron_profile(tmp_path_factory.mktemp("prof")) as exporter:
         for _ in range(3):
             y = (x @ x).relu().sum(0)
             y.cpu()

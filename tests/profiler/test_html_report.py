@@ -13,13 +13,14 @@ import urllib.request
 import pytest
 import torch
 from expecttest import TestCase
-from torch.profiler import ProfilerActivity, profile
 
-from torchneuron_ext.profiler import NeuronConfig, NeuronProfiler, summarize_trace
+from torchneuron_ext.profiler import summarize_trace
 from torchneuron_ext.cli import main
 from torchneuron_ext.profiler.html import build_html, write_html_report
 from torchneuron_ext.profiler.html.server import make_server
 from torchneuron_ext.profiler.html.page import profile_payload
+
+from .conftest import neuron_profile
 
 
 def _trace(events):
@@ -39,11 +40,8 @@ def _payload(html):
 
 @pytest.fixture(scope="module")
 def trace_dir(tmp_path_factory):
-    cfg = NeuronConfig(profile_output_dir=str(tmp_path_factory.mktemp("prof")))
-    exporter = NeuronProfiler(cfg)
     x = torch.randn(32, 32, device="neuron")
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1], experimental_config=cfg,
-                 on_trace_ready=exporter.export_trace):
+    with neuron_profile(tmp_path_factory.mktemp("prof")) as exporter:
         (x @ x).relu().cpu()
     return exporter.last_export_dir
 

@@ -5,19 +5,14 @@ import numbers
 
 import pytest
 import torch
-from torch.profiler import ProfilerActivity, profile
 
-from torchneuron_ext.profiler import NeuronConfig, NeuronProfiler
+from .conftest import neuron_profile
 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
-    out = tmp_path_factory.mktemp("prof")
-    cfg = NeuronConfig(profile_output_dir=str(out))
-    exporter = NeuronProfiler(cfg)
     x = torch.randn(96, 96, device="neuron")
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1], experimental_config=cfg,
-                 on_trace_ready=exporter.export_trace, profile_memory=True):
+    with neuron_profile(tmp_path_factory.mktemp("prof"), profile_memory=True) as exporter:
         for _ in range(3):
             y = (x @ x).relu()
             y.cpu()

@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 import torch
 from expecttest import TestCase
-from torch.profiler import ProfilerActivity, profile
 
 from torchneuron_ext.instrumentation import trace_schema as S
-from torchneuron_ext.profiler import NeuronConfig, NeuronProfiler, summarize_trace
+from torchneuron_ext.profiler import summarize_trace
 from torchneuron_ext.profiler import trace_events as T
 from torchneuron_ext.profiler.html import page
 from torchneuron_ext.profiler.html.model import build_profile
 
+from .conftest import neuron_profile
 from .test_html_model import columns
 
 ITERS = 2
@@ -29,13 +29,10 @@ def _rms_then_matmul(a: torch.Tensor) -> torch.Tensor:
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
     """A real profile: ops on two cores, a copy each way, a compiled graph, HBM counters, flows."""
-    cfg = NeuronConfig(profile_output_dir=str(tmp_path_factory.mktemp("prof")))
-    exporter = NeuronProfiler(cfg)
     x = torch.randn(16, 16, device="neuron")
     graph = torch.compile(_rms_then_matmul, backend="neuron")
     torch.testing.assert_close(graph(x).cpu(), _rms_then_matmul(x.cpu()), rtol=1e-4, atol=1e-4)
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1], experimental_config=cfg,
-                 on_trace_ready=exporter.export_trace, profile_memory=True):
+    with neuron_profile(tmp_path_factory.mktemp("prof"), profile_memory=True) as exporter:
         for _ in range(ITERS):
             y = (x @ x).relu()
             y.cpu()  # DtoH

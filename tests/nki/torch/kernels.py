@@ -109,6 +109,18 @@ def rms_norm_op(namespace: str):
     return rms_norm
 
 
+def assert_rms_norm_matches_cpu(out: torch.Tensor, x: torch.Tensor, w: torch.Tensor, xc: torch.Tensor,
+                                wc: torch.Tensor, eps: float) -> None:
+    """out = an RMSNorm of the neuron leaves x, w (copies of the CPU tensors xc, wc) over the last dimension,
+    after out.backward(ones): out, x.grad and w.grad are torch.rms_norm's on the CPU."""
+    xr, wr = xc.clone().requires_grad_(), wc.clone().requires_grad_()
+    ref = torch.rms_norm(xr, tuple(wc.shape), wr, eps)
+    ref.backward(torch.ones_like(ref))
+    torch.testing.assert_close(out.detach().cpu(), ref.detach())
+    torch.testing.assert_close(x.grad.cpu(), xr.grad)
+    torch.testing.assert_close(w.grad.cpu(), wr.grad)
+
+
 @nki.jit
 def relu_kernel(x):
     out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)

@@ -9,7 +9,7 @@ from expecttest import TestCase
 import torchneuron_ext
 from torchneuron_ext.nki.aten_routing import route_aten, routes
 from torchneuron_ext.nki.torch_ops import nki_op, wrap_nki
-from tests.nki.torch.kernels import relu_kernel, rms_norm_kernel, rms_norm_op
+from tests.nki.torch.kernels import assert_rms_norm_matches_cpu, relu_kernel, rms_norm_kernel, rms_norm_op
 
 
 nki_rms_norm = rms_norm_op("nki_route_test")
@@ -53,12 +53,7 @@ def test_rms_norm_runs_the_kernel_forward_and_backward(rms_route):
     assert counts["nki::rms_norm_backward_kernel"] == {"nki": 1}
     assert "aten::rsqrt" not in counts or counts["aten::rsqrt"] == {"native": 1}   # only in the weight grad
     assert rms_route.routed == 1 and rms_route.fallbacks == 0
-    xr, wr = xc.clone().requires_grad_(), wc.clone().requires_grad_()
-    ref = torch.rms_norm(xr, (64,), wr, 1e-5)
-    ref.backward(torch.ones_like(ref))
-    torch.testing.assert_close(out.detach().cpu(), ref.detach())
-    torch.testing.assert_close(x.grad.cpu(), xr.grad)
-    torch.testing.assert_close(w.grad.cpu(), wr.grad)
+    assert_rms_norm_matches_cpu(out, x, w, xc, wc, 1e-5)
 
 
 def test_module_and_functional_forms_are_routed(rms_route):
