@@ -25,16 +25,24 @@ class HiddenInternals {
   std::optional<at::DisableRecordFunctionGuard> guard_;
 };
 
-// Runs `fn` on host views of `args` through the kernel wrapper (device
+// Runs `fn(call, host views of args...)` through the kernel wrapper (device
 // checks, allocations from the core's HBM, results back as neuron tensors,
-// the count and timing under `name`).
+// the count and timing under `name`). `fn` gets the call to report what only
+// the computation knows, such as its FLOPs (set_flops).
 template <class Result, class Fn, class... Args>
-Result run_on_host(const char* name, OpCounter* counter, Fn fn, const Args&... args) {
+Result run_call_on_host(const char* name, OpCounter* counter, Fn fn, const Args&... args) {
   counter->increment();
   KernelCall c(name, "");
   (c.note(args), ...);
   c.resolve();
-  return c.run(counter, /*device_rng=*/false, [&]() -> Result { return fn(c.host(args)...); });
+  return c.run(counter, /*device_rng=*/false, [&]() -> Result { return fn(c, c.host(args)...); });
+}
+
+// run_call_on_host for a computation that needs only the host views.
+template <class Result, class Fn, class... Args>
+Result run_on_host(const char* name, OpCounter* counter, Fn fn, const Args&... args) {
+  return run_call_on_host<Result>(
+      name, counter, [&fn](KernelCall&, const auto&... hosts) -> Result { return fn(hosts...); }, args...);
 }
 
 }  // namespace torchneuron

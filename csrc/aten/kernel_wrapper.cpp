@@ -249,27 +249,17 @@ at::Tensor& KernelCall::to_device_ref(at::Tensor& r) {
 void KernelCall::finish_timed(OpCounter* counter) {
   const int64_t host_end = neuron_rt::now_ns();
   if (kernel_end_ == 0) kernel_start_ = kernel_end_ = host_end;
-  int64_t read = 0;
-  int64_t elements = output_numel_;
+  Activity a = Activity::spans(device_ < 0 ? 0 : device_, host_start_, host_end, kernel_start_, kernel_end_);
+  a.elements = output_numel_;
   for (const auto& s : slots_) {
     const int64_t numel = s.host.numel();
-    read += static_cast<int64_t>(numel * s.host.element_size());
-    elements = std::max(elements, numel);
+    a.bytes_read += static_cast<int64_t>(numel * s.host.element_size());
+    a.elements = std::max(a.elements, numel);
   }
-  const int64_t flops = std::max<int64_t>(flops_, 0);
-  // From an owned slot: the kernel has replaced a boxed call's arguments on the stack with its results.
-  const int8_t dtype = slots_.empty() ? int8_t{-1} : static_cast<int8_t>(slots_[0].host.scalar_type());
-  Activity a;
-  a.device = device_ < 0 ? 0 : device_;
-  a.host_start = host_start_;
-  a.kernel_start = kernel_start_;
-  a.kernel_end = kernel_end_;
-  a.host_end = host_end;
-  a.bytes_read = read;
   a.bytes_written = bytes_written_;
-  a.flops = flops;
-  a.elements = elements;
-  a.dtype = dtype;
+  a.flops = std::max<int64_t>(flops_, 0);
+  // From an owned slot: the kernel has replaced a boxed call's arguments on the stack with its results.
+  a.dtype = slots_.empty() ? int8_t{-1} : static_cast<int8_t>(slots_[0].host.scalar_type());
   record_activity(counter, a, timing_);
 }
 

@@ -36,14 +36,19 @@ c10::DeviceIndex target_device(std::optional<c10::Device> device) {
   return static_cast<c10::DeviceIndex>(neuron_rt::current_device());
 }
 
-at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
-                               std::optional<c10::Layout> layout, std::optional<c10::Device> device,
-                               std::optional<bool> pin_memory, std::optional<c10::MemoryFormat> memory_format) {
+// The options both allocating entry points refuse, with `op` named in the quantized message.
+void check_empty_options(const char* op, std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
+                         std::optional<bool> pin_memory) {
   TORCH_CHECK(!pin_memory.value_or(false), "Only dense CPU tensors can be pinned; neuron tensors live in HBM.");
   TORCH_CHECK(layout.value_or(c10::kStrided) == c10::kStrided, "neuron supports only the strided layout, not ",
               layout.value());
-  TORCH_CHECK_NOT_IMPLEMENTED(!c10::isQIntType(c10::dtype_or_default(dtype)),
-                              quantized_unsupported_message("aten::empty"));
+  TORCH_CHECK_NOT_IMPLEMENTED(!c10::isQIntType(c10::dtype_or_default(dtype)), quantized_unsupported_message(op));
+}
+
+at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                               std::optional<bool> pin_memory, std::optional<c10::MemoryFormat> memory_format) {
+  check_empty_options("aten::empty", dtype, layout, pin_memory);
   NEURON_RECORD("aten::empty.memory_format");
   CurrentDeviceScope scope(target_device(device));
   at::Tensor t = at::detail::empty_generic(size, device_allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
@@ -55,11 +60,7 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarT
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
                          std::optional<c10::Layout> layout, std::optional<c10::Device> device,
                          std::optional<bool> pin_memory) {
-  TORCH_CHECK(!pin_memory.value_or(false), "Only dense CPU tensors can be pinned; neuron tensors live in HBM.");
-  TORCH_CHECK(layout.value_or(c10::kStrided) == c10::kStrided, "neuron supports only the strided layout, not ",
-              layout.value());
-  TORCH_CHECK_NOT_IMPLEMENTED(!c10::isQIntType(c10::dtype_or_default(dtype)),
-                              quantized_unsupported_message("aten::empty_strided"));
+  check_empty_options("aten::empty_strided", dtype, layout, pin_memory);
   NEURON_RECORD("aten::empty_strided");
   CurrentDeviceScope scope(target_device(device));
   at::Tensor t = at::detail::empty_strided_generic(size, stride, device_allocator(),

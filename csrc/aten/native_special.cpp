@@ -24,18 +24,12 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
                                     c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
                                     c10::IntArrayRef output_padding, int64_t groups) {
   static OpCounter* counter = op_counter("aten::convolution_overrideable", "", ExecutionTier::kNative);
-  counter->increment();
-  KernelCall c("aten::convolution_overrideable", "");
-  c.note(input);
-  c.note(weight);
-  c.note(bias);
-  c.resolve();
-  return c.run(counter, /*device_rng=*/false, [&] {
-    at::Tensor out = at::convolution(c.host(input), c.host(weight), c.host(bias), stride, padding, dilation,
-                                     transposed, output_padding, groups);
-    c.set_flops(convolution_flops(transposed ? input : out, weight));
+  auto fn = [&](KernelCall& c, const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& b) {
+    at::Tensor out = at::convolution(x, w, b, stride, padding, dilation, transposed, output_padding, groups);
+    c.set_flops(convolution_flops(transposed ? x : out, w));
     return out;
-  });
+  };
+  return run_call_on_host<at::Tensor>("aten::convolution_overrideable", counter, fn, input, weight, bias);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable(
@@ -43,21 +37,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
     c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed, c10::IntArrayRef output_padding,
     int64_t groups, std::array<bool, 3> output_mask) {
   static OpCounter* counter = op_counter("aten::convolution_backward_overrideable", "", ExecutionTier::kNative);
-  counter->increment();
-  KernelCall c("aten::convolution_backward_overrideable", "");
-  c.note(grad_output);
-  c.note(input);
-  c.note(weight);
-  // The input's and the weight's gradients are each as many multiply-adds as the forward.
-  c.set_flops(convolution_flops(transposed ? input : grad_output, weight) *
-              (int64_t{output_mask[0]} + int64_t{output_mask[1]}));
-  c.resolve();
-  return c.run(counter, /*device_rng=*/false, [&] {
-    std::vector<int64_t> bias_sizes{grad_output.size(1)};
-    return at::convolution_backward(c.host(grad_output), c.host(input), c.host(weight),
-                                    output_mask[2] ? c10::OptionalIntArrayRef(bias_sizes) : std::nullopt, stride,
-                                    padding, dilation, transposed, output_padding, groups, output_mask);
-  });
+  auto fn = [&](KernelCall& c, const at::Tensor& g, const at::Tensor& x, const at::Tensor& w) {
+    // The input's and the weight's gradients are each as many multiply-adds as the forward.
+    c.set_flops(convolution_flops(transposed ? x : g, w) * (int64_t{output_mask[0]} + int64_t{output_mask[1]}));
+    std::vector<int64_t> bias_sizes{g.size(1)};
+    return at::convolution_backward(g, x, w, output_mask[2] ? c10::OptionalIntArrayRef(bias_sizes) : std::nullopt,
+                                    stride, padding, dilation, transposed, output_padding, groups, output_mask);
+  };
+  return run_call_on_host<std::tuple<at::Tensor, at::Tensor, at::Tensor>>(
+      "aten::convolution_backward_overrideable", counter, fn, grad_output, input, weight);
 }
 
 // CUDA's histc takes integer tensors (counts come back in the input's dtype) and
@@ -92,11 +80,8 @@ at::Tensor histc_on_host(const at::Tensor& x, int64_t bins, const at::Scalar& mi
 
 at::Tensor histc(const at::Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max) {
   static OpCounter* counter = op_counter("aten::histc", "", ExecutionTier::kNative);
-  counter->increment();
-  KernelCall c("aten::histc", "");
-  c.note(self);
-  c.resolve();
-  return c.run(counter, /*device_rng=*/false, [&] { return histc_on_host(c.host(self), bins, min, max); });
+  auto fn = [&](const at::Tensor& x) { return histc_on_host(x, bins, min, max); };
+  return run_on_host<at::Tensor>("aten::histc", counter, fn, self);
 }
 
 at::Tensor& histc_out(const at::Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max,

@@ -10,13 +10,9 @@ namespace torchneuron::distributed {
 void CollectiveEvent::finish(int64_t end_ns) const {
   if (timing_mode == 0 || counter == nullptr) return;
   // Host: the launch; device: from the launch until the transport finished.
-  Activity a;
-  a.device = device;
+  Activity a = Activity::spans(device, launch_start, launch_end, launch_start, end_ns);
   a.stream = stream;  // both captured at launch: the work may finish on another thread
   a.correlation = correlation;
-  a.host_start = a.kernel_start = launch_start;
-  a.host_end = launch_end;
-  a.kernel_end = end_ns;
   a.bytes_read = bytes_read;
   a.bytes_written = bytes_written;
   a.group_size = group_size;

@@ -170,6 +170,19 @@ TensorList flat(const std::vector<TensorList>& ls) {
   return out;
 }
 
+// What a Work keeps alive: the host views of both sides.
+TensorList joined(TensorList first, const TensorList& second) {
+  first.insert(first.end(), second.begin(), second.end());
+  return first;
+}
+
+// The *_tensor_coalesced collectives exchange each tensor as its flat view, as the *_base ones do.
+TensorList flattened_hosts(const TensorList& ts, const char* op) {
+  TensorList out = hosts(ts, op);
+  for (auto& t : out) t = flattened(t);
+  return out;
+}
+
 int64_t nbytes(const TensorList& ts) {
   int64_t n = 0;
   for (const auto& t : ts)
@@ -310,23 +323,32 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::broadcast(TensorList& tensors
                 [&] { return transport_->broadcast(views, opts); });
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce(TensorList& tensors, const c10d::AllreduceOptions& opts) {
-  auto sig = signature(CollectiveKind::kAllreduce, tensors, -1, opts.reduceOp.op_);
-  auto views = hosts(tensors, "all_reduce");
+template <typename CollectiveOptions, typename Start>
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce_in_place(const char* op, const char* public_name,
+                                                                      OpType type, CollectiveKind kind,
+                                                                      TensorList& tensors, const CollectiveOptions& opts,
+                                                                      Start&& start) {
+  auto sig = signature(kind, tensors, -1, opts.reduceOp.op_);
+  auto views = hosts(tensors, public_name);
   const ReduceStage stage = prepare_reduce(opts.reduceOp, /*in_place=*/true, each_of(views), views, getSize());
   const auto o = stage.options(opts);
-  return launch("allreduce", OpType::ALLREDUCE, &sig, tensors, tensors, views, stage.finalize,
-                [&] { return transport_->allreduce(views, o); });
+  return launch(op, type, &sig, tensors, tensors, views, stage.finalize, [&] { return start(views, o); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce(TensorList& tensors, const c10d::AllreduceOptions& opts) {
+  return allreduce_in_place("allreduce", "all_reduce", OpType::ALLREDUCE, CollectiveKind::kAllreduce, tensors, opts,
+                            [&](TensorList& views, const c10d::AllreduceOptions& o) {
+                              return transport_->allreduce(views, o);
+                            });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce_coalesced(TensorList& tensors,
                                                                        const c10d::AllreduceCoalescedOptions& opts) {
-  auto sig = signature(CollectiveKind::kAllreduceCoalesced, tensors, -1, opts.reduceOp.op_);
-  auto views = hosts(tensors, "all_reduce_coalesced");
-  const ReduceStage stage = prepare_reduce(opts.reduceOp, /*in_place=*/true, each_of(views), views, getSize());
-  const auto o = stage.options(opts);
-  return launch("allreduce_coalesced", OpType::ALLREDUCE_COALESCED, &sig, tensors, tensors, views, stage.finalize,
-                [&] { return transport_->allreduce_coalesced(views, o); });
+  return allreduce_in_place("allreduce_coalesced", "all_reduce_coalesced", OpType::ALLREDUCE_COALESCED,
+                            CollectiveKind::kAllreduceCoalesced, tensors, opts,
+                            [&](TensorList& views, const c10d::AllreduceCoalescedOptions& o) {
+                              return transport_->allreduce_coalesced(views, o);
+                            });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce(TensorList& tensors, const c10d::ReduceOptions& opts) {
@@ -349,9 +371,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather(std::vector<TensorL
   auto sig = signature(CollectiveKind::kAllgather, inputs);
   auto in = hosts(inputs, "all_gather");
   auto out = hosts(outputs, "all_gather");
-  TensorList keep = in;
-  for (auto& l : out) keep.insert(keep.end(), l.begin(), l.end());
-  return launch("allgather", OpType::ALLGATHER, &sig, inputs, flat(outputs), keep, nullptr,
+  return launch("allgather", OpType::ALLGATHER, &sig, inputs, flat(outputs), joined(in, flat(out)), nullptr,
                 [&] { return transport_->allgather(out, in, opts); });
 }
 
@@ -386,22 +406,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather_coalesced(std::vect
               outputs.size(), " lists");
   auto in = hosts(inputs, "all_gather_coalesced");
   auto out = hosts(outputs, "all_gather_coalesced");
-  TensorList keep = in;
-  for (auto& l : out) keep.insert(keep.end(), l.begin(), l.end());
-  return launch("allgather_coalesced", OpType::ALLGATHER_COALESCED, &sig, inputs, flat(outputs), keep, nullptr,
+  return launch("allgather_coalesced", OpType::ALLGATHER_COALESCED, &sig, inputs, flat(outputs), joined(in, flat(out)),
+                nullptr,
                 [&] { return transport_->allgather_coalesced(out, in, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather_into_tensor_coalesced(
     TensorList& outputs, TensorList& inputs, const c10d::AllgatherOptions& opts) {
   auto sig = signature(CollectiveKind::kAllgatherIntoTensorCoalesced, inputs);
-  auto in = hosts(inputs, "all_gather_into_tensor_coalesced");
-  auto out = hosts(outputs, "all_gather_into_tensor_coalesced");
-  for (auto& t : in) t = flattened(t);
-  for (auto& t : out) t = flattened(t);
-  TensorList keep = in;
-  keep.insert(keep.end(), out.begin(), out.end());
-  return launch("allgather_into_tensor_coalesced", OpType::COALESCED, &sig, inputs, outputs, keep, nullptr,
+  auto in = flattened_hosts(inputs, "all_gather_into_tensor_coalesced");
+  auto out = flattened_hosts(outputs, "all_gather_into_tensor_coalesced");
+  return launch("allgather_into_tensor_coalesced", OpType::COALESCED, &sig, inputs, outputs, joined(in, out), nullptr,
                 [&] { return transport_->allgather_into_tensor_coalesced(out, in, opts); });
 }
 
@@ -410,9 +425,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::gather(std::vector<TensorList
   auto sig = signature(CollectiveKind::kGather, inputs, opts.rootRank);
   auto in = hosts(inputs, "gather");
   auto out = hosts(outputs, "gather");
-  TensorList keep = in;
-  for (auto& l : out) keep.insert(keep.end(), l.begin(), l.end());
-  return launch("gather", OpType::GATHER, &sig, inputs, flat(outputs), keep, nullptr,
+  return launch("gather", OpType::GATHER, &sig, inputs, flat(outputs), joined(in, flat(out)), nullptr,
                 [&] { return transport_->gather(out, in, opts); });
 }
 
@@ -421,9 +434,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::scatter(TensorList& outputs, 
   auto sig = signature(CollectiveKind::kScatter, outputs, opts.rootRank);
   auto in = hosts(inputs, "scatter");
   auto out = hosts(outputs, "scatter");
-  TensorList keep = out;
-  for (auto& l : in) keep.insert(keep.end(), l.begin(), l.end());
-  return launch("scatter", OpType::SCATTER, &sig, flat(inputs), outputs, keep, nullptr,
+  return launch("scatter", OpType::SCATTER, &sig, flat(inputs), outputs, joined(out, flat(in)), nullptr,
                 [&] { return transport_->scatter(out, in, opts); });
 }
 
@@ -442,9 +453,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce_scatter(TensorList& ou
   auto out = hosts(outputs, "reduce_scatter");
   const ReduceStage stage = prepare_reduce(opts.reduceOp, /*in_place=*/false, each_of(in), out, getSize());
   const auto o = stage.options(opts);
-  TensorList keep = out;
-  for (auto& l : in) keep.insert(keep.end(), l.begin(), l.end());
-  return launch("reduce_scatter", OpType::REDUCE_SCATTER, &sig, flat(inputs), outputs, keep, stage.finalize,
+  return launch("reduce_scatter", OpType::REDUCE_SCATTER, &sig, flat(inputs), outputs, joined(out, flat(in)),
+                stage.finalize,
                 [&] { return transport_->reduce_scatter(out, in, o); });
 }
 
@@ -474,15 +484,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::_reduce_scatter_base(at::Tens
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce_scatter_tensor_coalesced(
     TensorList& outputs, TensorList& inputs, const c10d::ReduceScatterOptions& opts) {
   auto sig = signature(CollectiveKind::kReduceScatterTensorCoalesced, outputs, -1, opts.reduceOp.op_);
-  auto in = hosts(inputs, "reduce_scatter_tensor_coalesced");
-  auto out = hosts(outputs, "reduce_scatter_tensor_coalesced");
-  for (auto& t : in) t = flattened(t);
-  for (auto& t : out) t = flattened(t);
+  auto in = flattened_hosts(inputs, "reduce_scatter_tensor_coalesced");
+  auto out = flattened_hosts(outputs, "reduce_scatter_tensor_coalesced");
   const ReduceStage stage = prepare_reduce(opts.reduceOp, /*in_place=*/false, each_of(in), out, getSize());
   const auto o = stage.options(opts);
-  TensorList keep = in;
-  keep.insert(keep.end(), out.begin(), out.end());
-  return launch("reduce_scatter_tensor_coalesced", OpType::COALESCED, &sig, inputs, outputs, keep, stage.finalize,
+  return launch("reduce_scatter_tensor_coalesced", OpType::COALESCED, &sig, inputs, outputs, joined(in, out),
+                stage.finalize,
                 [&] { return transport_->reduce_scatter_tensor_coalesced(out, in, o); });
 }
 
@@ -512,8 +519,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall(TensorList& outputs,
   if (!inputs.empty()) sig.tensors = {inputs[0].new_empty({0}, at::TensorOptions().device(at::kCPU))};
   auto in = hosts(inputs, "all_to_all");
   auto out = hosts(outputs, "all_to_all");
-  TensorList keep = in;
-  keep.insert(keep.end(), out.begin(), out.end());
+  TensorList keep = joined(in, out);
   bool uniform = !in.empty();
   for (const TensorList* l : {&in, &out})
     for (const auto& t : *l) uniform = uniform && t.sizes() == in[0].sizes();

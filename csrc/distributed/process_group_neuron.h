@@ -82,6 +82,11 @@ class ProcessGroupNeuron final : public c10d::Backend {
                                         const std::vector<at::Tensor>& inputs,
                                         const std::vector<at::Tensor>& outputs, std::vector<at::Tensor> keep,
                                         std::function<void()> finalize, Start&& start);
+  // allreduce and its coalesced form: `start(views, options)` runs the transport's on the host views.
+  template <typename CollectiveOptions, typename Start>
+  c10::intrusive_ptr<c10d::Work> allreduce_in_place(const char* op, const char* public_name, c10d::OpType type,
+                                                    CollectiveKind kind, std::vector<at::Tensor>& tensors,
+                                                    const CollectiveOptions& opts, Start&& start);
   std::string describe(const char* op) const;
 
   c10::intrusive_ptr<c10d::Backend> transport_;

@@ -34,14 +34,20 @@ struct Activity {
   bool child_of_region = true;
   const char* name = nullptr;  // default: the counter's name (static storage: it outlives the trace)
 
-  // A kernel whose host span and device span are one interval (work timed from outside it).
-  static Activity span(int device, int64_t start, int64_t end) {
+  // Work timed from inside it: the host's span (dispatch or launch) and the device's, which a collective's
+  // transport may end after the host has returned.
+  static Activity spans(int device, int64_t host_start, int64_t host_end, int64_t kernel_start, int64_t kernel_end) {
     Activity a;
     a.device = device;
-    a.host_start = a.kernel_start = start;
-    a.kernel_end = a.host_end = end;
+    a.host_start = host_start;
+    a.host_end = host_end;
+    a.kernel_start = kernel_start;
+    a.kernel_end = kernel_end;
     return a;
   }
+
+  // A kernel whose host span and device span are one interval (work timed from outside it).
+  static Activity span(int device, int64_t start, int64_t end) { return spans(device, start, end, start, end); }
 };
 
 // Adds `a` to `counter`'s timing (none when null: allocator events are trace-only) and appends its

@@ -16,6 +16,23 @@ namespace neuron_rt {
 namespace {
 
 constexpr size_t kAlignment = 64;
+
+// Every stat is kept for all blocks and for the block's size class.
+std::array<int, 2> pools_of(bool small) { return {int(kAll), small ? int(kSmall) : int(kLarge)}; }
+
+void apply_change(Stat& s, int64_t n, bool add) {
+  if (add) s.increase(n);
+  else s.decrease(n);
+}
+
+// Every Stat of every pool, for the resets that treat them all alike.
+template <class Fn>
+void for_each_stat(MemoryStats& stats, Fn fn) {
+  for (int p = 0; p < kNumPools; ++p)
+    for (Stat* s : {&stats.allocated_bytes[p], &stats.reserved_bytes[p], &stats.active_bytes[p],
+                    &stats.requested_bytes[p], &stats.allocation[p], &stats.segment[p], &stats.active[p]})
+      fn(*s);
+}
 std::atomic<MemoryObserver> g_observer{nullptr};
 
 void notify(int device, void* ptr, int64_t delta, const MemoryStats& s) {
@@ -84,13 +101,22 @@ std::string format_bytes(uint64_t n) {
   return buf;
 }
 
-void CoreAllocator::count_alloc_locked(const Block& b) {
-  for (int p : {int(kAll), b.small ? int(kSmall) : int(kLarge)}) {
-    stats_.allocated_bytes[p].increase(b.size);
-    stats_.active_bytes[p].increase(b.size);
-    stats_.requested_bytes[p].increase(b.requested);
-    stats_.allocation[p].increase(1);
-    stats_.active[p].increase(1);
+// A block handed to a tensor (`add`) or given back: allocations and freeing move these stats alike.
+void CoreAllocator::count_use_locked(const Block& b, bool add) {
+  for (int p : pools_of(b.small)) {
+    apply_change(stats_.allocated_bytes[p], static_cast<int64_t>(b.size), add);
+    apply_change(stats_.active_bytes[p], static_cast<int64_t>(b.size), add);
+    apply_change(stats_.requested_bytes[p], static_cast<int64_t>(b.requested), add);
+    apply_change(stats_.allocation[p], 1, add);
+    apply_change(stats_.active[p], 1, add);
+  }
+}
+
+// A segment of `size` bytes taken from the host (`add`) or returned to it.
+void CoreAllocator::count_segment_locked(size_t size, bool small, bool add) {
+  for (int p : pools_of(small)) {
+    apply_change(stats_.reserved_bytes[p], static_cast<int64_t>(size), add);
+    apply_change(stats_.segment[p], 1, add);
   }
 }
 
@@ -111,7 +137,7 @@ void* CoreAllocator::malloc(size_t nbytes) {
     Block& b = cached->second;
     b.in_use = true;
     b.requested = nbytes;
-    count_alloc_locked(b);
+    count_use_locked(b, /*add=*/true);
     notify(device_, ptr, static_cast<int64_t>(b.size), stats_);
     return ptr;
   }
@@ -139,11 +165,8 @@ void* CoreAllocator::malloc(size_t nbytes) {
   Block b{rounded, nbytes, small, true};
   blocks_.emplace(reinterpret_cast<uintptr_t>(ptr), b);
   stats_.num_device_alloc++;
-  for (int p : {int(kAll), small ? int(kSmall) : int(kLarge)}) {
-    stats_.reserved_bytes[p].increase(rounded);
-    stats_.segment[p].increase(1);
-  }
-  count_alloc_locked(b);
+  count_segment_locked(rounded, small, /*add=*/true);
+  count_use_locked(b, /*add=*/true);
   notify(device_, ptr, static_cast<int64_t>(rounded), stats_);
   return ptr;
 }
@@ -160,13 +183,7 @@ void CoreAllocator::free(void* ptr) {
   Block& b = it->second;
   b.in_use = false;
   stats_.num_tensor_frees++;
-  for (int p : {int(kAll), b.small ? int(kSmall) : int(kLarge)}) {
-    stats_.allocated_bytes[p].decrease(b.size);
-    stats_.active_bytes[p].decrease(b.size);
-    stats_.requested_bytes[p].decrease(b.requested);
-    stats_.allocation[p].decrease(1);
-    stats_.active[p].decrease(1);
-  }
+  count_use_locked(b, /*add=*/false);
   (b.small ? free_small_ : free_large_).put(b.size, it);
   notify(device_, ptr, -static_cast<int64_t>(b.size), stats_);
 }
@@ -198,11 +215,8 @@ void CoreAllocator::adopt(size_t nbytes) {
   stats_.allocation_requests++;
   stats_.adopted_bytes += nbytes;
   Block b{nbytes, nbytes, small, true};
-  for (int p : {int(kAll), small ? int(kSmall) : int(kLarge)}) {
-    stats_.reserved_bytes[p].increase(nbytes);
-    stats_.segment[p].increase(1);
-  }
-  count_alloc_locked(b);
+  count_segment_locked(nbytes, small, /*add=*/true);
+  count_use_locked(b, /*add=*/true);
 }
 
 void CoreAllocator::release_adopted(size_t nbytes) {
@@ -210,15 +224,9 @@ void CoreAllocator::release_adopted(size_t nbytes) {
   const bool small = nbytes <= kSmallLimit;
   stats_.num_tensor_frees++;
   stats_.adopted_bytes -= nbytes;
-  for (int p : {int(kAll), small ? int(kSmall) : int(kLarge)}) {
-    stats_.allocated_bytes[p].decrease(nbytes);
-    stats_.active_bytes[p].decrease(nbytes);
-    stats_.requested_bytes[p].decrease(nbytes);
-    stats_.allocation[p].decrease(1);
-    stats_.active[p].decrease(1);
-    stats_.reserved_bytes[p].decrease(nbytes);
-    stats_.segment[p].decrease(1);
-  }
+  // Adopted memory is one block in use over a segment of its own: both go.
+  count_use_locked(Block{nbytes, nbytes, small, true}, /*add=*/false);
+  count_segment_locked(nbytes, small, /*add=*/false);
 }
 
 bool CoreAllocator::FreeList::take(size_t lo, size_t hi, BlockMap::iterator* out) {
@@ -243,10 +251,7 @@ uint64_t CoreAllocator::release_cached_locked() {
   for (auto* list : {&free_small_, &free_large_}) {
     const bool small = list == &free_small_;
     list->drain([&](BlockMap::iterator b) {
-      for (int p : {int(kAll), small ? int(kSmall) : int(kLarge)}) {
-        stats_.reserved_bytes[p].decrease(b->second.size);
-        stats_.segment[p].decrease(1);
-      }
+      count_segment_locked(b->second.size, small, /*add=*/false);
       stats_.num_device_free++;
       released += b->second.size;
       void* ptr = reinterpret_cast<void*>(b->first);
@@ -294,18 +299,12 @@ MemoryStats CoreAllocator::stats() const {
 
 void CoreAllocator::reset_peak() {
   std::lock_guard<std::mutex> lock(mu_);
-  for (int p = 0; p < kNumPools; ++p)
-    for (Stat* s : {&stats_.allocated_bytes[p], &stats_.reserved_bytes[p], &stats_.active_bytes[p],
-                    &stats_.requested_bytes[p], &stats_.allocation[p], &stats_.segment[p], &stats_.active[p]})
-      s->reset_peak();
+  for_each_stat(stats_, [](Stat& s) { s.reset_peak(); });
 }
 
 void CoreAllocator::reset_accumulated() {
   std::lock_guard<std::mutex> lock(mu_);
-  for (int p = 0; p < kNumPools; ++p)
-    for (Stat* s : {&stats_.allocated_bytes[p], &stats_.reserved_bytes[p], &stats_.active_bytes[p],
-                    &stats_.requested_bytes[p], &stats_.allocation[p], &stats_.segment[p], &stats_.active[p]})
-      s->reset_accumulated();
+  for_each_stat(stats_, [](Stat& s) { s.reset_accumulated(); });
   stats_.num_alloc_retries = 0;
   stats_.num_ooms = 0;
   stats_.num_tensor_frees = 0;

@@ -134,7 +134,8 @@ class CoreAllocator {
   uint64_t release_cached_locked();
   // host_refused: within the capacity, but the host did not give the memory (emulated HBM is host memory).
   [[noreturn]] void throw_oom_locked(size_t requested, size_t rounded, bool host_refused = false);
-  void count_alloc_locked(const Block& b);
+  void count_use_locked(const Block& b, bool add);
+  void count_segment_locked(size_t size, bool small, bool add);
 
   int device_;
   uint64_t capacity_;

@@ -22,8 +22,10 @@
 namespace torchneuron::gpsimd {
 
 // What the read and the write stream accessor share: the tensor, the stream's
-// registration with the running kernel, and its TCM buffer (one element when
-// TCM is exhausted). Moving hands the buffer over; release() gives it back.
+// registration with the running kernel, its TCM buffer (one element when TCM
+// is exhausted), and their ownership. Moving hands the buffer over; closing
+// (release(), also on destruction) writes back a write stream's pending
+// elements and gives the buffer back. Both accessors are movable, not copyable.
 template <typename T>
 class StreamAccessorState {
  protected:
@@ -42,8 +44,45 @@ class StreamAccessorState {
     capacity_ = buffer != nullptr ? kStreamBufferBytes / sizeof(T) : 1;
     open_ = true;
   }
-  StreamAccessorState() = default;
+  StreamAccessorState(StreamAccessorState&& other) noexcept { take_state(other); }
+  StreamAccessorState& operator=(StreamAccessorState&& other) noexcept {
+    if (this != &other) {
+      release();
+      take_state(other);
+    }
+    return *this;
+  }
+  StreamAccessorState(const StreamAccessorState&) = delete;
+  StreamAccessorState& operator=(const StreamAccessorState&) = delete;
+  ~StreamAccessorState() { release(); }
 
+  void release() noexcept {
+    if (!open_) return;
+    if (write_) flush();
+    open_ = false;
+    if (buffer_ != &single_) tcm_->release(buffer_);
+    call_->close_stream(tensor_, write_);
+  }
+  // A write stream's buffered elements, written back.
+  void flush() noexcept {
+    if (pending_ == 0) return;
+    copy_to_tensor(tensor_, position_, pending_, buffer_);
+    position_ += pending_;
+    pending_ = 0;
+  }
+
+  at::Tensor tensor_;
+  OpCall* call_ = nullptr;
+  TcmArena* tcm_ = nullptr;
+  T single_{};
+  T* buffer_ = nullptr;
+  size_t capacity_ = 0, numel_ = 0, position_ = 0;
+  size_t filled_ = 0, next_ = 0;  // read: the elements in the buffer, and the next one to hand out
+  size_t pending_ = 0;            // write: the elements buffered since the last write-back
+  bool write_ = false;
+  bool open_ = false;
+
+ private:
   void take_state(StreamAccessorState& o) noexcept {
     tensor_ = std::move(o.tensor_);
     call_ = o.call_;
@@ -53,24 +92,13 @@ class StreamAccessorState {
     capacity_ = o.capacity_;
     numel_ = o.numel_;
     position_ = o.position_;
+    filled_ = o.filled_;
+    next_ = o.next_;
+    pending_ = o.pending_;
     write_ = o.write_;
     open_ = o.open_;
     o.open_ = false;
   }
-  void release_buffer() noexcept {
-    open_ = false;
-    if (buffer_ != &single_) tcm_->release(buffer_);
-    call_->close_stream(tensor_, write_);
-  }
-
-  at::Tensor tensor_;
-  OpCall* call_ = nullptr;
-  TcmArena* tcm_ = nullptr;
-  T single_{};
-  T* buffer_ = nullptr;
-  size_t capacity_ = 0, numel_ = 0, position_ = 0;
-  bool write_ = false;
-  bool open_ = false;
 };
 
 }  // namespace torchneuron::gpsimd
@@ -79,26 +107,17 @@ namespace torch {
 
 // Sequential reads of a tensor's elements (flattened, row-major) through a
 // 4 KiB TCM buffer; without TCM left it reads element by element. Single-core
-// kernels only. Obtain with `t.read_stream_accessor<T>()`.
+// kernels only. Obtain with `t.read_stream_accessor<T>()`. Movable, not
+// copyable; closed on destruction.
 template <typename T>
 class TensorReadStreamAccessor : private ::torchneuron::gpsimd::StreamAccessorState<T> {
   using State = ::torchneuron::gpsimd::StreamAccessorState<T>;
-  using State::buffer_, State::capacity_, State::numel_, State::open_, State::position_, State::tensor_;
+  using State::buffer_, State::capacity_, State::filled_, State::next_, State::numel_, State::open_,
+      State::position_, State::tensor_;
 
  public:
   explicit TensorReadStreamAccessor(const at::Tensor& t)
       : State(t, "read_stream_accessor", "read_stream_accessor()", /*write=*/false) {}
-  TensorReadStreamAccessor(TensorReadStreamAccessor&& other) noexcept { take(other); }
-  TensorReadStreamAccessor& operator=(TensorReadStreamAccessor&& other) noexcept {
-    if (this != &other) {
-      release();
-      take(other);
-    }
-    return *this;
-  }
-  TensorReadStreamAccessor(const TensorReadStreamAccessor&) = delete;
-  TensorReadStreamAccessor& operator=(const TensorReadStreamAccessor&) = delete;
-  ~TensorReadStreamAccessor() { release(); }
 
   // The next element.
   T read() {
@@ -108,7 +127,7 @@ class TensorReadStreamAccessor : private ::torchneuron::gpsimd::StreamAccessorSt
 
   // Closes the stream and returns its TCM buffer (also done on destruction).
   int close() {
-    release();
+    this->release();
     return 0;
   }
 
@@ -122,40 +141,20 @@ class TensorReadStreamAccessor : private ::torchneuron::gpsimd::StreamAccessorSt
     filled_ = n;
     next_ = 0;
   }
-  void release() noexcept {
-    if (open_) this->release_buffer();
-  }
-  void take(TensorReadStreamAccessor& o) noexcept {
-    this->take_state(o);
-    filled_ = o.filled_;
-    next_ = o.next_;
-  }
-
-  size_t filled_ = 0, next_ = 0;
 };
 
 // Sequential writes of a tensor's elements (flattened, row-major) through a
 // 4 KiB TCM buffer, written back when full and on close() or destruction.
 // Single-core kernels only. Obtain with `t.write_stream_accessor<T>()`.
+// Movable, not copyable.
 template <typename T>
 class TensorWriteStreamAccessor : private ::torchneuron::gpsimd::StreamAccessorState<T> {
   using State = ::torchneuron::gpsimd::StreamAccessorState<T>;
-  using State::buffer_, State::capacity_, State::numel_, State::open_, State::position_, State::tensor_;
+  using State::buffer_, State::capacity_, State::numel_, State::open_, State::pending_, State::position_;
 
  public:
   explicit TensorWriteStreamAccessor(const at::Tensor& t)
       : State(t, "write_stream_accessor", "write_stream_accessor()", /*write=*/true) {}
-  TensorWriteStreamAccessor(TensorWriteStreamAccessor&& other) noexcept { take(other); }
-  TensorWriteStreamAccessor& operator=(TensorWriteStreamAccessor&& other) noexcept {
-    if (this != &other) {
-      release();
-      take(other);
-    }
-    return *this;
-  }
-  TensorWriteStreamAccessor(const TensorWriteStreamAccessor&) = delete;
-  TensorWriteStreamAccessor& operator=(const TensorWriteStreamAccessor&) = delete;
-  ~TensorWriteStreamAccessor() { release(); }
 
   // Appends the next element.
   void write(T value) {
@@ -165,7 +164,7 @@ class TensorWriteStreamAccessor : private ::torchneuron::gpsimd::StreamAccessorS
 
   // Writes back what is buffered and closes the stream.
   int close() {
-    release();
+    this->release();
     return 0;
   }
 
@@ -174,25 +173,8 @@ class TensorWriteStreamAccessor : private ::torchneuron::gpsimd::StreamAccessorS
     TORCH_CHECK(open_, "write() on a closed write stream accessor");
     TORCH_CHECK(position_ + pending_ < numel_, "write() past the end of a write stream: the tensor has ", numel_,
                 " elements");
-    flush();
+    this->flush();
   }
-  void flush() noexcept {
-    if (pending_ == 0) return;
-    ::torchneuron::gpsimd::copy_to_tensor(tensor_, position_, pending_, buffer_);
-    position_ += pending_;
-    pending_ = 0;
-  }
-  void release() noexcept {
-    if (!open_) return;
-    flush();
-    this->release_buffer();
-  }
-  void take(TensorWriteStreamAccessor& o) noexcept {
-    this->take_state(o);
-    pending_ = o.pending_;
-  }
-
-  size_t pending_ = 0;
 };
 
 // Block copies between a tensor (flattened, row-major) and TCM buffers from
