@@ -119,14 +119,10 @@ if _os.environ.get("TORCHNEURON_EXT_NKI_COMPAT", "").strip():
 
 def __getattr__(name: str) -> object:
     # The NKI integration loads numpy and the simulator, so it is imported on first use, not by `import torch`.
-    if name in ("nki_op", "wrap_nki"):
-        from .nki import torch_ops
+    if name in ("nki_op", "wrap_nki", "route_aten"):
+        from .nki import torch as nki_torch
 
-        return getattr(torch_ops, name)
-    if name == "route_aten":
-        from .nki.aten_routing import route_aten
-
-        return route_aten
+        return getattr(nki_torch, name)
     if name == "nki":
         import importlib
 

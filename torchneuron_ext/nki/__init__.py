@@ -7,7 +7,7 @@ SPMD grids, ``nki.simulate_kernel``. Both run on one interpreter (engines/) that
 hardware's rules and raises :class:`NKIError` with the toolchain's error codes. That core needs numpy
 only; its PyTorch integration (``nki.torch``: kernels on tensors, ``nki_op``, ``route_aten``) registers
 itself with it when torch is importable.
-See docs/nki.md; ``torchneuron_ext.nki.compat.install()`` makes ``import nki`` and
+See docs/nki.md; ``torchneuron_ext.compat.aliases.install()`` makes ``import nki`` and
 ``import neuronxcc.nki`` resolve here.
 """
 from __future__ import annotations
