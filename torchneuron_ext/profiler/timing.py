@@ -12,7 +12,7 @@ import contextlib
 import dataclasses
 from typing import Iterator, Optional, Sequence, Union
 
-from .. import _C
+from .. import _C, _env
 from ..trainium.projection import project, resolve_target
 from ..trainium.targets import Target
 from ._format import format_bytes, format_us
@@ -171,9 +171,7 @@ def format_timing_table(stats: list[OpStat], target: Target, inside: Sequence[Op
 def _requested_by_environment() -> bool:
     # Read while `import torch` runs (the backend's autoload): a value it does not understand warns and
     # leaves timing off rather than making torch unimportable.
-    from .._env import flag
-
-    return flag("TORCHNEURON_EXT_TIMING", False, on_error="warn")
+    return _env.flag("TORCHNEURON_EXT_TIMING", False, on_error="warn")
 
 
 if _requested_by_environment():
