@@ -57,6 +57,8 @@ _PRODUCTS: dict[str, Optional[str]] = {
     "nki": "torchneuron_ext.nki",
     "nki.language": "torchneuron_ext.nki.language",
     "nki.isa": "torchneuron_ext.nki.isa",
+    "nki.isa.constants": "torchneuron_ext.nki.isa.constants",
+    "nki.language.dtypes": "torchneuron_ext.nki.language.dtypes",
     "nki.typing": "torchneuron_ext.nki.typing",
     "nki.compiler": "torchneuron_ext.nki.compiler",
     # Neuron's custom C++ operator workflow (custom_op.load / load_library), see docs/custom_ops.md.

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._lang import *  # noqa: F401,F403
-from ._lang import (abs, all, max, min, sum, par_dim, tile, fori_loop, while_loop, dynamic_range,  # noqa: F401
+from .._lang import *  # noqa: F401,F403
+from .._lang import (abs, all, max, min, sum, par_dim, tile, fori_loop, while_loop, dynamic_range,  # noqa: F401
                     bitwise_not)
 
 _LEGACY_ONLY = {"arange", "mgrid"}
@@ -15,5 +15,5 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(
             f"nl.{name} belongs to the legacy NKI dialect (neuronxcc.nki); in NKI 0.2+ index with slices and nl.ds, "
             f"or import torchneuron_ext.nki.legacy.language")
-    from ._lang import unmodelled
+    from .._lang import unmodelled
     return unmodelled("nki.language", name)

@@ -12,16 +12,16 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from . import engines as _eng
-from ._isa_common import check_dge_mode as _isa_dge
-from ._isa_common import reduce_cmd as _reduce_cmd
-from ._isa_common import unmodelled_instructions as _unmodelled_instructions
-from ._isa_common import (activation_engine, dge_mode, engine, engine_name, get_nc_version, gpsimd_engine,  # noqa
+from .. import engines as _eng
+from .._isa_common import check_dge_mode as _isa_dge
+from .._isa_common import reduce_cmd as _reduce_cmd
+from .._isa_common import unmodelled_instructions as _unmodelled_instructions
+from .._isa_common import (activation_engine, dge_mode, engine, engine_name, get_nc_version, gpsimd_engine,  # noqa
                           nc_version, oob_mode, reduce_cmd, scalar_engine, tensor_engine, unknown_engine,
                           vector_engine)
-from .errors import NKIUnsupportedError, fail
-from .memory import psum
-from .tensor import NKITensor
+from ..errors import NKIUnsupportedError, fail
+from ..memory import psum
+from ..tensor import NKITensor
 
 
 def _refuse(api: str, **options: Any) -> None:
