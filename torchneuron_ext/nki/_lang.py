@@ -26,6 +26,15 @@ tile = NKITensor
 Tensor = NKITensor  # the type name kernels annotate tiles with
 
 
+class NKIObject:
+    """``nl.NKIObject``: the base class of the dataclasses and configuration objects kernels pass around. The
+    simulator runs kernels as Python, so it is a plain base; ``NKIObject(**fields)`` sets the fields."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        for key, value in kwargs.items():
+            setattr(self, key, value)
+
+
 class par_dim:
     """``nl.par_dim(n)`` marks the partition dimension in a shape with block dimensions before it."""
     __slots__ = ("size",)
