@@ -10,15 +10,22 @@ costs are the NKI ISA reference's (Neuron 2.26) for NeuronCore-v2, carried to v3
   parallel); GpSimd: GPSIMD_START + N cycles.
 - Tensor engine: max(min(64, stationary free size), moving free size) cycles; fp32 at a quarter rate.
 - DMA: the fixed cross-engine cost per transfer, then bytes at the core's memory bandwidth.
+- Collectives and cross-core transfers (``nki.collectives``, ``nisa.sendrecv``, ``nisa.core_barrier``):
+  the ring formulas of trainium/projection.py (``collective``) over the target's NeuronLink share and
+  step latency, on a queue of their own (the collective DMA rings run beside the compute engines).
+
+The cores of an LNC=2 launch run at the same time, each with its own engines: the launch's estimate
+is the slower core's (``Costs.concurrent``); instruction counts, bytes and FLOPs add up.
 """
 from __future__ import annotations
 
 from collections import Counter
 from typing import Any, Union
 
-from ..trainium import targets
+from ..trainium import projection, targets
+from .cores import CoreStopped
 
-ENGINES = ("tensor", "vector", "scalar", "gpsimd", "dma")
+ENGINES = ("tensor", "vector", "scalar", "gpsimd", "dma", "collective")
 
 
 def hardware(target: Union[targets.Target, str]) -> targets.Target:
@@ -43,9 +50,17 @@ class Costs:
         self.bytes_written = 0
         self.flops = 0
         self.clock = 0  # instructions so far: the time axis of the tiles' live ranges (runtime._account)
+        # Set on the cores of a concurrent launch: another core failed, so this one stops at its next
+        # instruction rather than running the kernel to its end.
+        self.stop: Any = None
+
+    def _tick(self) -> None:
+        self.clock += 1
+        if self.stop is not None and self.stop.is_set():
+            raise CoreStopped()
 
     def compute(self, engine: str, name: str, free_elements: int) -> None:
-        self.clock += 1
+        self._tick()
         if engine == "gpsimd":
             cycles = self.hw.gpsimd_start_cycles + free_elements
         else:
@@ -54,20 +69,53 @@ class Costs:
         self.instructions[name] += 1
 
     def matmul(self, name: str, k: int, m: int, n: int, fp32: bool) -> None:
-        self.clock += 1
+        self._tick()
         cycles = max(min(64, m), n) * (self.hw.fp32_slowdown if fp32 else 1)
         self.busy_s["tensor"] += cycles / self._clock_hz["tensor"]
         self.instructions[name] += 1
         self.flops += 2 * k * m * n
 
     def dma(self, name: str, nbytes: int, to_hbm: bool, from_hbm: bool) -> None:
-        self.clock += 1
+        self._tick()
         self.busy_s["dma"] += self.hw.dma_fixed_s + nbytes / self._dma_bytes_per_s
         self.instructions[name] += 1
         if from_hbm:
             self.bytes_read += nbytes
         if to_hbm:
             self.bytes_written += nbytes
+
+    def collective(self, name: str, nbytes: int, group_size: int, from_hbm: bool = False,
+                   to_hbm: bool = False) -> None:
+        """A collective or cross-core transfer of ``nbytes`` (the larger of what one rank sends and
+        receives) among ``group_size`` ranks, timed by projection.collective's ring formula."""
+        self._tick()
+        kind = name.rsplit(".", 1)[-1]
+        if kind in ("sendrecv", "collective_permute", "collective_permute_implicit",
+                    "collective_permute_implicit_reduce"):
+            kind = "send"  # one hop to a neighbour: the buffer once and one step
+        elif kind == "core_barrier":
+            kind = "barrier"
+        self.busy_s["collective"] += projection.collective(kind, nbytes, nbytes, group_size, self.hw).work_s
+        self.instructions[name] += 1
+        if from_hbm:
+            self.bytes_read += nbytes
+        if to_hbm:
+            self.bytes_written += nbytes
+
+    @classmethod
+    def concurrent(cls, target: Any, cores: "list[Costs]") -> "Costs":
+        """The costs of cores that ran at the same time: each engine as busy as on the busiest core (so the
+        estimate is the slower core's), the counts summed."""
+        total = cls(target)
+        for c in cores:
+            for engine, busy in c.busy_s.items():
+                total.busy_s[engine] = max(total.busy_s[engine], busy)
+            total.instructions.update(c.instructions)
+            total.bytes_read += c.bytes_read
+            total.bytes_written += c.bytes_written
+            total.flops += c.flops
+            total.clock = max(total.clock, c.clock)
+        return total
 
     @property
     def total_instructions(self) -> int:

@@ -1,7 +1,8 @@
 """Kernels and their launch: ``nki.jit``, ``kernel[grid](...)``, simulate, baremetal, benchmark.
 
 A launch converts the arguments to HBM tensors without copying (arguments.py), runs every instance of
-the grid in order, and hands back the returned HBM tensors as the caller's kind.
+the grid in order (LNC=2's two cores at the same time: Launch.run_cores), and hands back the returned
+HBM tensors as the caller's kind.
 Arguments written by the kernel are updated in place, so kernels in the outputs-passed-in style work too.
 
 This module knows numpy arrays only. Other argument kinds, and launches that PyTorch traces rather than
@@ -155,7 +156,9 @@ def launch(kernel: Kernel, grid: tuple, args: tuple, kwargs: dict) -> Any:
     with conv.launch_scope(kernel) as scope:
         t0 = time.perf_counter()
         with runtime.active(state), np.errstate(all="ignore"), blas_threads.single_threaded():
-            for index, pid in enumerate(iter_grid(grid)):
+            if state.concurrent():
+                result = state.run_cores(kernel.func, cargs, ckwargs)
+            for index, pid in enumerate(() if state.concurrent() else iter_grid(grid)):
                 state.begin_instance(tuple(int(p) for p in pid), index)
                 value = kernel.func(*cargs, **ckwargs)
                 state.check_live_ranges()

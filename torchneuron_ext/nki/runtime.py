@@ -1,6 +1,9 @@
 """The state of one kernel launch: SPMD instances, allocations and their capacity, instruction counts.
 
-A launch runs its grid's instances one after another. Each instance has private SBUF, PSUM and
+A launch runs its grid's instances one after another, except a new-dialect launch with LNC=2, whose two
+instances are the two physical cores of a logical core and run at the same time (``run_cores``: one
+thread and one ``Launch`` per core, meeting through nki/cores.py), so that the cross-core instructions
+can wait for each other. Each instance has private SBUF, PSUM and
 private HBM; the k-th ``shared_hbm`` tensor an instance creates is the same buffer in every instance.
 On-chip capacity is accounted from the live tiles (Python's reference counting is their lifetime),
 so a kernel that keeps more tiles alive than SBUF or PSUM can hold fails as it would on the device.
@@ -19,6 +22,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from . import cost_model, dtypes
+from .cores import CoreGroup
 from .errors import NKIError, _is_internal, _kernel_location, fail
 from .memory import Buffer, Target, default_target, psum, sbuf, shared_hbm
 
@@ -135,6 +139,45 @@ class Launch:
         self._direct_tiles = {}
         self._direct_sites = {}
         self._rng: Optional[np.random.Generator] = None
+        # A concurrent launch: the cores' group and this core's number (None, 0 for one core at a time).
+        self.cores: Optional[CoreGroup] = None
+        self.core_index = 0
+        self._shared_lock = threading.Lock()
+
+    # -- concurrent cores ----------------------------------------------------
+    def concurrent(self) -> bool:
+        """Whether this launch's instances are cores running at the same time: NKI 0.2+'s kernel[2]."""
+        return self.dialect == "new" and self.grid == (2,)
+
+    @property
+    def core_count(self) -> int:
+        """The physical cores that run this launch at the same time (1 when instances run in turn)."""
+        return self.cores.count if self.cores is not None else 1
+
+    def run_cores(self, func: Callable, args: tuple, kwargs: dict) -> Any:
+        """Run every core of a concurrent launch, each on its own thread with its own Launch (private SBUF,
+        PSUM, random state and costs; shared_hbm and the arguments shared); core 0's result."""
+        group = CoreGroup(self.grid[0], self.kernel_name)
+        cores = [self._core(group, i) for i in range(group.count)]
+
+        def body(i: int) -> Any:
+            core = cores[i]
+            with active(core), np.errstate(all="ignore"):  # numpy's error state is per thread
+                core.begin_instance((i,), i)
+                value = func(*args, **kwargs)
+                core.check_live_ranges()
+                return value
+
+        results = group.run(body)
+        self.costs = cost_model.Costs.concurrent(self.target, [c.costs for c in cores])
+        return results[0]
+
+    def _core(self, group: CoreGroup, index: int) -> "Launch":
+        core = Launch(self.kernel_name, self.func, self.grid, self.dialect, self.target, self.hbm_allocator)
+        core.shared, core._shared_lock = self.shared, self._shared_lock
+        core.cores, core.core_index = group, index
+        core.costs.stop = group.stop
+        return core
 
     # -- instances -----------------------------------------------------------
     def begin_instance(self, program_id: tuple, index: int) -> None:
@@ -285,6 +328,11 @@ class Launch:
 
     def _shared_allocation(self, shape: tuple, dtype: np.dtype, name: str, fill: Any) -> Storage:
         self._check_kernel_level()
+        # Concurrent cores create their shared tensors at the same time: whichever comes first allocates.
+        with self._shared_lock:
+            return self._shared_allocation_locked(shape, dtype, name, fill)
+
+    def _shared_allocation_locked(self, shape: tuple, dtype: np.dtype, name: str, fill: Any) -> Storage:
         k = self._shared_seen
         self._shared_seen += 1
         if k < len(self.shared):
@@ -292,7 +340,7 @@ class Launch:
             if storage.array.shape != shape or storage.array.dtype != dtype:
                 fail("err_shared_hbm_mismatch",
                      f"shared_hbm tensor #{k} is {shape} {dtypes.name(dtype)} in instance {self.program_id} "
-                     f"but {storage.array.shape} {dtypes.name(storage.array.dtype)} in instance 0: every "
+                     f"but {storage.array.shape} {dtypes.name(storage.array.dtype)} in another: every "
                      f"instance of a grid must create the same shared_hbm tensors")
             return storage
         array, owner = self.hbm_allocator(shape, dtype)

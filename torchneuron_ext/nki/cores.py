@@ -1,0 +1,168 @@
+"""The physical cores of one launch running at the same time, and their meeting points.
+
+A new-dialect launch with LNC=2 (``kernel[2](...)``) runs its two instances on two threads, one per
+physical NeuronCore, because the cross-core instructions (``nisa.core_barrier``, ``nisa.sendrecv``) and
+``nki.collectives`` block until the other core arrives, as on the device. Every such instruction is an
+*exchange*: the cores it names each deposit a value (a copy of what they send) at a meeting point and
+continue once all of them have; the k-th exchange a core makes under a key (a barrier's cores, a pipe id, a
+collective's group) meets the k-th exchange of the others under the same key.
+
+The device would hang where a core waits for one that never comes. Here the wait is judged whenever a core
+starts to wait or finishes: when every core that has not finished is waiting and no meeting point is
+complete, no core can move again, and the launch raises one :class:`DeadlockError` naming every core's
+instruction and kernel line. An exception on one core stops the others at their next instruction or
+wait (:class:`CoreStopped`), and the launch raises that one exception.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any, Callable, Optional
+
+from .errors import NKIError, _kernel_location
+
+# A wait that outlives this (seconds) while the core it waits for still runs is reported rather than kept
+# up: a kernel whose other core computes this long between two meetings is not one the simulator runs.
+WAIT_LIMIT_S = float(os.environ.get("TORCHNEURON_EXT_NKI_CORE_WAIT_S", "300"))
+
+
+class CoreStopped(BaseException):
+    """Raised on a core when another core of its launch failed: unwinds the kernel without being caught
+    by a kernel's ``except Exception``; the launch raises the other core's error instead."""
+
+
+class DeadlockError(NKIError):
+    """Cores of one launch wait for each other in a way none can leave (the device would hang). Its code,
+    ``deadlock``, is the simulator's: the toolchain cannot see this, the device just stops."""
+
+
+class _Wait:
+    __slots__ = ("key", "generation", "participants", "what", "where")
+
+    def __init__(self, key: Any, generation: int, participants: tuple, what: str, where: Optional[tuple]) -> None:
+        self.key, self.generation, self.participants, self.what, self.where = \
+            key, generation, participants, what, where
+
+
+class CoreGroup:
+    """The cores of one launch: their state (running, waiting, done) and the meeting points between them."""
+
+    def __init__(self, count: int, kernel_name: str) -> None:
+        self.count, self.kernel_name = count, kernel_name
+        self._cond = threading.Condition()
+        self._done = [False] * count
+        self._waits: list[Optional[_Wait]] = [None] * count
+        self._generations: list[dict] = [{} for _ in range(count)]
+        self._slots: dict = {}      # (key, generation) -> {core: value}
+        self._taken: dict = {}      # (key, generation) -> cores that have read the complete slot
+        self.error: Optional[BaseException] = None
+        self.stop = threading.Event()
+
+    # -- running the cores ---------------------------------------------------------------------------------
+    def run(self, body: Callable[[int], Any]) -> list:
+        """``body(core)`` on one thread per core; their results in core order, or the first error raised."""
+        results: list = [None] * self.count
+
+        def main(core: int) -> None:
+            try:
+                results[core] = body(core)
+            except CoreStopped:
+                pass
+            except BaseException as e:  # noqa: B036 - handed to the launch's thread and raised there
+                self._failed(e)
+            finally:
+                with self._cond:
+                    self._done[core] = True
+                    self._judge()
+                    self._cond.notify_all()
+
+        threads = [threading.Thread(target=main, args=(c,), name=f"nki-core-{c}", daemon=True)
+                   for c in range(self.count)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if self.error is not None:
+            raise self.error.with_traceback(self.error.__traceback__)
+        return results
+
+    def _failed(self, error: BaseException) -> None:
+        with self._cond:
+            if self.error is None:
+                self.error = error
+            self.stop.set()
+            self._cond.notify_all()
+
+    # -- meeting points ------------------------------------------------------------------------------------
+    def exchange(self, core: int, key: Any, participants: tuple, value: Any, what: str) -> dict:
+        """Deposit ``value`` at this core's next meeting point under ``key`` with ``participants`` (core
+        numbers, this one included) and wait for theirs: {core: value} of every participant."""
+        where = _kernel_location(None)
+        with self._cond:
+            if self.stop.is_set():
+                raise CoreStopped()
+            gen = self._generations[core].get(key, 0)
+            self._generations[core][key] = gen + 1
+            slot_key = (key, gen)
+            slot = self._slots.setdefault(slot_key, {})
+            slot[core] = value
+            self._waits[core] = _Wait(key, gen, participants, what, where)
+            self._judge()
+            self._cond.notify_all()
+            started = time.monotonic()
+            while not all(p in slot for p in participants):
+                if self.stop.is_set():
+                    self._waits[core] = None
+                    raise CoreStopped()
+                self._cond.wait(timeout=1.0)
+                if time.monotonic() - started > WAIT_LIMIT_S and not self.stop.is_set():
+                    missing = [p for p in participants if p not in slot]
+                    self._waits[core] = None
+                    raise DeadlockError.at("deadlock", f"core {core} of kernel {self.kernel_name} waited "
+                                      f"{WAIT_LIMIT_S:g} s in {what} for core {missing[0]}, which is still "
+                                      f"running (TORCHNEURON_EXT_NKI_CORE_WAIT_S sets the limit)", where)
+            self._waits[core] = None
+            values = dict(slot)
+            taken = self._taken.setdefault(slot_key, set())
+            taken.add(core)
+            if len(taken) == len(participants):
+                del self._slots[slot_key], self._taken[slot_key]
+            return values
+
+    def _judge(self) -> None:
+        """Called with the lock held whenever a core starts waiting or finishes: if no core can move again,
+        the launch fails with a DeadlockError naming every core's instruction."""
+        if self.stop.is_set():
+            return
+        waiting = [c for c in range(self.count) if self._waits[c] is not None]
+        if not waiting:
+            return
+        for c in waiting:
+            w = self._waits[c]
+            slot = self._slots.get((w.key, w.generation), {})
+            if all(p in slot for p in w.participants):
+                return  # complete: that core is about to move
+        if any(not self._done[c] and self._waits[c] is None for c in range(self.count)):
+            return  # a running core may still arrive
+        lines = []
+        for c in range(self.count):
+            w = self._waits[c]
+            if w is None:
+                lines.append(f"core {c} finished the kernel")
+                continue
+            slot = self._slots.get((w.key, w.generation), {})
+            missing = [p for p in w.participants if p not in slot]
+            lines.append(f"core {c} waits in {w.what} at {_where(w.where)} for core "
+                         f"{', '.join(map(str, missing))}")
+        first = self._waits[waiting[0]].where
+        self.error = DeadlockError.at("deadlock", f"deadlock between the cores of kernel {self.kernel_name}: "
+                                   + "; ".join(lines) + " (on the device the kernel would hang)", first)
+        self.stop.set()
+
+
+def _where(location: Optional[tuple]) -> str:
+    if location is None:
+        return "an unknown line"
+    filename, lineno, func, _text = location
+    return f"{os.path.basename(filename)}:{lineno}"
