@@ -61,6 +61,7 @@ _PRODUCTS: dict[str, Optional[str]] = {
     "nki.language.dtypes": "torchneuron_ext.nki.language.dtypes",
     "nki.typing": "torchneuron_ext.nki.typing",
     "nki.compiler": "torchneuron_ext.nki.compiler",
+    "nki.collectives": "torchneuron_ext.nki.collectives",
     # Neuron's custom C++ operator workflow (custom_op.load / load_library), see docs/custom_ops.md.
     "torch_neuronx.xla_impl.custom_op": "torchneuron_ext.custom_op",
 }
