@@ -54,9 +54,9 @@ def core_barrier(data: NKITensor, cores: Sequence[int], engine: Any = _engine.gp
         named = tuple(cores)
     except TypeError:
         raise TypeError(f"nisa.core_barrier: cores must be a tuple of core indices such as (0, 1), got {cores!r}")
-    if sorted(named) != [0, 1]:
-        fail("err_invalid_rank", f"nisa.core_barrier: only cores=(0, 1) is supported (the two physical cores "
-                                 f"of an LNC=2 logical core), got {named!r}")
+    # AWS documents cores=(0, 1); its kernels also pass (0,) at LNC=1, a barrier of one core (a no-op).
+    if not named or len(set(named)) != len(named):
+        fail("err_invalid_rank", f"nisa.core_barrier: cores must name distinct cores, e.g. (0, 1), got {named!r}")
     participants = _cc.check_ranks("nisa.core_barrier", named, "cores")
     _cc.exchange(("core_barrier", participants), participants, None, f"nisa.core_barrier(cores={named!r})")
     _cc.charge("core_barrier", 0, len(participants), hbm=False)
