@@ -23,23 +23,27 @@ RG = ReplicaGroup([[0, 1]])
 rng = np.random.default_rng(0)
 
 
-def per_rank(shape, dtype=np.float32):
-    return rng.standard_normal((2,) + shape).astype(dtype)
+def per_rank(shape, dtype=np.float32, ranks=2):
+    return rng.standard_normal((ranks,) + shape).astype(dtype)
 
 
-def hbm_collective(call, src_shape, dst_shape, dtype=np.float32):
-    """A kernel in AWS's style: each core copies its slice of x into a private HBM src, runs ``call`` into a
-    private HBM dst, and writes dst into its slot of the result."""
+def on_ranks(kernel, x, *more):
+    """Run ``kernel`` on one rank per leading index of ``x`` (rank r gets x[r]), as AWS's tests do."""
+    return nki.launch_ranks(kernel, [(x[r],) + tuple(m[r] for m in more) for r in range(len(x))])
+
+
+def hbm_collective(call, dst_shape):
+    """A kernel in AWS's style: copy the rank's input into an HBM src, run ``call`` into an HBM dst,
+    return a copy of dst."""
 
     @nki.jit
     def kernel(x):
-        i = nl.program_id(0)
-        src = nl.ndarray(src_shape, dtype=x.dtype, buffer=nl.hbm, name="src")
-        dst = nl.ndarray(dst_shape, dtype=x.dtype, buffer=nl.hbm, name="dst")
-        out = nl.ndarray((2,) + dst_shape, dtype=x.dtype, buffer=nl.shared_hbm)
-        nisa.dma_copy(dst=src, src=x[i])
+        src = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm, name="src")
+        dst = nl.ndarray(dst_shape, dtype=x.dtype, buffer=nl.shared_hbm, name="dst")
+        out = nl.ndarray(dst_shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=src, src=x)
         call(src, dst)
-        nisa.dma_copy(dst=out[i], src=dst)
+        nisa.dma_copy(dst=out, src=dst)
         return out
 
     return kernel
@@ -123,8 +127,8 @@ def test_sendrecv_pairs_the_kth_send_of_each_pipe():
 def test_all_reduce_add_and_maximum():
     x = per_rank((4, 8))
     for op, ref in ((nl.add, x.sum(0)), (nl.maximum, x.max(0)), (nl.minimum, x.min(0))):
-        k = hbm_collective(lambda s, d: ncc.all_reduce(srcs=[s], dsts=[d], replica_group=RG, op=op), (4, 8), (4, 8))
-        out = k[2](x)
+        k = hbm_collective(lambda s, d: ncc.all_reduce(srcs=[s], dsts=[d], replica_group=RG, op=op), (4, 8))
+        out = on_ranks(k, x)
         np.testing.assert_allclose(out[0], ref, rtol=1e-6)
         np.testing.assert_allclose(out[1], ref, rtol=1e-6)
 
@@ -132,22 +136,21 @@ def test_all_reduce_add_and_maximum():
 def test_all_reduce_coalesced_hbm_and_costs():
     @nki.jit
     def k(x, y):
-        i = nl.program_id(0)
-        s0 = nl.ndarray(x.shape[1:], dtype=x.dtype, buffer=nl.hbm)
-        s1 = nl.ndarray(y.shape[1:], dtype=y.dtype, buffer=nl.hbm)
+        s0 = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.hbm)
+        s1 = nl.ndarray(y.shape, dtype=y.dtype, buffer=nl.hbm)
         out0 = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
         out1 = nl.ndarray(y.shape, dtype=y.dtype, buffer=nl.shared_hbm)
-        nisa.dma_copy(dst=s0, src=x[i])
-        nisa.dma_copy(dst=s1, src=y[i])
-        ncc.all_reduce(srcs=[s0, s1], dsts=[out0[i], out1[i]], replica_group=RG, op=nl.add)
+        nisa.dma_copy(dst=s0, src=x)
+        nisa.dma_copy(dst=s1, src=y)
+        ncc.all_reduce(srcs=[s0, s1], dsts=[out0, out1], replica_group=RG, op=nl.add)
         return out0, out1
 
     x, y = per_rank((4, 8)), per_rank((2, 16))
-    out0, out1 = k[2](x, y)
-    np.testing.assert_allclose(out0[1], x.sum(0), rtol=1e-6)
-    np.testing.assert_allclose(out1[0], y.sum(0), rtol=1e-6)
+    (a0, b0), (a1, b1) = on_ranks(k, x, y)
+    np.testing.assert_allclose(a1, x.sum(0), rtol=1e-6)
+    np.testing.assert_allclose(b0, y.sum(0), rtol=1e-6)
     costs = k.last_result.costs
-    assert costs.instructions["all_reduce"] == 2
+    assert costs.instructions["all_reduce"] == 1 and len(k.last_rank_results) == 2
     hw = targets.by_name("trn2").physical_core()
     nbytes = (4 * 8 + 2 * 16) * 4
     expected = projection.collective("all_reduce", nbytes, nbytes, 2, hw).work_s
@@ -157,58 +160,87 @@ def test_all_reduce_coalesced_hbm_and_costs():
 
 def test_all_gather_hbm_dim0_and_sbuf_dim1():
     x = per_rank((4, 8))
-    k = hbm_collective(lambda s, d: ncc.all_gather(srcs=[s], dsts=[d], replica_group=RG, collective_dim=0),
-                       (4, 8), (8, 8))
-    out = k[2](x)
-    for r in range(2):
-        np.testing.assert_array_equal(out[r], np.concatenate([x[0], x[1]], axis=0))
+    k = hbm_collective(lambda s, d: ncc.all_gather(srcs=[s], dsts=[d], replica_group=RG, collective_dim=0), (8, 8))
+    for out in on_ranks(k, x):
+        np.testing.assert_array_equal(out, np.concatenate([x[0], x[1]], axis=0))
 
     @nki.jit
     def sb(x):
-        i = nl.program_id(0)
-        s = nl.ndarray(x.shape[1:], dtype=x.dtype, buffer=nl.sbuf)
-        d = nl.ndarray((x.shape[1], 2 * x.shape[2]), dtype=x.dtype, buffer=nl.sbuf)
-        out = nl.ndarray((2, x.shape[1], 2 * x.shape[2]), dtype=x.dtype, buffer=nl.shared_hbm)
-        nisa.dma_copy(dst=s, src=x[i])
+        s = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        d = nl.ndarray((x.shape[0], 2 * x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+        out = nl.ndarray((x.shape[0], 2 * x.shape[1]), dtype=x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=s, src=x)
         ncc.all_gather(srcs=[s], dsts=[d], replica_group=RG, collective_dim=1)
-        nisa.dma_copy(dst=out[i], src=d)
+        nisa.dma_copy(dst=out, src=d)
         return out
 
-    out = sb[2](x)
+    out = on_ranks(sb, x)
     np.testing.assert_array_equal(out[1], np.concatenate([x[0], x[1]], axis=1))
 
 
 def test_reduce_scatter_and_all_to_all():
     x = per_rank((8, 4))
     k = hbm_collective(lambda s, d: ncc.reduce_scatter(srcs=[s], dsts=[d], replica_group=RG, collective_dim=0,
-                                                       op=nl.add), (8, 4), (4, 4))
-    out = k[2](x)
+                                                       op=nl.add), (4, 4))
+    out = on_ranks(k, x)
     total = x.sum(0)
     np.testing.assert_allclose(out[0], total[:4], rtol=1e-6)
     np.testing.assert_allclose(out[1], total[4:], rtol=1e-6)
 
-    k = hbm_collective(lambda s, d: ncc.all_to_all(srcs=[s], dsts=[d], replica_group=RG, collective_dim=0),
-                       (8, 4), (8, 4))
-    out = k[2](x)
+    k = hbm_collective(lambda s, d: ncc.all_to_all(srcs=[s], dsts=[d], replica_group=RG, collective_dim=0), (8, 4))
+    out = on_ranks(k, x)
     np.testing.assert_array_equal(out[0], np.concatenate([x[0][:4], x[1][:4]]))
     np.testing.assert_array_equal(out[1], np.concatenate([x[0][4:], x[1][4:]]))
+
+
+def test_groups_of_a_replica_group_run_apart():
+    x = per_rank((2, 4), ranks=4)
+    groups = ReplicaGroup([[0, 2], [3, 1]])
+    k = hbm_collective(lambda s, d: ncc.all_gather(srcs=[s], dsts=[d], replica_group=groups, collective_dim=0),
+                       (4, 4))
+    out = on_ranks(k, x)
+    np.testing.assert_array_equal(out[0], np.concatenate([x[0], x[2]]))
+    np.testing.assert_array_equal(out[2], np.concatenate([x[0], x[2]]))
+    np.testing.assert_array_equal(out[1], np.concatenate([x[3], x[1]]))   # in the group's order
+
+
+@nki.jit
+def gather_tiles_lnc2(x):
+    """AWS's tiled SBUF all-gather pattern: under LNC=2 each core gathers its own row tile across ranks."""
+    rows, cols = x.shape
+    c = nl.program_id(0)
+    half = rows // 2
+    out = nl.ndarray((rows, 2 * cols), dtype=x.dtype, buffer=nl.shared_hbm)
+    src = nl.ndarray((half, cols), dtype=x.dtype, buffer=nl.sbuf)
+    dst = nl.ndarray((half, 2 * cols), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=src, src=x[c * half:(c + 1) * half, :])
+    ncc.all_gather(srcs=[src], dsts=[dst], replica_group=RG, collective_dim=1)
+    nisa.dma_copy(dst=out[c * half:(c + 1) * half, :], src=dst)
+    return out
+
+
+def test_each_core_of_an_lnc2_rank_meets_the_same_core_of_the_other_ranks():
+    x = per_rank((8, 4))
+    out = on_ranks(gather_tiles_lnc2[2], x)
+    for r in range(2):
+        np.testing.assert_array_equal(out[r], np.concatenate([x[0], x[1]], axis=1))
+    assert gather_tiles_lnc2.last_result.costs.instructions["all_gather"] == 2   # one per core
 
 
 def _with_metadata(call):
     @nki.jit
     def kernel(x, meta):
-        i = nl.program_id(0)
-        src = nl.ndarray(x.shape[1:], dtype=x.dtype, buffer=nl.hbm)
-        dst = nl.ndarray(x.shape[1:], dtype=x.dtype, buffer=nl.hbm)
-        m = nl.ndarray(meta.shape[1:], dtype=meta.dtype, buffer=nl.hbm)
+        src = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.hbm)
+        dst = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.hbm)
+        m = nl.ndarray(meta.shape, dtype=meta.dtype, buffer=nl.hbm)
         out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
         out_meta = nl.ndarray(meta.shape, dtype=meta.dtype, buffer=nl.shared_hbm)
-        nisa.dma_copy(dst=src, src=x[i])
-        nisa.dma_copy(dst=m, src=meta[i])
-        nisa.dma_copy(dst=dst, src=x[i])  # dst starts as this rank's x: what the collective leaves shows
+        nisa.dma_copy(dst=src, src=x)
+        nisa.dma_copy(dst=m, src=meta)
+        nisa.dma_copy(dst=dst, src=x)  # dst starts as this rank's x: what the collective leaves shows
         call(src, dst, m)
-        nisa.dma_copy(dst=out[i], src=dst)
-        nisa.dma_copy(dst=out_meta[i], src=m)
+        nisa.dma_copy(dst=out, src=dst)
+        nisa.dma_copy(dst=out_meta, src=m)
         return out, out_meta
 
     return kernel
@@ -219,13 +251,12 @@ def test_all_gather_v_places_each_ranks_chunk_in_its_slot():
     # rank 0 sends 3 elements from element 2, rank 1 sends 5 from element 0 (rows 0/1: first column read)
     meta = np.array([[[3, 0], [2, 0], [0, 0]], [[5, 0], [0, 0], [0, 0]]], dtype=np.uint32)
     k = _with_metadata(lambda s, d, m: ncc.all_gather_v(srcs=[s], dsts=[d], replica_group=RG, metadata_tensor=m))
-    out, out_meta = k[2](x, meta)
-    for r in range(2):
+    for r, (out, out_meta) in enumerate(on_ranks(k, x, meta)):
         expect = x[r].copy()
         expect[0:3] = x[0][2:5]
         expect[8:13] = x[1][0:5]
-        np.testing.assert_array_equal(out[r], expect)
-        np.testing.assert_array_equal(out_meta[r][2], [3, 5])   # row 2: what each rank sent here
+        np.testing.assert_array_equal(out, expect)
+        np.testing.assert_array_equal(out_meta[2], [3, 5])   # row 2: what each rank sent here
 
 
 def test_all_to_all_v_sends_each_rank_its_counts():
@@ -233,60 +264,74 @@ def test_all_to_all_v_sends_each_rank_its_counts():
     # rank r row 0: send_counts per destination, row 1: send_displs per destination
     meta = np.array([[[2, 3], [0, 4], [0, 0]], [[1, 6], [7, 1], [0, 0]]], dtype=np.uint32)
     k = _with_metadata(lambda s, d, m: ncc.all_to_all_v(srcs=[s], dsts=[d], replica_group=RG, metadata_tensor=m))
-    out, out_meta = k[2](x, meta)
+    (o0, m0), (o1, m1) = on_ranks(k, x, meta)
     e0, e1 = x[0].copy(), x[1].copy()
     e0[0:2], e0[8:9] = x[0][0:2], x[1][7:8]
     e1[0:3], e1[8:14] = x[0][4:7], x[1][1:7]
-    np.testing.assert_array_equal(out[0], e0)
-    np.testing.assert_array_equal(out[1], e1)
-    np.testing.assert_array_equal(out_meta[0][2], [2, 1])
-    np.testing.assert_array_equal(out_meta[1][2], [3, 6])
+    np.testing.assert_array_equal(o0, e0)
+    np.testing.assert_array_equal(o1, e1)
+    np.testing.assert_array_equal(m0[2], [2, 1])
+    np.testing.assert_array_equal(m1[2], [3, 6])
 
 
 def test_collective_permute_and_the_ring():
-    x = per_rank((4, 4))
-    k = hbm_collective(lambda s, d: ncc.collective_permute(srcs=[s], dsts=[d], source_target_pairs=[(0, 1), (1, 0)]),
-                       (4, 4), (4, 4))
-    out = k[2](x)
-    np.testing.assert_array_equal(out[0], x[1])
-    np.testing.assert_array_equal(out[1], x[0])
+    x = per_rank((4, 4), ranks=3)
+    k = hbm_collective(lambda s, d: ncc.collective_permute(srcs=[s], dsts=[d],
+                                                           source_target_pairs=[(0, 1), (1, 2), (2, 0)]), (4, 4))
+    out = on_ranks(k, x)
+    for r in range(3):
+        np.testing.assert_array_equal(out[r], x[(r - 1) % 3])
+
+    ring3 = ReplicaGroup([[0, 1, 2]])
 
     def ring(s, d):
-        ncc.collective_permute_implicit(srcs_by_channel=[[s]], dsts_by_channel=[[d]], replica_group=RG)
+        ncc.collective_permute_implicit(srcs_by_channel=[[s]], dsts_by_channel=[[d]], replica_group=ring3)
 
-    out = hbm_collective(ring, (4, 4), (4, 4))[2](x)
-    np.testing.assert_array_equal(out[0], x[1])
+    out = on_ranks(hbm_collective(ring, (4, 4)), x)
+    np.testing.assert_array_equal(out[0], x[2])
+    np.testing.assert_array_equal(out[2], x[1])
 
     def ring_reduce(s, d):
         ncc.collective_permute_implicit_reduce(srcs0_by_channel=[[s]], srcs1_by_channel=[[s]],
-                                               dsts_by_channel=[[d]], replica_group=RG, op=nl.add)
+                                               dsts_by_channel=[[d]], replica_group=ring3, op=nl.add)
 
-    out = hbm_collective(ring_reduce, (4, 4), (4, 4))[2](x)
+    out = on_ranks(hbm_collective(ring_reduce, (4, 4)), x)
     np.testing.assert_allclose(out[1], 2 * x[0], rtol=1e-6)
 
 
 def test_rank_ids():
+    ring3 = ReplicaGroup([[0, 1, 2]])
+
     @nki.jit
     def k(x):
-        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        out = nl.ndarray(x.shape[1:], dtype=x.dtype, buffer=nl.shared_hbm)
         r = ncc.rank_id()
-        assert ncc.collective_permute_implicit_current_processing_rank_id(0, RG) == r
-        assert ncc.collective_permute_implicit_current_processing_rank_id(1, RG) == 1 - r
-        assert ncc.collective_permute_implicit_current_processing_rank_id(2, RG) == r
-        nisa.dma_copy(dst=out[r], src=x[1 - r])
+        assert ncc.collective_permute_implicit_current_processing_rank_id(0, ring3) == r
+        assert ncc.collective_permute_implicit_current_processing_rank_id(1, ring3) == (r - 1) % 3
+        assert ncc.collective_permute_implicit_current_processing_rank_id(2, ring3) == (r - 2) % 3
+        nisa.dma_copy(dst=out, src=x[r])
         return out
 
-    x = per_rank((4, 4))
-    np.testing.assert_array_equal(k[2](x), x[::-1])
-    one = ReplicaGroup([[0]])
+    x = per_rank((4, 4), ranks=3)
+    outs = nki.launch_ranks(k, [{"x": x}] * 3)
+    for r in range(3):
+        np.testing.assert_array_equal(outs[r], x[r])
+
+    @nki.jit
+    def alone(x):
+        out = nl.ndarray(x.shape[1:], dtype=x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=x[ncc.rank_id()])
+        return out
+
+    np.testing.assert_array_equal(alone[2](x), x[0])   # a launch on its own is rank 0, both cores
 
     @nki.jit
     def single(x):
         out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
-        ncc.all_reduce(srcs=[x], dsts=[out], replica_group=one, op=nl.add)
+        ncc.all_reduce(srcs=[x], dsts=[out], replica_group=ReplicaGroup([[0]]), op=nl.add)
         return out
 
-    np.testing.assert_array_equal(single(x[0]), x[0])  # a group of one rank: the launch's only core
+    np.testing.assert_array_equal(single[2](x[0]), x[0])  # a group of one rank: both cores alone
 
 
 # ------------------------------------------------------------------ errors
@@ -329,17 +374,33 @@ deadlock between the cores of kernel k: core 0 waits in nisa.core_barrier(cores=
         self.assertExpectedInline(self._message(k[2], np.zeros((4, 4), np.float32)), """\
 deadlock between the cores of kernel k: core 0 waits in nisa.sendrecv(send_to_rank=1, recv_from_rank=1, pipe_id=3) at test_collectives.py:N for core 1; core 1 waits in nisa.core_barrier(cores=(0, 1)) at test_collectives.py:N for core 0 (on the device the kernel would hang)""")
 
-    def test_replica_group_naming_ranks_the_launch_does_not_have(self):
+    def test_replica_group_naming_ranks_that_do_not_run(self):
         @nki.jit
         def k(x):
             out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
             ncc.all_reduce(srcs=[x], dsts=[out], replica_group=ReplicaGroup([[0, 1, 2, 3]]), op=nl.add)
             return out
 
-        self.assertExpectedInline(self._message(k[2], np.zeros((4, 4), np.float32)), """\
-ncc.all_reduce: replica group [0, 1, 2, 3] names rank 2, but this launch has 2 ranks (0..1): the ranks of a launch are its cores, kernel[2] runs two""")
-        self.assertExpectedInline(self._message(k, np.zeros((4, 4), np.float32)), """\
-ncc.all_reduce: replica group [0, 1, 2, 3] names rank 1, but this launch has 1 rank (0..0): the ranks of a launch are its cores, kernel[2] runs two""")
+        x = np.zeros((4, 4), np.float32)
+        with self.assertRaises(NKIError) as cm:
+            nki.launch_ranks(k[2], [(x,), (x,)])
+        self.assertExpectedInline(cm.exception.message, """\
+ncc.all_reduce: replica group [0, 1, 2, 3] names rank 2, but the kernel runs on 2 ranks (0..1)""")
+        self.assertExpectedInline(self._message(k[2], x), """\
+ncc.all_reduce: replica group [0, 1, 2, 3] names rank 1, but the kernel runs on 1 rank (0..0): a launch is one rank (a logical core); nki.launch_ranks runs several""")
+
+    def test_deadlock_between_ranks(self):
+        @nki.jit
+        def k(x):
+            out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+            if ncc.rank_id() != 1:
+                ncc.all_reduce(srcs=[x], dsts=[out], replica_group=ReplicaGroup([[0, 1, 2]]), op=nl.add)
+            return out
+
+        x = np.zeros((4, 4), np.float32)
+        with self.assertRaises(DeadlockError) as cm:
+            nki.launch_ranks(k, [(x,)] * 3)
+        self.assertExpectedInline(re.sub(r"\.py:\d+", ".py:N", cm.exception.message), """deadlock between the ranks of kernel k: rank 0 waits in ncc.all_reduce(replica group [0, 1, 2]) at test_collectives.py:N for rank 1; rank 1 finished the kernel; rank 2 waits in ncc.all_reduce(replica group [0, 1, 2]) at test_collectives.py:N for rank 1 (on the device the kernel would hang)""")
 
     def test_cross_core_instruction_rules(self):
         @nki.jit(platform_target="trn1")

@@ -18,6 +18,7 @@ from . import compiler, isa, language, typing  # noqa: F401
 from .entry_points import for_dialect
 from .errors import NKIError, NKIUnsupportedError  # noqa: F401
 from .kernel import GridKernel, Kernel, LaunchResult  # noqa: F401
+from .kernel import launch_ranks  # noqa: F401  (several ranks at once, for nki.collectives)
 from .tensor import NKITensor  # noqa: F401
 
 jit, simulate, simulate_kernel, baremetal, benchmark, profile = for_dialect("new")

@@ -1,10 +1,12 @@
-"""``nki.collectives``: collective communication between the ranks of a launch, run for real.
+"""``nki.collectives``: collective communication between ranks, run for real.
 
-The ranks are the launch's cores (nki/engines/collective.py): ``kernel[2](...)`` has ranks 0 and 1, a
-one-core launch rank 0 only. A ``ReplicaGroup`` lists disjoint groups of those ranks; each rank takes
-part in the collective of the group that holds it, and a group naming a rank the launch does not have is
-an error. Every rank of a group must issue the collective: the ranks meet (nki/cores.py), exchange copies
-of their sources, and each writes its destinations. Each collective is counted in the launch's
+A rank is a logical core, as on the device: a launch (``kernel(...)``, ``kernel[2](...)``) is rank 0 alone,
+and ``nki.launch_ranks(kernel[lnc], inputs)`` runs the kernel on ``len(inputs)`` ranks at once, each with
+its own arguments. A ``ReplicaGroup`` lists disjoint groups of ranks; each rank takes part in the
+collective of the group that holds it, and a group naming a rank that does not run is an error. Every rank
+of a group must issue the collective; under LNC=2 each physical core issues its own, on its own data, and
+meets the same-numbered core of the other ranks (nki/cores.py). The ranks exchange copies of their
+sources and each writes its destinations. Each collective is counted in the launch's
 instructions and timed by the ring formula of trainium/projection.py (docs/cost_model.md).
 """
 from __future__ import annotations
@@ -87,7 +89,7 @@ def _priority(api: str, priority: Optional[int]) -> None:
 
 
 def _meet(api: str, key: Any, group: Tuple[int, ...], value: Any, detail: str = "") -> dict:
-    return _cc.exchange((api, key, group), group, value, f"{api}({detail}replica group {list(group)})")
+    return _cc.exchange_ranks((api, key, group), group, value, f"{api}({detail}replica group {list(group)})")
 
 
 def _dim(api: str, collective_dim: int, hbm: bool, allowed_sbuf: Sequence[int] = (0, 1)) -> int:
@@ -299,7 +301,7 @@ def collective_permute(srcs: List[NKITensor], dsts: List[NKITensor], source_targ
         if len(set(named)) != len(named):
             fail("err_invalid_rank", f"{api}: a rank is the {side} of more than one pair in {list(pairs)}")
     me = _cc.rank()
-    got = _cc.exchange((api, pairs), ranks, _cc.snapshot(srcs[0]), f"{api}(source_target_pairs={list(pairs)})")
+    got = _cc.exchange_ranks((api, pairs), ranks, _cc.snapshot(srcs[0]), f"{api}(source_target_pairs={list(pairs)})")
     sources = [s for s, t in pairs if t == me]
     if sources:
         _cc.write(dsts[0], _fit(api, got[sources[0]], dsts[0], f"rank {sources[0]}'s src"), api)
@@ -388,5 +390,5 @@ def collective_permute_implicit_current_processing_rank_id(iteration_id: int, re
 
 
 def rank_id(name: Optional[str] = None) -> int:
-    """This rank's id: the core of the launch it runs on (0 or 1 under kernel[2])."""
+    """This rank's id: which of the ranks running the kernel this one is (0 for a single launch)."""
     return _cc.rank()

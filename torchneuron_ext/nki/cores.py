@@ -48,8 +48,11 @@ class _Wait:
 class CoreGroup:
     """The cores of one launch: their state (running, waiting, done) and the meeting points between them."""
 
-    def __init__(self, count: int, kernel_name: str) -> None:
+    def __init__(self, count: int, kernel_name: str, cores_per_rank: Optional[int] = None) -> None:
+        """``count`` threads; with ``cores_per_rank``, thread g is core g % cores_per_rank of rank
+        g // cores_per_rank (a launch on several ranks), else core g of the one rank."""
         self.count, self.kernel_name = count, kernel_name
+        self.cores_per_rank = cores_per_rank
         self._cond = threading.Condition()
         self._done = [False] * count
         self._waits: list[Optional[_Wait]] = [None] * count
@@ -81,8 +84,14 @@ class CoreGroup:
                    for c in range(self.count)]
         for t in threads:
             t.start()
-        for t in threads:
-            t.join()
+        try:
+            for t in threads:
+                t.join()
+        except BaseException:  # KeyboardInterrupt in the caller: let the cores unwind too
+            self.stop.set()
+            with self._cond:
+                self._cond.notify_all()
+            raise
         if self.error is not None:
             raise self.error.with_traceback(self.error.__traceback__)
         return results
@@ -119,8 +128,8 @@ class CoreGroup:
                 if time.monotonic() - started > WAIT_LIMIT_S and not self.stop.is_set():
                     missing = [p for p in participants if p not in slot]
                     self._waits[core] = None
-                    raise DeadlockError.at("deadlock", f"core {core} of kernel {self.kernel_name} waited "
-                                      f"{WAIT_LIMIT_S:g} s in {what} for core {missing[0]}, which is still "
+                    raise DeadlockError.at("deadlock", f"{self.label(core)} of kernel {self.kernel_name} waited "
+                                      f"{WAIT_LIMIT_S:g} s in {what} for {self.label(missing[0])}, which is still "
                                       f"running (TORCHNEURON_EXT_NKI_CORE_WAIT_S sets the limit)", where)
             self._waits[core] = None
             values = dict(slot)
@@ -149,16 +158,24 @@ class CoreGroup:
         for c in range(self.count):
             w = self._waits[c]
             if w is None:
-                lines.append(f"core {c} finished the kernel")
+                lines.append(f"{self.label(c)} finished the kernel")
                 continue
             slot = self._slots.get((w.key, w.generation), {})
             missing = [p for p in w.participants if p not in slot]
-            lines.append(f"core {c} waits in {w.what} at {_where(w.where)} for core "
-                         f"{', '.join(map(str, missing))}")
+            lines.append(f"{self.label(c)} waits in {w.what} at {_where(w.where)} for "
+                         f"{', '.join(map(self.label, missing))}")
         first = self._waits[waiting[0]].where
-        self.error = DeadlockError.at("deadlock", f"deadlock between the cores of kernel {self.kernel_name}: "
-                                   + "; ".join(lines) + " (on the device the kernel would hang)", first)
+        who = "ranks" if self.cores_per_rank else "cores"
+        self.error = DeadlockError.at("deadlock", f"deadlock between the {who} of kernel {self.kernel_name}: "
+                                      + "; ".join(lines) + " (on the device the kernel would hang)", first)
         self.stop.set()
+
+    def label(self, g: int) -> str:
+        """How messages name thread ``g``: "core 1", or "rank 2" / "rank 2 core 1" on several ranks."""
+        if self.cores_per_rank is None:
+            return f"core {g}"
+        rank, core = divmod(g, self.cores_per_rank)
+        return f"rank {rank}" if self.cores_per_rank == 1 else f"rank {rank} core {core}"
 
 
 def _where(location: Optional[tuple]) -> str:

@@ -11,16 +11,17 @@ tensors, torch.compile), so the core runs and is tested without torch.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
 from . import arguments, blas_threads, runtime
 from .cost_model import Costs
-from .errors import fail
+from .errors import NKIUnsupportedError, fail
 from .indexing import iter_grid
 from .memory import TARGETS, Target, default_target
 from .runtime import Launch
@@ -62,6 +63,7 @@ class Kernel:
         target = options.get("platform_target")
         self.target: Optional[Target] = TARGETS[target] if target else None
         self.last_result: Optional[LaunchResult] = None
+        self.last_rank_results: list = []  # launch_ranks: one LaunchResult per rank
 
     def __getitem__(self, grid: Any) -> "GridKernel":
         return GridKernel(self, _normalize_grid(grid, self.dialect))
@@ -170,6 +172,49 @@ def launch(kernel: Kernel, grid: tuple, args: tuple, kwargs: dict) -> Any:
         _check_mutable(kernel.func, bound, result)
         scope.finish(state.costs)
     return out
+
+
+def launch_ranks(kernel: Any, inputs: Sequence[Any]) -> list:
+    """Run ``kernel`` (``@nki.jit`` function, or ``kernel[lnc]``) on ``len(inputs)`` ranks at the same time,
+    as the Neuron runtime runs one worker per rank (logical core): ``inputs[r]`` is rank r's arguments, a
+    dict of keyword arguments or a tuple of positional ones. ``nki.collectives`` meet between the ranks.
+    Each rank's results, in rank order; ``kernel.last_rank_results`` holds each rank's LaunchResult."""
+    kernel, grid = as_kernel(kernel, "new")
+    if kernel.dialect != "new":
+        raise ValueError("launch_ranks runs NKI 0.2+ kernels (nki.jit); legacy SPMD grids have no ranks")
+    if not inputs:
+        raise ValueError("launch_ranks needs one set of arguments per rank, got none")
+    if runtime.current_or_none() is not None:
+        fail("err_nested_kernel_with_spmd_grid", "launch_ranks cannot be called from inside a kernel")
+    if _trace_handler is not None and _trace_handler.is_traced():
+        raise NKIUnsupportedError("launch_ranks under tracing (torch.compile, fake tensors) is not supported; "
+                                  "call it eagerly")
+    target = kernel.target or default_target()
+    convs, calls, states, bounds = [], [], [], []
+    for rank_input in inputs:
+        args, kwargs = (tuple(rank_input), {}) if isinstance(rank_input, (tuple, list)) else ((), dict(rank_input))
+        conv = arguments.make()
+        cargs, ckwargs = tuple(conv.convert(a) for a in args), {k: conv.convert(v) for k, v in kwargs.items()}
+        if conv.requires_grad:
+            conv.check_autograd(kernel)
+        convs.append(conv)
+        calls.append((cargs, ckwargs))
+        bounds.append(_bind(kernel.func, cargs, ckwargs))
+        states.append(Launch(kernel.__name__, kernel.func, grid, kernel.dialect, target, conv.hbm_allocator()))
+    with contextlib.ExitStack() as stack:
+        scopes = [stack.enter_context(conv.launch_scope(kernel)) for conv in convs]
+        t0 = time.perf_counter()
+        with np.errstate(all="ignore"), blas_threads.single_threaded():
+            results = runtime.run_ranks(states, calls, kernel.func)
+            outs = [conv.result(res, st) for conv, res, st in zip(convs, results, states)]
+        wall = time.perf_counter() - t0
+        kernel.last_rank_results = [LaunchResult(st, wall, tuple(s.written for s in conv.storages))
+                                    for st, conv in zip(states, convs)]
+        kernel.last_result = kernel.last_rank_results[0]
+        for bound, res, scope, st in zip(bounds, results, scopes, states):
+            _check_mutable(kernel.func, bound, res)
+            scope.finish(st.costs)
+    return outs
 
 
 def _bind(func: Callable, args: tuple, kwargs: dict) -> inspect.BoundArguments:

@@ -1,10 +1,11 @@
 """The state of one kernel launch: SPMD instances, allocations and their capacity, instruction counts.
 
 A launch runs its grid's instances one after another, except a new-dialect launch with LNC=2, whose two
-instances are the two physical cores of a logical core and run at the same time (``run_cores``: one
+instances are the two physical cores of a logical core and run at the same time (``run_ranks``: one
 thread and one ``Launch`` per core, meeting through nki/cores.py), so that the cross-core instructions
-can wait for each other. Each instance has private SBUF, PSUM and
-private HBM; the k-th ``shared_hbm`` tensor an instance creates is the same buffer in every instance.
+can wait for each other. A kernel can also run on several ranks at once (kernel.launch_ranks, for
+nki.collectives): one Launch per rank with its own arguments and shared_hbm, every core of every rank on
+its own thread. Each instance has private SBUF, PSUM and private HBM; the k-th ``shared_hbm`` tensor an instance creates is the same buffer in every instance.
 On-chip capacity is accounted from the live tiles (Python's reference counting is their lifetime),
 so a kernel that keeps more tiles alive than SBUF or PSUM can hold fails as it would on the device.
 """
@@ -139,9 +140,12 @@ class Launch:
         self._direct_tiles = {}
         self._direct_sites = {}
         self._rng: Optional[np.random.Generator] = None
-        # A concurrent launch: the cores' group and this core's number (None, 0 for one core at a time).
+        # A concurrent launch: the threads' group, this core's number in its rank and its rank (None, 0, 0
+        # when instances run one at a time); ranks: how many ranks run this kernel together (run_ranks).
         self.cores: Optional[CoreGroup] = None
         self.core_index = 0
+        self.rank, self.rank_count = 0, 1
+        self._thread = 0
         self._shared_lock = threading.Lock()
 
     # -- concurrent cores ----------------------------------------------------
@@ -151,31 +155,22 @@ class Launch:
 
     @property
     def core_count(self) -> int:
-        """The physical cores that run this launch at the same time (1 when instances run in turn)."""
-        return self.cores.count if self.cores is not None else 1
+        """The physical cores that run this launch's rank at the same time (1 when instances run in turn)."""
+        return self.grid[0] if self.cores is not None and self.grid else 1
+
+    def thread_of(self, rank: int, core: int) -> int:
+        """The group's thread number of ``core`` of ``rank``."""
+        return rank * self.core_count + core
 
     def run_cores(self, func: Callable, args: tuple, kwargs: dict) -> Any:
-        """Run every core of a concurrent launch, each on its own thread with its own Launch (private SBUF,
-        PSUM, random state and costs; shared_hbm and the arguments shared); core 0's result."""
-        group = CoreGroup(self.grid[0], self.kernel_name)
-        cores = [self._core(group, i) for i in range(group.count)]
+        """Run every core of a concurrent launch at the same time; core 0's result."""
+        return run_ranks([self], [(args, kwargs)], func)[0]
 
-        def body(i: int) -> Any:
-            core = cores[i]
-            with active(core), np.errstate(all="ignore"):  # numpy's error state is per thread
-                core.begin_instance((i,), i)
-                value = func(*args, **kwargs)
-                core.check_live_ranges()
-                return value
-
-        results = group.run(body)
-        self.costs = cost_model.Costs.concurrent(self.target, [c.costs for c in cores])
-        return results[0]
-
-    def _core(self, group: CoreGroup, index: int) -> "Launch":
+    def _core(self, group: CoreGroup, rank: int, ranks: int, index: int, thread: int) -> "Launch":
+        """The state of one core: private SBUF, PSUM, random state and costs; this rank's shared_hbm."""
         core = Launch(self.kernel_name, self.func, self.grid, self.dialect, self.target, self.hbm_allocator)
         core.shared, core._shared_lock = self.shared, self._shared_lock
-        core.cores, core.core_index = group, index
+        core.cores, core.core_index, core.rank, core.rank_count, core._thread = group, index, rank, ranks, thread
         core.costs.stop = group.stop
         return core
 
@@ -522,6 +517,31 @@ def _fill(array: np.ndarray, fill: Any) -> None:
             array.fill(_UNINIT_INT)
         return
     array.fill(fill)
+
+
+def run_ranks(launches: "list[Launch]", calls: "list[tuple[tuple, dict]]", func: Callable) -> list:
+    """Run ``func`` on every core of every rank at the same time, one thread each: ``launches[r]`` is rank
+    r's launch (its own shared_hbm and costs) and ``calls[r]`` its (args, kwargs). Core 0's result of each
+    rank; each launch's costs become its cores' (run side by side)."""
+    per_rank = launches[0].grid[0] if launches[0].concurrent() else 1
+    ranks = len(launches)
+    group = CoreGroup(ranks * per_rank, launches[0].kernel_name, per_rank if ranks > 1 else None)
+    cores = [launches[r]._core(group, r, ranks, c, r * per_rank + c) for r in range(ranks) for c in range(per_rank)]
+
+    def body(g: int) -> Any:
+        core = cores[g]
+        args, kwargs = calls[core.rank]
+        with active(core), np.errstate(all="ignore"):  # numpy's error state is per thread
+            core.begin_instance((core.core_index,) if core.grid else (), core.core_index)
+            value = func(*args, **kwargs)
+            core.check_live_ranges()
+            return value
+
+    results = group.run(body)
+    for r, launch in enumerate(launches):
+        mine = cores[r * per_rank:(r + 1) * per_rank]
+        launch.costs = cost_model.Costs.concurrent(launch.target, [c.costs for c in mine])
+    return [results[r * per_rank] for r in range(ranks)]
 
 
 def current() -> Launch:

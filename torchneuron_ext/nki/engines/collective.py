@@ -1,8 +1,10 @@
 """Data movement between the cores of a launch: what ``nisa.sendrecv``, ``nisa.core_barrier`` and
 ``nki.collectives`` compute once the cores have met (nki/cores.py), and what they are charged.
 
-The ranks of a launch are its cores: ``kernel[2]`` has ranks 0 and 1 (``nl.program_id(0)``), a launch
-with one core has rank 0 only. A core's values are copied when it arrives at the meeting point, so what
+A rank is a logical core: a launch is one rank (rank 0), with one or two physical cores (``kernel[2]``:
+``nl.program_id(0)``); kernel.launch_ranks runs a kernel on several ranks at once. The cross-core
+instructions meet the other cores of the same rank; a collective meets the same-numbered core of every
+rank of its group. A core's values are copied when it arrives at the meeting point, so what
 another core receives is what was there when the instruction was issued, as a DMA reads it.
 """
 from __future__ import annotations
@@ -22,42 +24,67 @@ REDUCE_OPS = ("add", "minimum", "maximum")
 
 
 def rank() -> int:
-    """This core's rank in its launch."""
+    """This core's rank: the logical core it belongs to (0 unless the kernel runs on several ranks)."""
+    return runtime.current().rank
+
+
+def core() -> int:
+    """This core's number in its rank (nl.program_id(0) under kernel[2])."""
     return runtime.current().core_index
 
 
-def ranks() -> int:
-    """How many ranks (cores running at the same time) the running launch has."""
-    return runtime.current().core_count
-
-
-def check_ranks(api: str, named: Sequence[int], what: str) -> tuple:
-    """Ranks an instruction names, each one a core of this launch."""
-    count = ranks()
+def _check(api: str, named: Sequence[int], what: str, count: int, kind: str, where: str, hint: str) -> tuple:
     out = []
     for r in named:
         if isinstance(r, bool) or not isinstance(r, (int, np.integer)):
-            raise TypeError(f"{api}: {what} must be integers (ranks), got {r!r}")
+            raise TypeError(f"{api}: {what} must be integers ({kind}s), got {r!r}")
         r = int(r)
         if not 0 <= r < count:
-            launch = runtime.current()
-            fail("err_invalid_rank",
-                 f"{api}: {what} names rank {r}, but this launch has {count} rank{'s' if count > 1 else ''} "
-                 f"(0..{count - 1}): the ranks of a launch are its cores, kernel[2] runs two"
-                 + (" (legacy SPMD instances run one after another and are not ranks)"
-                    if launch.dialect == "legacy" and launch.grid not in ((), (1,)) else ""))
+            fail("err_invalid_rank", f"{api}: {what} names {kind} {r}, but {where} {count} {kind}"
+                                     f"{'s' if count > 1 else ''} (0..{count - 1}){hint}")
         out.append(r)
     return tuple(out)
 
 
-def exchange(key: Any, participants: Sequence[int], value: Any, what: str) -> dict:
-    """Meet the other ``participants`` (this core among them) under ``key``: {rank: value} of each."""
+def check_ranks(api: str, named: Sequence[int], what: str) -> tuple:
+    """Ranks a collective names, each one a rank the kernel runs on."""
+    count = runtime.current().rank_count
+    return _check(api, named, what, count, "rank", "the kernel runs on",
+                  "" if count > 1 else ": a launch is one rank (a logical core); nki.launch_ranks runs several")
+
+
+def check_cores(api: str, named: Sequence[int], what: str) -> tuple:
+    """Cores a cross-core instruction names, each one a core of this rank."""
     launch = runtime.current()
-    me = launch.core_index
-    participants = tuple(sorted(set(participants) | {me}))
+    legacy = launch.dialect == "legacy" and launch.grid not in ((), (1,))
+    return _check(api, named, what, launch.core_count, "core", "this rank has",
+                  ": kernel[2] runs two" + (" (legacy SPMD instances run one after another and are not cores)"
+                                            if legacy else ""))
+
+
+def _exchange(threads: "dict[int, int]", key: Any, value: Any, what: str) -> dict:
+    """Meet the threads ``threads`` maps names to (this one among them): {name: value} of each."""
+    launch = runtime.current()
     if launch.cores is None:
-        return {me: value}  # check_ranks has made sure no other rank is named
-    return launch.cores.exchange(me, key, participants, value, what)
+        return {name: value for name in threads}  # one core: _check has made sure no other is named
+    got = launch.cores.exchange(launch._thread, key, tuple(sorted(threads.values())), value, what)
+    return {name: got[t] for name, t in threads.items()}
+
+
+def exchange_cores(key: Any, cores: Sequence[int], value: Any, what: str) -> dict:
+    """Meet the other ``cores`` of this rank under ``key``: {core: value} of each (this core included)."""
+    launch = runtime.current()
+    named = set(cores) | {launch.core_index}
+    return _exchange({c: launch.thread_of(launch.rank, c) for c in named}, ("core", launch.rank, key), value, what)
+
+
+def exchange_ranks(key: Any, ranks: Sequence[int], value: Any, what: str) -> dict:
+    """Meet the same-numbered core of the other ``ranks`` under ``key``: {rank: value} of each. Each core
+    of a logical core issues its own collectives, on its own data, as on the device."""
+    launch = runtime.current()
+    named = set(ranks) | {launch.rank}
+    return _exchange({r: launch.thread_of(r, launch.core_index) for r in named},
+                     ("rank", launch.core_index, key), value, what)
 
 
 def reduce_fn(api: str, op: Any) -> Callable:

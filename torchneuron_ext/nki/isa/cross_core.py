@@ -57,8 +57,9 @@ def core_barrier(data: NKITensor, cores: Sequence[int], engine: Any = _engine.gp
     # AWS documents cores=(0, 1); its kernels also pass (0,) at LNC=1, a barrier of one core (a no-op).
     if not named or len(set(named)) != len(named):
         fail("err_invalid_rank", f"nisa.core_barrier: cores must name distinct cores, e.g. (0, 1), got {named!r}")
-    participants = _cc.check_ranks("nisa.core_barrier", named, "cores")
-    _cc.exchange(("core_barrier", participants), participants, None, f"nisa.core_barrier(cores={named!r})")
+    participants = _cc.check_cores("nisa.core_barrier", named, "cores")
+    _cc.exchange_cores(("core_barrier", tuple(sorted(participants))), participants, None,
+                       f"nisa.core_barrier(cores={named!r})")
     _cc.charge("core_barrier", 0, len(participants), hbm=False)
 
 
@@ -90,10 +91,11 @@ def sendrecv(src: NKITensor, dst: NKITensor, send_to_rank: int, recv_from_rank: 
                  f"{8 * src.itemsize}-bit data, got {per_partition}")
     if isinstance(pipe_id, bool) or not isinstance(pipe_id, (int, np.integer)):
         raise TypeError(f"{api}: pipe_id must be an integer, got {pipe_id!r}")
-    to, frm = _cc.check_ranks(api, (send_to_rank, recv_from_rank), "send_to_rank/recv_from_rank")
-    me = _cc.rank()
+    # sendrecv's ranks are the cores of this logical core (0 or 1), not collective ranks.
+    to, frm = _cc.check_cores(api, (send_to_rank, recv_from_rank), "send_to_rank/recv_from_rank")
+    me = _cc.core()
     what = f"{api}(send_to_rank={to}, recv_from_rank={frm}, pipe_id={int(pipe_id)})"
-    got = _cc.exchange(("sendrecv", int(pipe_id)), (to, frm), (_cc.snapshot(src), to, frm), what)
+    got = _cc.exchange_cores(("sendrecv", int(pipe_id)), (to, frm), (_cc.snapshot(src), to, frm), what)
     values, their_to, _their_from = got[frm]
     if their_to != me:
         fail("err_invalid_rank", f"{api}: core {me} receives from core {frm}, but core {frm} sends to core "
