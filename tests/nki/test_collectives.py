@@ -496,3 +496,45 @@ def test_concurrent_cores_are_timed_as_running_side_by_side():
     two = k.last_result.costs
     assert two.busy_s["vector"] == pytest.approx(one.busy_s["vector"])   # the slower core's, not the sum
     assert two.instructions["tensor_scalar"] == 5
+
+
+def test_sendrecv_stays_within_its_rank():
+    x = per_rank((128, 8))
+    outs = on_ranks(swap_halves[2], x)
+    for r in range(2):
+        np.testing.assert_array_equal(outs[r], np.concatenate([x[r][64:], x[r][:64]]))
+
+
+def test_a_barrier_of_one_core():
+    @nki.jit
+    def k(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=a)
+        nisa.core_barrier(out, (0,))   # AWS's kernels at LNC=1
+        return out
+
+    a = np.ones((4, 4), np.float32)
+    np.testing.assert_array_equal(k(a), a)
+    with pytest.raises(NKIError, match=r"core 1 runs a barrier of cores \(0,\) that it is not one of"):
+        k[2](a)
+
+
+def test_launch_ranks_arguments():
+    @nki.jit
+    def k(x, scale=1.0):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=scale)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    x = per_rank((4, 4))
+    outs = nki.launch_ranks(k, [{"x": x[0], "scale": 2.0}, (x[1],)])
+    np.testing.assert_allclose(outs[0], 2 * x[0])
+    np.testing.assert_array_equal(outs[1], x[1])
+    with pytest.raises(ValueError, match="one set of arguments per rank"):
+        nki.launch_ranks(k, [])
+    from torchneuron_ext.nki import legacy
+    with pytest.raises(ValueError, match="legacy SPMD grids have no ranks"):
+        nki.launch_ranks(legacy.jit(lambda x: x), [(x[0],)])

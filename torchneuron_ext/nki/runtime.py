@@ -5,7 +5,8 @@ instances are the two physical cores of a logical core and run at the same time 
 thread and one ``Launch`` per core, meeting through nki/cores.py), so that the cross-core instructions
 can wait for each other. A kernel can also run on several ranks at once (kernel.launch_ranks, for
 nki.collectives): one Launch per rank with its own arguments and shared_hbm, every core of every rank on
-its own thread. Each instance has private SBUF, PSUM and private HBM; the k-th ``shared_hbm`` tensor an instance creates is the same buffer in every instance.
+its own thread. Each instance has private SBUF, PSUM and private HBM; the k-th ``shared_hbm`` tensor
+an instance creates is the same buffer in every instance (of its rank).
 On-chip capacity is accounted from the live tiles (Python's reference counting is their lifetime),
 so a kernel that keeps more tiles alive than SBUF or PSUM can hold fails as it would on the device.
 """

@@ -58,6 +58,9 @@ def core_barrier(data: NKITensor, cores: Sequence[int], engine: Any = _engine.gp
     if not named or len(set(named)) != len(named):
         fail("err_invalid_rank", f"nisa.core_barrier: cores must name distinct cores, e.g. (0, 1), got {named!r}")
     participants = _cc.check_cores("nisa.core_barrier", named, "cores")
+    if _cc.core() not in participants:
+        fail("err_invalid_rank", f"nisa.core_barrier: core {_cc.core()} runs a barrier of cores {named!r} that it "
+                                 f"is not one of")
     _cc.exchange_cores(("core_barrier", tuple(sorted(participants))), participants, None,
                        f"nisa.core_barrier(cores={named!r})")
     _cc.charge("core_barrier", 0, len(participants), hbm=False)
