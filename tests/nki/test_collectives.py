@@ -538,3 +538,9 @@ def test_launch_ranks_arguments():
     from torchneuron_ext.nki import legacy
     with pytest.raises(ValueError, match="legacy SPMD grids have no ranks"):
         nki.launch_ranks(legacy.jit(lambda x: x), [(x[0],)])
+
+
+def test_replica_group_is_a_constant_argument():
+    assert ReplicaGroup([[0, 1]]) == ReplicaGroup([[0, 1]])
+    assert hash(ReplicaGroup([[0, 1]])) == hash(ReplicaGroup([(0, 1)]))
+    assert ReplicaGroup([[0, 1]]) != ReplicaGroup([[1, 0]])

@@ -48,6 +48,10 @@ class ReplicaGroup(NKIObject):
             seen |= set(g)
         self.replica_groups = groups
 
+    def __hash__(self) -> int:
+        # Kernels take it as an argument, and non-tensor arguments are compile-time constants: hashable.
+        return hash(tuple(tuple(g) for g in self.replica_groups))
+
     def group_of(self, api: str) -> Tuple[int, ...]:
         """The group the running rank belongs to; every rank named must be a core of the launch."""
         for g in self.replica_groups:
