@@ -169,6 +169,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                        "simulator and report the outcomes per folder")
     nki_library_runner.add_arguments(p)
     p.set_defaults(func=nki_library_runner.run_from_arguments)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["nki-library"]:
+        # Everything after -- is pytest's, wherever the command's own options are.
+        own, pytest_args = nki_library_runner.split_pytest_args(argv)
+        args = parser.parse_args(own)
+        return int(args.func(args, pytest_args) or 0)
     args = parser.parse_args(argv)
     return int(args.func(args) or 0)
 

@@ -72,14 +72,30 @@ def folder_of(path: str, depth: int = 2) -> str:
 
 def _file_of(case: ET.Element, checkout: str) -> str:
     # xunit1 reports carry the file; a collection error names only the module (classname) in dotted form.
+    # Both are relative to pytest's rootdir, which is the checkout's test/ when its pytest.ini is there.
     if case.get("file"):
-        return case.get("file", "")
+        file = case.get("file", "")
+        for candidate in (file, os.path.join("test", file)):
+            if os.path.isfile(os.path.join(checkout, candidate)):
+                return candidate
+        return file
     dotted = case.get("classname", "").split(".")
     for end in range(len(dotted), 0, -1):
-        candidate = os.path.join(*dotted[:end]) + ".py"
-        if os.path.isfile(os.path.join(checkout, candidate)):
-            return candidate
+        for candidate in (os.path.join(*dotted[:end]) + ".py", os.path.join("test", *dotted[:end]) + ".py"):
+            if os.path.isfile(os.path.join(checkout, candidate)):
+                return candidate
     return os.path.join(*dotted) if dotted else ""
+
+
+def _nodeid(case: ET.Element, file: str) -> str:
+    classname = case.get("classname", "")
+    if not classname:
+        return file  # a module that failed to collect
+    # classname is the module's dotted path, then the test class if there is one
+    parts = classname.split(".")
+    stem = os.path.splitext(os.path.basename(file))[0]
+    classes = parts[parts.index(stem) + 1:] if stem in parts else []
+    return "::".join([file, *classes, case.get("name", "")])
 
 
 def read_junit(path: str, checkout: str) -> list:
@@ -91,8 +107,7 @@ def read_junit(path: str, checkout: str) -> list:
         outcome = ("failed" if "failure" in kinds else "error" if "error" in kinds
                    else "skipped" if "skipped" in kinds else "passed")
         file = _file_of(case, checkout)
-        name = case.get("name", "")
-        outcomes.append(Outcome(f"{file}::{name}" if name else file, file, outcome, float(case.get("time", 0) or 0)))
+        outcomes.append(Outcome(_nodeid(case, file), file, outcome, float(case.get("time", 0) or 0)))
     return outcomes
 
 
@@ -181,15 +196,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "count by (default 2: core/attention)")
     parser.add_argument("--slowest", type=int, default=10, help="how many of the slowest tests to list")
     parser.add_argument("--markdown", action="store_true", help="print the counts as a Markdown table")
-    parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then arguments for pytest "
-                        "(after the defaults --test-mode simulation -m fast, so they override them)")
+    parser.epilog = ("Arguments after -- go to pytest, after the defaults --test-mode simulation -m fast, so "
+                     "they override them (e.g. -- -m 'fast or not fast' -k rmsnorm).")
 
 
-def run_from_arguments(args: argparse.Namespace) -> int:
-    extra = list(args.pytest_args)
-    if extra and extra[0] == "--":
-        extra = extra[1:]
-    return run(args.checkout, args.select, extra, junit_xml=args.junit_xml, depth=args.depth,
+def split_pytest_args(argv: Sequence[str]) -> tuple:
+    """(the command's own arguments, pytest's: everything after the first --)."""
+    argv = list(argv)
+    if "--" in argv:
+        i = argv.index("--")
+        return argv[:i], argv[i + 1:]
+    return argv, []
+
+
+def run_from_arguments(args: argparse.Namespace, pytest_args: Sequence[str] = ()) -> int:
+    return run(args.checkout, args.select, pytest_args, junit_xml=args.junit_xml, depth=args.depth,
                slowest=args.slowest, markdown=args.markdown)
 
 
@@ -197,4 +218,5 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m torchneuron_ext.compat.nki_library",
                                      description="Run AWS's NKI Library test suite against the NKI simulator.")
     add_arguments(parser)
-    return run_from_arguments(parser.parse_args(argv))
+    own, pytest_args = split_pytest_args(sys.argv[1:] if argv is None else argv)
+    return run_from_arguments(parser.parse_args(own), pytest_args)
