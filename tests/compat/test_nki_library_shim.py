@@ -70,6 +70,11 @@ def test_harness_module_names_are_the_simulators_modules() -> None:
     assert r.stdout.splitlines() == ["[]", "float8_e4m3 True", "No module named 'nki_cpu_simulator.nki.frontend'"]
 
 
+def test_the_start_up_hook_waits_for_the_same_names() -> None:
+    from torchneuron_ext.compat import aliases, startup
+    assert startup._TOP_LEVEL == aliases._TOP_LEVEL
+
+
 def test_nki_dtype_and_tensor_are_modules_kernels_can_annotate_with() -> None:
     def kernel(x: nki.tensor.NKITensor, dtype: nki.dtype = nl.bfloat16) -> None:  # AWS's annotation style
         pass
