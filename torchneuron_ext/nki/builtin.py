@@ -24,15 +24,7 @@ __all__ = ["lang"]
 
 def shared_constant(constant: Union[np.ndarray, str, "os.PathLike[str]", Any], dtype: Any = None) -> NKITensor:
     """A shared-HBM tensor holding ``constant``: an array (anything numpy converts) or the path of an ``.npy``
-    file, as the compiler reads it at compile time."""
-    if isinstance(constant, (str, os.PathLike)):
-        path = os.fspath(constant)
-        if not path.endswith(".npy"):
-            raise ValueError(f"builtin.lang.shared_constant reads a numpy .npy file, got {path!r}")
-        try:
-            constant = np.load(path, allow_pickle=False)
-        except OSError as e:
-            raise FileNotFoundError(f"builtin.lang.shared_constant: cannot read {path!r}: {e}") from None
+    file, which the compiler reads at compile time (``nl.shared_constant``)."""
     return _lang.shared_constant(constant, dtype)
 
 
