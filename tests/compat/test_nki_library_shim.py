@@ -434,3 +434,11 @@ def test_folder_of() -> None:
 def test_runner_refuses_a_folder_that_is_no_checkout(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert runner.main([str(tmp_path)]) == 2
     assert "is not a checkout of AWS's NKI Library (it has no test/integration folder)" in capsys.readouterr().err
+
+
+def test_the_command_line_subcommand(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from torchneuron_ext import cli
+    assert runner.split_pytest_args(["x", "--select", "a", "--", "-m", "not fast", "--"]) == (
+        ["x", "--select", "a"], ["-m", "not fast", "--"])
+    assert cli.main(["nki-library", str(tmp_path), "--slowest", "3", "--", "-k", "x"]) == 2
+    assert f"torchneuron-ext nki-library: {tmp_path} is not a checkout" in capsys.readouterr().err
