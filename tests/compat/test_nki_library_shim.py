@@ -221,6 +221,10 @@ def test_nki_nc_version_selects_the_target_per_launch(no_target_env: pytest.Monk
     assert _nc_version_of_a_launch() == "gen2"
     no_target_env.setenv("NKI_TARGET", "trn2")
     assert _nc_version_of_a_launch() == "gen3"
+    # a kernel's own platform_target takes AWS's generation names too
+    _SEEN.clear()
+    nki.simulate(nki.jit(_record_nc_version.func, platform_target="gen4"))(np.zeros((1, 1), np.float32))
+    assert _SEEN[-1].name == "gen4"
 
 
 class TestTargetErrors(TestCase):
