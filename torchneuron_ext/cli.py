@@ -5,6 +5,8 @@
     torchneuron-ext profile [--out DIR] -- python script.py ARGS
     torchneuron-ext report PATH... [--html OUT]   summarise traces (files or directories); OUT.html: the viewer
     torchneuron-ext view PATH... [--port N]       serve the HTML report on localhost
+    torchneuron-ext nki-library CHECKOUT [-- PYTEST ARGS]
+                                                  AWS's NKI Library tests against the NKI simulator, per folder
 """
 from __future__ import annotations
 
@@ -162,6 +164,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--port", type=int, default=0, help="port (default: any free one)")
     p.add_argument("--title", default="neuron profile", help="title of the report")
     p.set_defaults(func=_view)
+    from torchneuron_ext.compat import nki_library_runner
+    p = sub.add_parser("nki-library", help="run AWS's NKI Library test suite (a checkout) against the NKI "
+                       "simulator and report the outcomes per folder")
+    nki_library_runner.add_arguments(p)
+    p.set_defaults(func=nki_library_runner.run_from_arguments)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["nki-library"]:
+        # Everything after -- is pytest's, wherever the command's own options are.
+        own, pytest_args = nki_library_runner.split_pytest_args(argv)
+        args = parser.parse_args(own)
+        return int(args.func(args, pytest_args) or 0)
     args = parser.parse_args(argv)
     return int(args.func(args) or 0)
 

@@ -7,6 +7,8 @@ but only for top-level packages that are not installed (the real toolchain alway
 - ``neuronxcc.nki``, ``neuronxcc.nki.language``, ``.isa``, ``.typing``: the legacy dialect
   (``torchneuron_ext.nki.legacy``);
 - ``nki``, ``nki.language``, ``nki.isa``, ``nki.typing``: the new dialect (``torchneuron_ext.nki``);
+- ``nki_cpu_simulator.nki*`` (the name AWS's NKI Library harness imports the simulator by), ``neuron_dtypes``
+  and ``neuronxcc.starfish.support.dtype`` (compat/neuron_dtypes.py): what AWS's NKI Library tests import;
 - ``torch_neuronx`` and its submodules: ``torchneuron_ext.compat.torch_neuronx`` (TorchNeuron's public
   surface, see docs/torch_neuronx.md). Out-of-scope submodules (TorchNeuron's lowering internals, see
   torch_neuronx/_scope.py) raise a ModuleNotFoundError that names the limitation. :func:`force` makes
@@ -33,8 +35,8 @@ from typing import Any, Optional, Sequence
 
 from .. import _env
 
-__all__ = ["ENV_VAR", "force", "install", "install_from_environment", "installed", "rename", "uninstall",
-           "unforce"]
+__all__ = ["ENV_VAR", "force", "install", "install_from_environment", "installed", "rename", "supply_missing",
+           "uninstall", "unforce", "withdraw_missing"]
 
 ENV_VAR = "TORCHNEURON_EXT_NKI_COMPAT"
 
@@ -62,10 +64,23 @@ _PRODUCTS: dict[str, Optional[str]] = {
     "nki.typing": "torchneuron_ext.nki.typing",
     "nki.compiler": "torchneuron_ext.nki.compiler",
     "nki.collectives": "torchneuron_ext.nki.collectives",
+    # AWS's NKI Library harness (docs/nki.md, "Running AWS's NKI Library"): the module names it imports the
+    # simulator by (its internal package nki_cpu_simulator, whose nki is this nki), the modules it aliases
+    # (nki.tensor, nki.dtype, nki.builtin), the simulator's function entry point, and the toolchain's numpy
+    # dtype helpers (neuron_dtypes; static_cast's former home in neuronxcc.starfish).
+    "nki.tensor": "torchneuron_ext.nki.tensor",
+    "nki.dtype": "torchneuron_ext.nki.language.dtypes",
+    "nki.builtin": "torchneuron_ext.nki.builtin",
+    "nki.simulator": "torchneuron_ext.nki.simulator",
+    "nki_cpu_simulator": None,  # and nki_cpu_simulator.nki.X is nki.X by rule (_product_target)
+    "neuron_dtypes": "torchneuron_ext.compat.neuron_dtypes",
+    "neuronxcc.starfish": None,
+    "neuronxcc.starfish.support": None,
+    "neuronxcc.starfish.support.dtype": "torchneuron_ext.compat.neuron_dtypes",
     # Neuron's custom C++ operator workflow (custom_op.load / load_library), see docs/custom_ops.md.
     "torch_neuronx.xla_impl.custom_op": "torchneuron_ext.custom_op",
 }
-_TOP_LEVEL = ("neuronxcc", "nki", "torch_neuronx")
+_TOP_LEVEL = ("neuronxcc", "nki", "torch_neuronx", "nki_cpu_simulator", "neuron_dtypes")
 
 # Old path -> where the module lives now (a package's submodules follow it).
 _RENAMED: dict[str, str] = {
@@ -77,7 +92,8 @@ _RENAMED: dict[str, str] = {
 
 def _facade(name: str) -> types.ModuleType:
     module = types.ModuleType(name, f"torchneuron_ext's stand-in for {name} (torchneuron_ext.compat.aliases)")
-    if name in ("neuronxcc", "neuronxcc.nki.compiler.backends", "neuronxcc.nki.compiler.backends.neuron"):
+    if name in ("neuronxcc", "neuronxcc.nki.compiler.backends", "neuronxcc.nki.compiler.backends.neuron",
+                "neuronxcc.starfish", "neuronxcc.starfish.support", "nki_cpu_simulator"):
         module.__path__ = []  # a package, so that its submodules can be imported from it
     elif name == "neuronxcc.nki.compiler.backends.neuron.tensor":
         from ..nki.tensor import NKITensor
@@ -86,6 +102,18 @@ def _facade(name: str) -> types.ModuleType:
         from ..nki.indexing import IndexExpr
         module.TileIndex = IndexExpr  # the class of arange/mgrid index expressions
     return module
+
+
+_SIMULATOR = "nki_cpu_simulator"
+_MISSING = "<not an alias>"
+
+
+def _product_target(name: str) -> Optional[str]:
+    """The module the product alias ``name`` stands for (None: a facade; _MISSING: no such alias).
+    ``nki_cpu_simulator.nki.X`` is ``nki.X``, whatever ``nki`` submodules there are."""
+    if name == _SIMULATOR + ".nki" or name.startswith(_SIMULATOR + ".nki."):
+        name = name[len(_SIMULATOR) + 1:]
+    return _PRODUCTS.get(name, _MISSING)
 
 
 def _torch_neuronx_target(name: str) -> str:
@@ -111,8 +139,8 @@ def _renamed_target(name: str) -> Optional[str]:
 
 
 class _AliasLoader(importlib.abc.Loader):
-    def __init__(self, target: Optional[str]) -> None:
-        self.target = target
+    def __init__(self, target: Optional[str], package: bool = False) -> None:
+        self.target, self.package = target, package
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> Optional[types.ModuleType]:
         return None
@@ -122,6 +150,8 @@ class _AliasLoader(importlib.abc.Loader):
         # The import system returns whatever sys.modules holds for the name once this returns, so the
         # alias is the very module object it stands for (one module, not a copy with its own state).
         sys.modules[name] = importlib.import_module(self.target) if self.target else _facade(name)
+        if self.package and not hasattr(sys.modules[name], "__path__"):
+            sys.modules[name].__path__ = []
 
     def get_code(self, fullname: str) -> Any:
         # `python -m <old path>` (runpy) runs the target's code as __main__.
@@ -131,12 +161,15 @@ class _AliasLoader(importlib.abc.Loader):
 
 class AliasFinder(importlib.abc.MetaPathFinder):
     """Resolves the aliases that are switched on: ``products`` (neuronxcc, nki, torch_neuronx when not
-    really installed), ``forced`` (torch_neuronx whatever is installed) and the old paths (always)."""
+    really installed), ``forced`` (torch_neuronx whatever is installed), the old paths (always) and
+    ``missing``: modules supplied only where the import system finds no file of that name
+    (:func:`supply_missing`)."""
 
     def __init__(self, products: bool = False, forced: bool = False) -> None:
         self.products = products
         self.forced = forced
         self._real: dict[str, bool] = {}
+        self.missing: dict[str, Optional[str]] = {}
 
     def really_installed(self, top: str) -> bool:
         if top not in self._real:
@@ -157,15 +190,24 @@ class AliasFinder(importlib.abc.MetaPathFinder):
             return False, None
         if top == "torch_neuronx":
             return True, _torch_neuronx_target(name)
-        if name not in _PRODUCTS:
-            provided = ", ".join(a for a in _PRODUCTS if a.partition(".")[0] == top and ".backends" not in a)
+        if _product_target(name) is _MISSING:
+            provided = ", ".join(_SIMULATOR + "." + a if top == _SIMULATOR else a for a in _PRODUCTS
+                                 if a.partition(".")[0] == ("nki" if top == _SIMULATOR else top)
+                                 and ".backends" not in a)
             raise ModuleNotFoundError(
                 f"No module named '{name}': torchneuron_ext stands in for {top} with {provided} only "
                 f"(the real package is not installed); see docs/nki.md for what the NKI simulator models",
                 name=name)
-        return True, _PRODUCTS[name]
+        return True, _product_target(name)
 
     def find_spec(self, name: str, path: Optional[Sequence[str]], target: Any = None) -> Any:
+        if name in self.missing:
+            # This finder comes first on sys.meta_path, so it asks the path finder itself: a real file wins.
+            if importlib.machinery.PathFinder.find_spec(name, path) is not None:
+                return None
+            module = self.missing[name]
+            return importlib.machinery.ModuleSpec(name, _AliasLoader(module, package=module is None),
+                                                  is_package=module is None)
         aliased, module = self.target_of(name)
         if not aliased:
             return None
@@ -189,7 +231,8 @@ def _ensure_on_meta_path() -> None:
 
 
 def install() -> None:
-    """Make ``neuronxcc.nki*``, ``nki*`` and ``torch_neuronx*`` importable when they are not installed."""
+    """Make ``neuronxcc.nki*``, ``nki*``, ``nki_cpu_simulator.nki*``, ``neuron_dtypes`` and ``torch_neuronx*``
+    importable when they are not installed."""
     _finder.products = True
     _ensure_on_meta_path()
 
@@ -201,6 +244,20 @@ def uninstall() -> None:
         top = name.partition(".")[0]
         if top in _TOP_LEVEL and not _finder.really_installed(top) and not (top == "torch_neuronx" and _finder.forced):
             del sys.modules[name]
+
+
+def supply_missing(modules: dict[str, Optional[str]]) -> None:
+    """Make each name in ``modules`` resolve to the module named by its value (None: an empty package) when,
+    and only when, no file of that name can be imported: a checkout's own files always win. What the NKI
+    Library plugin uses for the harness files AWS's public tree lacks (compat/nki_library.py)."""
+    _finder.missing.update(modules)
+    _ensure_on_meta_path()
+
+
+def withdraw_missing(names: Sequence[str]) -> None:
+    """Undo :func:`supply_missing` for ``names`` (modules already imported stay imported)."""
+    for name in names:
+        _finder.missing.pop(name, None)
 
 
 def installed() -> bool:

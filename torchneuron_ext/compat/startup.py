@@ -16,7 +16,8 @@ import os
 import sys
 from typing import Any, Optional
 
-_TOP_LEVEL = ("neuronxcc", "nki", "torch_neuronx")
+# aliases._TOP_LEVEL (this file cannot import it; a test keeps the two equal).
+_TOP_LEVEL = ("neuronxcc", "nki", "torch_neuronx", "nki_cpu_simulator", "neuron_dtypes")
 PTH_NAME = "torchneuron_ext_nki_compat.pth"
 # The line of the .pth file: the variable is tested before anything else is done, so an interpreter that
 # does not ask for the aliases pays one environment lookup. The truthy values are _env.ON's: the line runs

@@ -14,18 +14,23 @@ from __future__ import annotations
 
 import importlib.util as _importlib_util
 
-from . import compiler, isa, language, typing  # noqa: F401
+from . import builtin, compiler, isa, language, simulator, tensor, typing  # noqa: F401
 from .entry_points import for_dialect
 from .errors import NKIError, NKIUnsupportedError  # noqa: F401
 from .kernel import GridKernel, Kernel, LaunchResult  # noqa: F401
 from .kernel import launch_ranks  # noqa: F401  (several ranks at once, for nki.collectives)
+from .language import dtypes as dtype  # noqa: F401
 from .tensor import NKITensor  # noqa: F401
 
 jit, simulate, simulate_kernel, baremetal, benchmark, profile = for_dialect("new")
-tensor = NKITensor
+# AWS's simulator harness calls it cpu_simulate (``nki.cpu_simulate(kernel)[lnc](**inputs)``).
+cpu_simulate = simulate
 
-__all__ = ["jit", "simulate", "simulate_kernel", "baremetal", "benchmark", "profile", "language", "isa",
-           "typing", "compiler", "NKIError", "NKIUnsupportedError", "Kernel", "NKITensor", "tensor"]
+# ``nki.tensor`` and ``nki.dtype`` are modules, as AWS's harness imports them (``import nki.dtype as nt``;
+# ``nki.tensor`` holds the tensor class); kernels write ``dtype: nki.dtype`` only as an annotation.
+__all__ = ["jit", "simulate", "cpu_simulate", "simulate_kernel", "baremetal", "benchmark", "profile", "language",
+           "isa", "typing", "compiler", "simulator", "builtin", "dtype", "tensor", "NKIError",
+           "NKIUnsupportedError", "Kernel", "NKITensor"]
 
 # The package face is the one place the core meets its torch integration: it registers itself with the
 # core on import, and the core runs and is tested with numpy alone when torch cannot be imported.

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import os
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
@@ -157,8 +158,17 @@ def loop_reduce(x: NKITensor, op: Any, loop_indices: Any, *, dtype: Any = None, 
 
 
 def shared_constant(constant: Any, dtype: Any = None) -> NKITensor:
+    """A shared-HBM tensor holding ``constant``: an array, or the path of a ``.npy`` file (AWS's documented
+    forms). The compiler embeds it in the binary, so unlike a shared_hbm output it may be made in a loop."""
+    if isinstance(constant, (str, os.PathLike)):
+        path = os.fspath(constant)
+        if not path.endswith(".npy"):
+            raise ValueError(f"shared_constant reads a numpy .npy file, got {path!r}")
+        constant = np.load(path, allow_pickle=False)
     arr = np.asarray(constant)
-    t = ndarray(arr.shape, dtype if dtype is not None else arr.dtype, buffer=shared_hbm)
+    storage = _rt.current().allocate(arr.shape, _dt.as_dtype(dtype if dtype is not None else arr.dtype),
+                                     shared_hbm, constant=True)
+    t = NKITensor(storage, storage.array, None, storage.par_axis)
     t.write(_dt.cast(arr, t.dtype))
     return t
 

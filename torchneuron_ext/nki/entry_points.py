@@ -10,7 +10,7 @@ import json
 import os
 from typing import Any, Callable, Optional
 
-from .kernel import GridKernel, Kernel, LaunchResult, as_kernel
+from .kernel import GridKernel, Kernel, LaunchResult, as_kernel, normalize_grid
 
 # Every mode the toolchains accept. Here all of them run the kernel in the simulator when it is called:
 # "trace" (a sub-kernel traced into its caller) runs inline when called from a kernel and as its own
@@ -42,16 +42,34 @@ def make_simulate_kernel(dialect: str) -> Callable:
     return simulate_kernel
 
 
-def make_simulate(dialect: str) -> Callable:
-    def simulate(kernel: Any) -> Callable:
-        """``nki.simulate(kernel)(*args)`` / ``nki.simulate(kernel[2])(*args)``: numpy or torch arguments."""
-        k, grid = as_kernel(kernel, dialect)
-        bound = GridKernel(k, grid)
+class SimulatedKernel:
+    """What ``nki.simulate(kernel)`` returns: call it to run the kernel in the simulator, or index it with the
+    LNC degree first (``nki.simulate(kernel)[2](...)``, the form AWS's harness uses, is
+    ``nki.simulate(kernel[2])(...)``). Arguments may be positional or by parameter name."""
 
-        @functools.wraps(k.func)
-        def run(*args: Any, **kwargs: Any) -> Any:
-            return bound(*args, **kwargs)
-        return run
+    def __init__(self, kernel: Kernel, grid: tuple) -> None:
+        functools.update_wrapper(self, kernel.func)
+        self.kernel, self.grid = kernel, grid
+
+    def __getitem__(self, lnc: Any) -> "SimulatedKernel":
+        if self.grid:
+            raise TypeError(f"nki.simulate: the kernel {self.kernel.__name__} is already bound to "
+                            f"{list(self.grid)}; index it once")
+        return SimulatedKernel(self.kernel, normalize_grid(lnc, self.kernel.dialect))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return GridKernel(self.kernel, self.grid)(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<simulated NKI kernel {self.kernel.__name__}{list(self.grid) if self.grid else ''}>"
+
+
+def make_simulate(dialect: str) -> Callable:
+    def simulate(kernel: Any) -> SimulatedKernel:
+        """``nki.simulate(kernel)(*args)``, ``nki.simulate(kernel)[2](*args)`` or ``nki.simulate(kernel[2])(*args)``:
+        numpy or torch arguments, positional or by name."""
+        k, grid = as_kernel(kernel, dialect)
+        return SimulatedKernel(k, grid)
     return simulate
 
 

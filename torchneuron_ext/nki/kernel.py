@@ -19,6 +19,8 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
+from .. import _env
+from ..trainium.targets import GENERATION_NAMES
 from . import arguments, blas_threads, runtime
 from .cost_model import Costs
 from .errors import NKIUnsupportedError, fail
@@ -61,7 +63,7 @@ class Kernel:
         functools.update_wrapper(self, func)
         self.func, self.dialect, self.mode, self.options = func, dialect, mode, options
         target = options.get("platform_target")
-        self.target: Optional[Target] = TARGETS[target] if target else None
+        self.target: Optional[Target] = TARGETS[GENERATION_NAMES.get(target, target)] if target else None
         self.last_result: Optional[LaunchResult] = None
         self.last_rank_results: list = []  # launch_ranks: one LaunchResult per rank
 
@@ -124,6 +126,9 @@ def _normalize_grid(grid: Any, dialect: str) -> tuple:
     return tuple(out)
 
 
+normalize_grid = _normalize_grid
+
+
 def as_kernel(kernel: Any, dialect: str) -> "tuple[Kernel, tuple]":
     if isinstance(kernel, GridKernel):
         return kernel.kernel, kernel.grid
@@ -146,6 +151,7 @@ def launch(kernel: Kernel, grid: tuple, args: tuple, kwargs: dict) -> Any:
             fail("err_nested_kernel_with_spmd_grid",
                  "a kernel with an SPMD grid cannot be launched from inside another kernel")
         return kernel.func(*args, **kwargs)
+    _check_precise_fp()
     conv = arguments.make()
     cargs = tuple(conv.convert(a) for a in args)
     ckwargs = {k: conv.convert(v) for k, v in kwargs.items()}
@@ -215,6 +221,20 @@ def launch_ranks(kernel: Any, inputs: Sequence[Any]) -> list:
             _check_mutable(kernel.func, bound, res)
             scope.finish(st.costs)
     return outs
+
+
+PRECISE_FP_ENV = "NKI_PRECISE_FP"
+
+
+def _check_precise_fp() -> None:
+    """AWS's simulator stores bfloat16 and fp8 tensors in their own dtypes by default (NKI_PRECISE_FP=1) and
+    in float32 with NKI_PRECISE_FP=0. This simulator always stores every dtype as itself (the precise mode),
+    so the float32 mode is refused by name rather than silently ignored. Read per launch, as AWS reads it."""
+    if not _env.flag(PRECISE_FP_ENV, default=True):
+        raise NKIUnsupportedError(
+            f"{PRECISE_FP_ENV}=0 (low-precision tensors held as float32) is not modelled: the simulator always "
+            f"stores bfloat16 and fp8 tensors in their own dtypes, which is {PRECISE_FP_ENV}=1 (the default); "
+            f"unset {PRECISE_FP_ENV} or set it to 1")
 
 
 def _bind(func: Callable, args: tuple, kwargs: dict) -> inspect.BoundArguments:

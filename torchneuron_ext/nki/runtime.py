@@ -299,16 +299,18 @@ class Launch:
 
     # -- allocation ----------------------------------------------------------
     def allocate(self, shape: tuple, dtype: np.dtype, buffer: Buffer, name: str = "",
-                 par_axis: int = 0, fill: Any = "uninit", adopt: Optional[np.ndarray] = None) -> Storage:
+                 par_axis: int = 0, fill: Any = "uninit", adopt: Optional[np.ndarray] = None,
+                 constant: bool = False) -> Storage:
         """A new tensor. ``adopt``: an on-chip tile's values, freshly computed and referenced nowhere else,
-        become its memory as they are (no copy)."""
+        become its memory as they are (no copy). ``constant``: a shared_hbm constant (nl.shared_constant),
+        which the compiler embeds in the binary, so it may be made anywhere, loops included."""
         shape = tuple(int(s) for s in shape)
         if any(s < 0 for s in shape):
             fail("err_invalid_shape", f"negative dimension in shape {shape}")
         if buffer.on_chip:
             self._check_tile_shape(shape, dtype, buffer, par_axis)
         if buffer is shared_hbm:
-            return self._shared_allocation(shape, dtype, name, fill)
+            return self._shared_allocation(shape, dtype, name, fill, constant)
         if buffer.on_chip:
             array, owner = (np.empty(shape, dtype=dtype) if adopt is None else adopt), None
         else:
@@ -322,8 +324,10 @@ class Launch:
             self._account(storage, initialised=initialised)
         return storage
 
-    def _shared_allocation(self, shape: tuple, dtype: np.dtype, name: str, fill: Any) -> Storage:
-        self._check_kernel_level()
+    def _shared_allocation(self, shape: tuple, dtype: np.dtype, name: str, fill: Any,
+                           constant: bool = False) -> Storage:
+        if not constant:
+            self._check_kernel_level()
         # Concurrent cores create their shared tensors at the same time: whichever comes first allocates.
         with self._shared_lock:
             return self._shared_allocation_locked(shape, dtype, name, fill)

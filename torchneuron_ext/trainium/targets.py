@@ -188,10 +188,17 @@ GENERATIONS = ("trn1", "trn2", "trn3")
 PROJECTED_AS = {"inf2": "trn1"}
 DEFAULT = "trn2"
 
-# One precedence, most specific first: the emulator's own switch, then the NKI toolchain's, then the
-# Neuron SDK's override (NKI_TARGET before the override, as the NKI compiler reads them). The first
-# one set decides everything; the cost model and the NKI simulator can no longer disagree.
-ENVIRONMENT = ("NEURON_EMU_TARGET", "NKI_TARGET", "NEURON_PLATFORM_TARGET_OVERRIDE")
+# One precedence, most specific first: the emulator's own switch, then the NKI toolchain's, then AWS's
+# simulator's per-launch NeuronCore version (its harness sets NKI_NC_VERSION just before each launch, to
+# the test's generation), then the Neuron SDK's machine-wide override (NKI_TARGET before the override, as
+# the NKI compiler reads them). The first one set decides everything; the cost model and the NKI simulator
+# can no longer disagree.
+ENVIRONMENT = ("NEURON_EMU_TARGET", "NKI_TARGET", "NKI_NC_VERSION", "NEURON_PLATFORM_TARGET_OVERRIDE")
+
+# AWS names generations by NeuronCore version too: NEURON_PLATFORM_TARGET_OVERRIDE takes trn1|inf2|gen2,
+# trn2|gen3, trn3|gen4 (nki.jit's documentation) and NKI_NC_VERSION is nisa.nc_version's name (gen2..gen4)
+# or its number. gen2 is Trn1's core (Inferentia2 has the same one and is named by its instance only).
+GENERATION_NAMES = {"gen2": "trn1", "gen3": "trn2", "gen4": "trn3"}
 
 
 def unknown_target(name: str) -> ValueError:
@@ -200,15 +207,19 @@ def unknown_target(name: str) -> ValueError:
 
 
 def by_name(name: str = DEFAULT, lnc: Optional[int] = None) -> Target:
-    """The record of `name` (trn1, inf2, trn2, trn3 or a registered one) at logical-core size `lnc`."""
-    record = TARGETS.get(name.strip().lower())
+    """The record of `name` (trn1, inf2, trn2, trn3, a registered one, or a NeuronCore version: gen2..gen4,
+    2..4) at logical-core size `lnc`."""
+    key = name.strip().lower()
+    if key.isdigit():
+        key = f"gen{key}"  # NKI_NC_VERSION=3
+    record = TARGETS.get(GENERATION_NAMES.get(key, key))
     if record is None:
         raise unknown_target(name)
     return record.at_lnc(lnc)
 
 
 def from_spec(spec: str) -> Target:
-    """``trn2``, ``trn2:lnc=1``, ``trn3:lnc=2`` (also ``trn2:1``)."""
+    """``trn2``, ``trn2:lnc=1``, ``trn3:lnc=2`` (also ``trn2:1``, ``gen3``, ``3``)."""
     name, _, rest = spec.partition(":")
     lnc: Optional[int] = None
     if rest:

@@ -1,0 +1,81 @@
+"""Run AWS's NKI Library test suite, unmodified, against the NKI simulator: the pytest plugin.
+
+    python -m pytest test/integration -p torchneuron_ext.compat.nki_library --test-mode simulation -m fast
+
+(from a checkout of the NKI Library, with the checkout and its ``src`` on PYTHONPATH). Before the harness's
+conftest is imported, the plugin
+
+- installs the product aliases (compat/aliases.py): AWS's harness imports its simulator as
+  ``nki_cpu_simulator.nki`` (an internal package name), aliases ``nki``, ``nki.tensor``, ``nki.dtype`` and
+  the global ``builtin`` to it, and its golden references use ``neuron_dtypes`` (compat/neuron_dtypes.py);
+- supplies the harness files the public tree lacks (compat/nki_library_harness/), only where the checkout
+  has no file of that name;
+- after the conftest is imported, gives the harness's ``Orchestrator`` the ``_compiled_kernel = None``
+  default its simulation path reads but, in public releases up to at least 2026-04-13, never sets (only
+  compilation sets it, and simulation mode skips compilation): without it every simulated test fails in
+  ``_rename_neff_outputs_to_python_names`` with an AttributeError after the kernel ran. None is what that
+  attribute means in simulation mode (no compiled kernel, so no NEFF outputs to rename); a harness that
+  sets it itself is left alone.
+
+Nothing in the checkout is modified. ``torchneuron-ext nki-library CHECKOUT`` (or
+``python -m torchneuron_ext.compat.nki_library CHECKOUT``) runs the suite this way and reports the
+outcomes per folder (compat/nki_library_runner.py).
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import pytest
+
+from . import aliases
+from .nki_library_harness import MODULES
+
+__all__ = ["activate"]
+
+
+def activate() -> None:
+    """Install the aliases and the missing harness modules (what the plugin does; usable without pytest)."""
+    aliases.install()
+    aliases.supply_missing(MODULES)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: Any, parser: Any, args: Any) -> None:
+    # The harness's conftest imports test.utils.test_orchestrator (hence perf_analysis_private) and, in
+    # simulation mode, nki_cpu_simulator when it is loaded, so this runs before any conftest.
+    activate()
+
+
+HARNESS_ORCHESTRATOR = "test.utils.test_orchestrator"
+
+
+def default_missing_harness_attributes() -> list:
+    """Give the harness classes the attribute defaults their simulation path needs (see the module
+    docstring); returns what was set, as "module.Class.attribute"."""
+    done = []
+    orchestrator = getattr(sys.modules.get(HARNESS_ORCHESTRATOR), "Orchestrator", None)
+    if orchestrator is not None and not hasattr(orchestrator, "_compiled_kernel"):
+        orchestrator._compiled_kernel = None
+        done.append(f"{HARNESS_ORCHESTRATOR}.Orchestrator._compiled_kernel")
+    return done
+
+
+def pytest_configure(config: Any) -> None:
+    # Runs once the initial conftests (the harness's among them) are imported.
+    for name in default_missing_harness_attributes():
+        config.stash[_DEFAULTED] = config.stash.get(_DEFAULTED, []) + [name]
+
+
+def pytest_report_header(config: Any) -> list:
+    defaulted = config.stash.get(_DEFAULTED, [])
+    return [f"torchneuron_ext NKI simulator: AWS harness run against torchneuron_ext.nki"
+            + (f"; defaulted {', '.join(defaulted)} = None (see compat/nki_library.py)" if defaulted else "")]
+
+
+_DEFAULTED = pytest.StashKey[list]()
+
+
+if __name__ == "__main__":
+    from .nki_library_runner import main
+    sys.exit(main())

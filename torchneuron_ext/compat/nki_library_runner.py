@@ -1,0 +1,224 @@
+"""``torchneuron-ext nki-library CHECKOUT [-- PYTEST ARGS]``: AWS's NKI Library suite against the simulator.
+
+Runs the checkout's integration tests (``test/integration``) in a fresh interpreter, in simulation mode
+(``--test-mode simulation -m fast --continue-on-collection-errors``; the extra pytest arguments come later,
+so they can say otherwise),
+with the plugin compat/nki_library.py, the checkout and its ``src`` on PYTHONPATH, and
+TORCHNEURON_EXT_NKI_COMPAT=1. Outcomes come from pytest's JUnit XML (not from its console output); the
+report gives passed/failed/errors/skipped per folder (``core/attention``, ``experimental/conv``...), the
+total time and the slowest tests. The exit status is pytest's.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from typing import Optional, Sequence
+
+__all__ = ["Outcome", "FolderCounts", "build_command", "folder_of", "read_junit", "count_by_folder",
+           "format_report", "run", "main"]
+
+PLUGIN = "torchneuron_ext.compat.nki_library"
+INTEGRATION = os.path.join("test", "integration")
+# A module that fails to import is one error in its folder's count, not the end of the whole run.
+DEFAULT_ARGS = ("--test-mode", "simulation", "-m", "fast", "--continue-on-collection-errors")
+OUTCOMES = ("passed", "failed", "error", "skipped")
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """One test case of the JUnit report."""
+
+    nodeid: str
+    file: str       # relative to the checkout
+    outcome: str    # one of OUTCOMES
+    seconds: float
+
+
+@dataclasses.dataclass
+class FolderCounts:
+    passed: int = 0
+    failed: int = 0
+    error: int = 0
+    skipped: int = 0
+    seconds: float = 0.0
+
+    @property
+    def total(self) -> int:
+        return self.passed + self.failed + self.error + self.skipped
+
+    def add(self, outcome: Outcome) -> None:
+        setattr(self, outcome.outcome, getattr(self, outcome.outcome) + 1)
+        self.seconds += outcome.seconds
+
+
+def folder_of(path: str, depth: int = 2) -> str:
+    """The report folder of a test file: its directory under test/integration, without the library's
+    package folder (nkilib), cut to ``depth`` levels: test/integration/nkilib/core/moe/moe_cte/x.py gives
+    core/moe."""
+    parts = path.replace(os.sep, "/").split("/")
+    for i in range(len(parts) - 1):
+        if parts[i:i + 2] == ["test", "integration"]:
+            parts = parts[i + 2:]
+            break
+    parts = parts[:-1] if parts and parts[-1].endswith(".py") else parts
+    if len(parts) > 1 and parts[0] == "nkilib":
+        parts = parts[1:]
+    return "/".join(parts[:depth]) or "."
+
+
+def _file_of(case: ET.Element, checkout: str) -> str:
+    # xunit1 reports carry the file; a collection error names only the module (classname) in dotted form.
+    # Both are relative to pytest's rootdir, which is the checkout's test/ when its pytest.ini is there.
+    if case.get("file"):
+        file = case.get("file", "")
+        for candidate in (file, os.path.join("test", file)):
+            if os.path.isfile(os.path.join(checkout, candidate)):
+                return candidate
+        return file
+    dotted = case.get("classname", "").split(".")
+    for end in range(len(dotted), 0, -1):
+        for candidate in (os.path.join(*dotted[:end]) + ".py", os.path.join("test", *dotted[:end]) + ".py"):
+            if os.path.isfile(os.path.join(checkout, candidate)):
+                return candidate
+    return os.path.join(*dotted) if dotted else ""
+
+
+def _nodeid(case: ET.Element, file: str) -> str:
+    classname = case.get("classname", "")
+    if not classname:
+        return file  # a module that failed to collect
+    # classname is the module's dotted path, then the test class if there is one
+    parts = classname.split(".")
+    stem = os.path.splitext(os.path.basename(file))[0]
+    classes = parts[parts.index(stem) + 1:] if stem in parts else []
+    return "::".join([file, *classes, case.get("name", "")])
+
+
+def read_junit(path: str, checkout: str) -> list:
+    """The test cases of a pytest JUnit XML report, each counted once: failed, else error, else skipped,
+    else passed (a test that fails and then errors in teardown is one failure)."""
+    outcomes = []
+    for case in ET.parse(path).getroot().iter("testcase"):
+        kinds = {child.tag for child in case}
+        outcome = ("failed" if "failure" in kinds else "error" if "error" in kinds
+                   else "skipped" if "skipped" in kinds else "passed")
+        file = _file_of(case, checkout)
+        outcomes.append(Outcome(_nodeid(case, file), file, outcome, float(case.get("time", 0) or 0)))
+    return outcomes
+
+
+def count_by_folder(outcomes: Sequence[Outcome], depth: int = 2) -> dict:
+    counts: dict = {}
+    for o in outcomes:
+        counts.setdefault(folder_of(o.file, depth), FolderCounts()).add(o)
+    return dict(sorted(counts.items()))
+
+
+def format_report(outcomes: Sequence[Outcome], wall_seconds: float, *, depth: int = 2, slowest: int = 10,
+                  markdown: bool = False) -> str:
+    counts = count_by_folder(outcomes, depth)
+    total = FolderCounts()
+    for o in outcomes:
+        total.add(o)
+    head = ("folder", "passed", "failed", "errors", "skipped", "total", "seconds")
+    rows = [(f, c.passed, c.failed, c.error, c.skipped, c.total, f"{c.seconds:.1f}") for f, c in counts.items()]
+    rows.append(("total", total.passed, total.failed, total.error, total.skipped, total.total,
+                 f"{total.seconds:.1f}"))
+    lines = []
+    if markdown:
+        lines.append("| " + " | ".join(head) + " |")
+        lines.append("|" + "|".join("---" for _ in head) + "|")
+        lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in rows]
+    else:
+        widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
+        fmt = lambda row: "  ".join(str(v).ljust(w) if i == 0 else str(v).rjust(w)  # noqa: E731
+                                    for i, (v, w) in enumerate(zip(row, widths)))
+        lines += [fmt(head)] + [fmt(r) for r in rows]
+    lines.append(f"wall time {wall_seconds:.1f} s (pytest in a fresh interpreter, collection included)")
+    ranked = sorted(outcomes, key=lambda o: o.seconds, reverse=True)[:slowest]
+    if ranked:
+        lines.append(f"slowest {len(ranked)}:")
+        lines += [f"  {o.seconds:8.2f} s  {o.outcome:7}  {o.nodeid}" for o in ranked]
+    return "\n".join(lines) + "\n"
+
+
+def _package_root() -> str:
+    import torchneuron_ext
+    return os.path.dirname(os.path.dirname(os.path.abspath(torchneuron_ext.__file__)))
+
+
+def build_command(checkout: str, junit_xml: str, select: Sequence[str] = (), extra: Sequence[str] = ()) -> tuple:
+    """(argv, environment) of the pytest run; the checkout is its working directory."""
+    argv = [sys.executable, "-m", "pytest", *(select or [INTEGRATION]), "-p", PLUGIN, "-p", "no:cacheprovider",
+            *DEFAULT_ARGS, f"--junit-xml={junit_xml}", "-o", "junit_family=xunit1", "-q", *extra]
+    env = dict(os.environ)
+    paths = [os.path.abspath(checkout), os.path.join(os.path.abspath(checkout), "src"), _package_root()]
+    if env.get("PYTHONPATH"):
+        paths.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    env["TORCHNEURON_EXT_NKI_COMPAT"] = "1"
+    return argv, env
+
+
+def run(checkout: str, select: Sequence[str] = (), extra: Sequence[str] = (), *, junit_xml: Optional[str] = None,
+        depth: int = 2, slowest: int = 10, markdown: bool = False, out=None) -> int:
+    """Run the suite and print the report to ``out`` (stdout); pytest's exit status."""
+    out = out or sys.stdout
+    if not os.path.isdir(os.path.join(checkout, INTEGRATION)):
+        print(f"torchneuron-ext nki-library: {checkout} is not a checkout of AWS's NKI Library (it has no "
+              f"{INTEGRATION} folder)", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="nki-library-") as tmp:
+        report = junit_xml or os.path.join(tmp, "junit.xml")
+        argv, env = build_command(checkout, os.path.abspath(report), select, extra)
+        start = time.perf_counter()
+        status = subprocess.call(argv, cwd=checkout, env=env)
+        wall = time.perf_counter() - start
+        if not os.path.isfile(report):
+            print(f"torchneuron-ext nki-library: pytest exited with status {status} and wrote no report "
+                  f"(see its output above)", file=sys.stderr)
+            return status or 1
+        outcomes = read_junit(report, checkout)
+    print(format_report(outcomes, wall, depth=depth, slowest=slowest, markdown=markdown), end="", file=out)
+    return status
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("checkout", help="a checkout of AWS's NKI Library (has test/integration and src)")
+    parser.add_argument("--select", action="append", default=[], metavar="PATH",
+                        help="test files or folders to run, relative to the checkout (default test/integration)")
+    parser.add_argument("--junit-xml", metavar="FILE", help="keep pytest's JUnit XML report here")
+    parser.add_argument("--depth", type=int, default=2, help="folder levels under test/integration/nkilib to "
+                        "count by (default 2: core/attention)")
+    parser.add_argument("--slowest", type=int, default=10, help="how many of the slowest tests to list")
+    parser.add_argument("--markdown", action="store_true", help="print the counts as a Markdown table")
+    parser.epilog = ("Arguments after -- go to pytest, after the defaults --test-mode simulation -m fast, so "
+                     "they override them (e.g. -- -m 'fast or not fast' -k rmsnorm).")
+
+
+def split_pytest_args(argv: Sequence[str]) -> tuple:
+    """(the command's own arguments, pytest's: everything after the first --)."""
+    argv = list(argv)
+    if "--" in argv:
+        i = argv.index("--")
+        return argv[:i], argv[i + 1:]
+    return argv, []
+
+
+def run_from_arguments(args: argparse.Namespace, pytest_args: Sequence[str] = ()) -> int:
+    return run(args.checkout, args.select, pytest_args, junit_xml=args.junit_xml, depth=args.depth,
+               slowest=args.slowest, markdown=args.markdown)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m torchneuron_ext.compat.nki_library",
+                                     description="Run AWS's NKI Library test suite against the NKI simulator.")
+    add_arguments(parser)
+    own, pytest_args = split_pytest_args(sys.argv[1:] if argv is None else argv)
+    return run_from_arguments(parser.parse_args(own), pytest_args)
