@@ -15,7 +15,11 @@ conftest is imported, the plugin
   compilation sets it, and simulation mode skips compilation): without it every simulated test fails in
   ``_rename_neff_outputs_to_python_names`` with an AttributeError after the kernel ran. None is what that
   attribute means in simulation mode (no compiled kernel, so no NEFF outputs to rename); a harness that
-  sets it itself is left alone.
+  sets it itself is left alone;
+- runs the multi-rank collective tests (``inference_args.collective_ranks > 1``) on ``nki.launch_ranks``,
+  one worker per rank with that rank's inputs, and leaves their validation to the harness
+  (compat/nki_library_ranks.py): the public harness gives its simulator one launch with no per-rank inputs,
+  and AWS's simulator has no collectives. ``--single-launch-collectives`` keeps the harness's own path.
 
 Nothing in the checkout is modified. ``torchneuron-ext nki-library CHECKOUT`` (or
 ``python -m torchneuron_ext.compat.nki_library CHECKOUT``) runs the suite this way and reports the
@@ -28,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from . import aliases
+from . import aliases, nki_library_ranks
 from .nki_library_harness import MODULES
 
 __all__ = ["activate"]
@@ -61,19 +65,45 @@ def default_missing_harness_attributes() -> list:
     return done
 
 
+SINGLE_LAUNCH_OPTION = "--single-launch-collectives"
+
+
+def pytest_addoption(parser: Any) -> None:
+    parser.addoption(SINGLE_LAUNCH_OPTION, action="store_true", default=False,
+                     help="torchneuron_ext: run multi-rank collective tests as AWS's public harness does (one "
+                          "simulator launch, no per-rank inputs) instead of one nki.launch_ranks worker per rank")
+
+
+def launch_collectives_per_rank() -> str:
+    """Route the harness's multi-rank simulations to nki.launch_ranks; what was done, for the header."""
+    orchestrator = getattr(sys.modules.get(HARNESS_ORCHESTRATOR), "Orchestrator", None)
+    if orchestrator is None:
+        return ""
+    missing = nki_library_ranks.install(orchestrator)
+    if missing:
+        return (f"multi-rank tests left on the harness's single launch: it lacks {', '.join(missing)} "
+                f"(compat/nki_library_ranks.py)")
+    return f"multi-rank tests run on nki.launch_ranks, one worker per rank ({SINGLE_LAUNCH_OPTION}: not)"
+
+
 def pytest_configure(config: Any) -> None:
     # Runs once the initial conftests (the harness's among them) are imported.
     for name in default_missing_harness_attributes():
         config.stash[_DEFAULTED] = config.stash.get(_DEFAULTED, []) + [name]
+    if not config.getoption(SINGLE_LAUNCH_OPTION):
+        config.stash[_RANKS] = launch_collectives_per_rank()
 
 
 def pytest_report_header(config: Any) -> list:
     defaulted = config.stash.get(_DEFAULTED, [])
+    ranks = config.stash.get(_RANKS, "")
     return [f"torchneuron_ext NKI simulator: AWS harness run against torchneuron_ext.nki"
-            + (f"; defaulted {', '.join(defaulted)} = None (see compat/nki_library.py)" if defaulted else "")]
+            + (f"; defaulted {', '.join(defaulted)} = None (see compat/nki_library.py)" if defaulted else "")
+            + (f"; {ranks}" if ranks else "")]
 
 
 _DEFAULTED = pytest.StashKey[list]()
+_RANKS = pytest.StashKey[str]()
 
 
 if __name__ == "__main__":
