@@ -199,7 +199,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--slowest", type=int, default=10, help="how many of the slowest tests to list")
     parser.add_argument("--markdown", action="store_true", help="print the counts as a Markdown table")
     parser.epilog = ("Arguments after -- go to pytest, after the defaults --test-mode simulation -m fast, so "
-                     "they override them (e.g. -- -m 'fast or not fast' -k rmsnorm).")
+                     "they override them (e.g. -- -m 'fast or not fast' -k rmsnorm; -- --single-launch-collectives runs "
+                     "multi-rank collective tests as AWS's public harness does, in one launch).")
 
 
 def split_pytest_args(argv: Sequence[str]) -> tuple:
