@@ -13,6 +13,7 @@ from .errors import NKIUnsupportedError, fail
 from .indexing import DynSlice, as_mask, ds
 from .memory import hbm, private_hbm, psum, sbuf, shared_hbm
 from .runtime import tile_size
+from .rules import dependencies as _deps
 from .tensor import NKITensor
 
 bool_, int8, int16, int32 = _dt.bool_, _dt.int8, _dt.int16, _dt.int32
@@ -178,8 +179,8 @@ def static_cast(arr: np.ndarray, dtype: Any) -> np.ndarray:
 # steer the compiler's scheduling, which the simulator does not have; `lazy_initialization` on the creation
 # functions likewise only moves where the toolchain initialises a tensor, never its values.
 
-def affine_range(*args: int, directives: Any = None, precise_schedule: bool = False) -> range:
-    return range(*args)
+def affine_range(*args: int, directives: Any = None, precise_schedule: bool = False) -> Any:
+    return _deps.affine_range(range(*args), getattr(_rt.current_or_none(), "dialect", None))
 
 
 def sequential_range(*args: int, directives: Any = None, precise_schedule: bool = False) -> range:

@@ -15,6 +15,7 @@ from . import dtypes
 from .errors import NKIUnsupportedError, fail
 from .indexing import DynSlice, IndexExpr
 from .memory import Buffer
+from .rules import dependencies as _deps
 
 
 class NKITensor:
@@ -285,6 +286,8 @@ class NKITensor:
 
     def read(self, mask: Optional[np.ndarray] = None) -> np.ndarray:
         """The values (a view when possible: do not write into it)."""
+        if _deps.active:
+            _deps.note_access(self, False)
         if self.storage.live is not None:
             self._touch()
         if self.index is None:
@@ -310,6 +313,8 @@ class NKITensor:
         becomes ``rmw(memory, values)`` (computed in fp32), each occurrence of a repeated index in turn, as
         the DMA engine's read-modify-write does."""
         self.storage.written = True
+        if _deps.active:
+            _deps.note_access(self, True, mask)
         if self.storage.live is not None:
             self._touch(reading=False)
         if self.storage.psum_defined is not None:

@@ -15,6 +15,7 @@ from .. import dtypes, runtime
 from ..errors import fail
 from ..indexing import as_mask
 from ..memory import psum
+from ..rules import dependencies as _deps
 from ..tensor import NKITensor
 from .operands import (broadcast_shape, charge, check_tile, dtype_of, emit, fit_mask, fp32, larger_than, mask_for,
                        quiet, result_dtype, same_partitions, shape_of, store_into, value_of)
@@ -170,6 +171,7 @@ def accumulate(ref: NKITensor, op: str, other: Any) -> None:
     """``t += x`` (and -=, *=, /=): an engine op whose destination is ``t``; PSUM accumulates in fp32."""
     if ref.buffer.is_hbm:
         fail("err_unsupported_memory", f"in-place '{op}' on an HBM tensor: compute on tiles, then nl.store")
+    _deps.reduction_target(ref)  # an associative reduction is no affine_range dependency
     valid = other._valid if isinstance(other, NKITensor) else None
     fresh = _fresh_result(other)
     o = fp32(value_of(other))

@@ -1,0 +1,115 @@
+"""The compiler's rules (docs/nki.md, "Compiler rules"): for each, a kernel that breaks it fails with the
+toolchain's error code at the kernel line, and a legal twin still runs and computes the right values."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from expecttest import TestCase
+
+import torchneuron_ext.nki.legacy as lnki
+import torchneuron_ext.nki.legacy.isa as lisa
+import torchneuron_ext.nki.legacy.language as lnl
+from torchneuron_ext.nki import NKIError
+
+
+def f32(*shape: int) -> np.ndarray:
+    return np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+
+
+def report(kernel, *args, **kwargs) -> str:
+    """Run ``kernel``, which must fail with an NKIError: its code, the kernel line (numbered from the ``def``)
+    and its message, for assertExpectedInline."""
+    with pytest.raises(NKIError) as info:
+        kernel(*args, **kwargs)
+    err = info.value
+    func = getattr(kernel, "func", kernel)
+    assert err.filename == __file__, str(err)
+    line = err.lineno - func.__code__.co_firstlineno
+    return f"{err.code} at def+{line}: {err.source_line.strip()}\n{err.message}"
+
+
+class TestAffineRangeDependencies(TestCase):
+    def test_write_after_write_across_iterations(self):
+        @lnki.jit
+        def k(a):
+            out = lnl.ndarray((128, 512), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            for i in lnl.affine_range(4):
+                t = lnl.load(a)
+                lnl.store(out, t)
+            return out
+
+        self.assertExpectedInline(report(k, f32(128, 512)), """\
+err_unexpected_output_dependencies at def+5: lnl.store(out, t)
+Unexpected output dependencies: iteration 1 of the nl.affine_range loop at line 36 writes a shared_hbm tensor of shape (128, 512) where iteration 0 wrote it; affine_range iterations must be independent (index the tensor with the loop variable, accumulate with '+=', or use nl.sequential_range)""")
+
+    def test_the_legal_twins_index_by_iteration_or_run_sequentially(self):
+        @lnki.jit
+        def indexed(a):
+            out = lnl.ndarray((128, 512), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            for i in lnl.affine_range(4):
+                t = lnl.load(a[:, i * 128:(i + 1) * 128])
+                lnl.store(out[:, i * 128:(i + 1) * 128], lnl.multiply(t, 2.0))
+            return out
+
+        @lnki.jit
+        def sequential(a):
+            out = lnl.ndarray((128, 128), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            for i in lnl.sequential_range(4):
+                lnl.store(out, lnl.load(a[:, i * 128:(i + 1) * 128]))
+            return out
+
+        a = f32(128, 512)
+        np.testing.assert_allclose(indexed(a), a * 2)
+        np.testing.assert_allclose(sequential(a), a[:, 384:])
+
+    def test_read_after_write_across_iterations(self):
+        @lnki.jit
+        def k(a):
+            out = lnl.ndarray((128, 128), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            carry = lnl.zeros((128, 128), dtype=lnl.float32, buffer=lnl.sbuf)
+            for i in lnl.affine_range(2):
+                t = lnl.load(a[:, i * 128:(i + 1) * 128])
+                carry[...] = lnl.add(carry, t)
+            lnl.store(out, carry)
+            return out
+
+        self.assertExpectedInline(report(k, f32(128, 256)), """\
+err_unexpected_output_dependencies at def+6: carry[...] = lnl.add(carry, t)
+Unexpected output dependencies: iteration 1 of the nl.affine_range loop at line 70 reads a sbuf tensor of shape (128, 128) where iteration 0 wrote it; affine_range iterations must be independent (index the tensor with the loop variable, accumulate with '+=', or use nl.sequential_range)""")
+
+    def test_associative_reductions_are_not_dependencies(self):
+        # AWS's matmul tutorial: `+=` into one tile and matmul accumulation into PSUM across an affine loop.
+        @lnki.jit
+        def k(a, b):
+            out = lnl.ndarray((128, 128), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            total = lnl.ndarray((128, 1), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            acc = lnl.zeros((128, 128), dtype=lnl.float32, buffer=lnl.psum)
+            s = lnl.zeros((128, 1), dtype=lnl.float32, buffer=lnl.sbuf)
+            for i in lnl.affine_range(2):
+                at = lnl.load(a[i * 128:(i + 1) * 128, :])
+                bt = lnl.load(b[i * 128:(i + 1) * 128, :])
+                acc += lisa.nc_matmul(at, bt)
+                s += lnl.sum(at, axis=1, keepdims=True)
+            lnl.store(out, lnl.copy(acc))
+            lnl.store(total, s)
+            return out, total
+
+        a, b = f32(256, 128), f32(256, 128) + 1
+        out, total = k(a, b)
+        np.testing.assert_allclose(out, a.T @ b, rtol=1e-4, atol=1e-3)
+        np.testing.assert_allclose(total[:, 0], a.reshape(2, 128, 128).sum(axis=(0, 2)), rtol=1e-4, atol=1e-4)
+
+    def test_new_dialect_affine_range_is_range(self):
+        # NKI 0.2 made affine_range an alias of range: the rule is the legacy front end's.
+        import torchneuron_ext.nki as nki
+        import torchneuron_ext.nki.language as nl
+
+        @nki.jit
+        def k(a):
+            out = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+            for i in nl.affine_range(2):
+                nl.store(out, nl.load(a[:, i * 128:(i + 1) * 128]))
+            return out
+
+        a = f32(128, 256)
+        np.testing.assert_allclose(k(a), a[:, 128:])

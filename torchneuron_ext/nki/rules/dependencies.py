@@ -1,0 +1,189 @@
+"""The legacy front end's rule that the iterations of ``nl.affine_range`` are independent.
+
+The NKI 0.1 compiler (``neuronxcc.nki``) may run the iterations of an ``affine_range`` loop in any order or
+in parallel, so an iteration must not write a location another iteration wrote, nor read what an earlier
+iteration wrote (``err_unexpected_output_dependencies``). Associative reductions are not dependencies in
+this sense (AWS's matmul tutorial): ``t += x`` and ``nl.loop_reduce`` into one tile, and matmul
+accumulation into PSUM. ``sequential_range`` allows every dependency. NKI 0.2 made ``affine_range`` an alias
+of ``range`` (fully unrolled), so the rule belongs to the legacy dialect only.
+
+How it is judged: while an affine loop of a legacy launch runs, every tensor access (NKITensor.read and
+.write call ``note_access``) stamps, per element of the tensor's allocation, the iteration that wrote it.
+An access to an element an earlier iteration of an enclosing affine loop wrote is the error. Stamps live
+as long as the loop, keyed weakly by allocation, so a tile that an iteration creates is new to the loop
+(even if Python reuses the address of an earlier one). Not judged: PSUM (matmul accumulation is its way of
+working), directly allocated tiles (one physical tile serves the logical tiles of many iterations by
+design), accesses through a bit-cast view or through indirect (tile-valued) indices, and loops of more
+than 65535 iterations (the stamps are 16-bit).
+"""
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any, Iterator, Optional
+
+import numpy as np
+
+from ..errors import fail
+
+__all__ = ["AffineRange", "affine_range", "note_access", "reduction_target"]
+
+_MAX_ITERATIONS = 0xFFFF
+
+_local = threading.local()
+# How many tracked loops run on any thread: the one check NKITensor.read/write pay when none does.
+active = 0
+_count_lock = threading.Lock()
+
+
+class _Loop:
+    """One execution of an affine loop: its current iteration and the stamps of what it wrote."""
+    __slots__ = ("iteration", "stamps", "where")
+
+    def __init__(self, where: str) -> None:
+        self.iteration = 0
+        self.stamps: "weakref.WeakKeyDictionary[Any, np.ndarray]" = weakref.WeakKeyDictionary()
+        self.where = where
+
+
+def _stack() -> list:
+    stack = getattr(_local, "loops", None)
+    if stack is None:
+        stack = _local.loops = []
+    return stack
+
+
+class AffineRange:
+    """What ``nl.affine_range`` returns in the legacy dialect: a range whose iteration is tracked."""
+    __slots__ = ("range", "where")
+
+    def __init__(self, rng: range, where: str) -> None:
+        self.range, self.where = rng, where
+
+    def __len__(self) -> int:
+        return len(self.range)
+
+    def __getitem__(self, key: Any) -> Any:
+        return self.range[key]
+
+    def __contains__(self, value: Any) -> bool:
+        return value in self.range
+
+    def __repr__(self) -> str:
+        return f"affine_range({self.range.start}, {self.range.stop}, {self.range.step})"
+
+    def __iter__(self) -> Iterator[int]:
+        global active
+        if len(self.range) > _MAX_ITERATIONS:
+            yield from self.range
+            return
+        loop = _Loop(self.where)
+        stack = _stack()
+        stack.append(loop)
+        with _count_lock:
+            active += 1
+        try:
+            for n, i in enumerate(self.range):
+                loop.iteration = n + 1  # 0 in the stamps: never written
+                yield i
+        finally:
+            with _count_lock:
+                active -= 1
+            stack.remove(loop)
+
+
+def affine_range(rng: range, dialect: Optional[str]) -> Any:
+    """The iterable ``nl.affine_range`` gives: tracked in a legacy launch, the plain range otherwise."""
+    if dialect != "legacy":
+        return rng
+    return AffineRange(rng, _caller_line())
+
+
+def _caller_line() -> str:
+    import sys
+    from ..errors import _kernel_location
+    loc = _kernel_location(sys._getframe(2))
+    return f"line {loc[1]}" if loc is not None else "the kernel"
+
+
+def reduction_target(ref: Any) -> None:
+    """The instruction about to run is an associative reduction into ``ref`` (``t += x``, ``loop_reduce``):
+    its read and write of ``ref`` are not dependencies."""
+    if active:
+        _local.reducing = ref.storage
+
+
+def _element_view(stamps: np.ndarray, base: np.ndarray, arr: np.ndarray) -> Optional[np.ndarray]:
+    """The stamps of the elements ``arr`` (a view of ``base``) covers, as a strided view of ``stamps``."""
+    item = base.itemsize
+    if arr.itemsize != item or arr.dtype != base.dtype:
+        return None
+    offset = arr.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    if offset % item or any(s % item for s in arr.strides):
+        return None
+    first = offset // item
+    if first < 0 or first >= stamps.size and arr.size:
+        return None
+    sitem = stamps.itemsize
+    return np.lib.stride_tricks.as_strided(stamps[first:], shape=arr.shape,
+                                           strides=tuple(s // item * sitem for s in arr.strides))
+
+
+def _exempt(storage: Any) -> bool:
+    from ..memory import psum
+    from ..runtime import current_or_none
+    if storage.buffer is psum or storage.blocks is not None:
+        return True
+    launch = current_or_none()
+    if launch is None:
+        return True
+    direct = launch._direct_tiles
+    return bool(direct) and any(t is storage for t in direct.values())
+
+
+def note_access(tensor: Any, writing: bool, mask: Any = None) -> None:
+    """Called by NKITensor.read/.write while an affine loop runs: the dependency check. Masked accesses
+    (legacy ``mask=``) touch only part of the view and are left out rather than judged on all of it."""
+    stack = getattr(_local, "loops", None)
+    if not stack:
+        return
+    storage = tensor.storage
+    if getattr(_local, "reducing", None) is storage:
+        if writing:
+            _local.reducing = None
+        return
+    base = storage.array
+    if mask is not None or not base.flags.c_contiguous or _exempt(storage):
+        return
+    arr = tensor.arr
+    if tensor.index is not None:
+        slices = tensor._fast_slices()
+        if slices is None:
+            return
+        arr = arr[slices]
+    if not arr.size:
+        return
+    for loop in stack:
+        stamps = loop.stamps.get(storage)
+        if stamps is None:
+            if not writing:
+                continue
+            stamps = loop.stamps[storage] = np.zeros(base.size, dtype=np.uint16)
+        view = _element_view(stamps, base, arr)
+        if view is None:
+            continue
+        earlier = view[(view != 0) & (view != loop.iteration)]
+        if earlier.size:
+            _raise(tensor, writing, loop, int(earlier.min()))
+        if writing:
+            view[...] = loop.iteration
+
+
+def _raise(tensor: Any, writing: bool, loop: _Loop, iteration: int) -> None:
+    name = f"'{tensor.name}'" if tensor.name else f"a {tensor.buffer.name} tensor of shape {tensor.storage.array.shape}"
+    what = "writes" if writing else "reads"
+    fail("err_unexpected_output_dependencies",
+         f"Unexpected output dependencies: iteration {loop.iteration - 1} of the nl.affine_range loop at "
+         f"{loop.where} {what} {name} where iteration {iteration - 1} wrote it; affine_range iterations must "
+         f"be independent (index the tensor with the loop variable, accumulate with '+=', or use "
+         f"nl.sequential_range)")
