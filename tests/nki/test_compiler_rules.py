@@ -113,3 +113,86 @@ Unexpected output dependencies: iteration 1 of the nl.affine_range loop at line 
 
         a = f32(128, 256)
         np.testing.assert_allclose(k(a), a[:, 128:])
+
+
+class TestInstructionRules(TestCase):
+    def test_activation_scale_must_be_a_scalar_or_partition_vector(self):
+        @lnki.jit
+        def k(a):
+            out = lnl.ndarray((128, 64), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            t = lnl.load(a)
+            s = lnl.full((1, 128), 2.0, dtype=lnl.float32, buffer=lnl.sbuf)
+            lnl.store(out, lisa.activation(lnl.exp, t, scale=s))
+            return out
+
+        self.assertExpectedInline(report(k, f32(128, 64)), """\
+err_activation_scale_scalar_or_vector at def+5: lnl.store(out, lisa.activation(lnl.exp, t, scale=s))
+Scale parameter of activation must be either a scalar value or a 1D vector spanning the partition dimension (128, 1), got a tile of shape (1, 128)""")
+
+    def test_activation_scale_must_be_float32(self):
+        @lnki.jit
+        def k(a):
+            out = lnl.ndarray((128, 64), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            t = lnl.load(a)
+            s = lnl.full((128, 1), 2.0, dtype=lnl.float16, buffer=lnl.sbuf)
+            lnl.store(out, lisa.activation(lnl.exp, t, scale=s))
+            return out
+
+        self.assertExpectedInline(report(k, f32(128, 64)), """\
+err_activation_scale_invalid_type at def+5: lnl.store(out, lisa.activation(lnl.exp, t, scale=s))
+Scale parameter of activation must be a scalar or vector of type float32, got float16""")
+
+    def test_activation_bias_must_be_a_float_vector(self):
+        @lnki.jit
+        def k(a):
+            out = lnl.ndarray((128, 64), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            t = lnl.load(a)
+            b = lnl.full((128, 1), 1, dtype=lnl.int8, buffer=lnl.sbuf)
+            lnl.store(out, lisa.activation(lnl.exp, t, bias=b))
+            return out
+
+        self.assertExpectedInline(report(k, f32(128, 64)), """\
+err_activation_bias_invalid_type at def+5: lnl.store(out, lisa.activation(lnl.exp, t, bias=b))
+Bias parameter of activation must be a vector of type float32, float16, or bfloat16, got int8""")
+
+    def test_activation_legal_twin_scalar_and_vector_scale_bias(self):
+        @lnki.jit
+        def k(a):
+            out = lnl.ndarray((128, 64), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            t = lnl.load(a)
+            s = lnl.full((128, 1), 0.5, dtype=lnl.float32, buffer=lnl.sbuf)
+            b = lnl.full((128, 1), 1.0, dtype=lnl.bfloat16, buffer=lnl.sbuf)
+            y = lisa.activation(lnl.copy, t, scale=s, bias=b)
+            lnl.store(out, lisa.activation(lnl.copy, y, scale=2.0))
+            return out
+
+        a = f32(128, 64)
+        np.testing.assert_allclose(k(a), (a * 0.5 + 1.0) * 2.0, rtol=1e-6, atol=1e-6)
+
+    def test_tensor_engine_transpose_keeps_the_dtype_and_writes_psum(self):
+        import torchneuron_ext.nki as nki
+        import torchneuron_ext.nki.isa as nisa
+        import torchneuron_ext.nki.language as nl
+
+        def kernel(dst_dtype, dst_buffer):
+            @nki.jit
+            def k(a):
+                out = nl.ndarray((64, 128), dtype=a.dtype, buffer=nl.shared_hbm)
+                t = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.sbuf)
+                nisa.dma_copy(dst=t, src=a)
+                tp = nl.ndarray((64, 128), dtype=dst_dtype, buffer=dst_buffer)
+                nisa.nc_transpose(dst=tp, data=t)
+                r = nl.ndarray((64, 128), dtype=a.dtype, buffer=nl.sbuf)
+                nisa.tensor_copy(dst=r, src=tp)
+                nisa.dma_copy(dst=out, src=r)
+                return out
+            return k
+
+        a = f32(128, 64).astype(np.float16)
+        self.assertExpectedInline(report(kernel(nl.float32, nl.psum), a), """\
+err_unsupported_dtype at def+6: nisa.nc_transpose(dst=tp, data=t)
+'nc_transpose' writes the elements of 'data' unchanged: dst must have data's dtype float16, got float32 (copy with a cast afterwards)""")
+        self.assertExpectedInline(report(kernel(nl.float16, nl.sbuf), a), """\
+err_unsupported_memory at def+6: nisa.nc_transpose(dst=tp, data=t)
+Expected operand 'dst' of 'nc_transpose' to be in address space 'psum', but got a tile in 'sbuf' instead: the Tensor engine writes its transpose to PSUM""")
+        np.testing.assert_array_equal(kernel(nl.float16, nl.psum)(a), a.T)
