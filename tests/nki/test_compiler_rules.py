@@ -196,3 +196,106 @@ err_unsupported_dtype at def+6: nisa.nc_transpose(dst=tp, data=t)
 err_unsupported_memory at def+6: nisa.nc_transpose(dst=tp, data=t)
 Expected operand 'dst' of 'nc_transpose' to be in address space 'psum', but got a tile in 'sbuf' instead: the Tensor engine writes its transpose to PSUM""")
         np.testing.assert_array_equal(kernel(nl.float16, nl.psum)(a), a.T)
+
+
+class TestFrontEndRules(TestCase):
+    def test_tensor_used_outside_the_block_that_created_it(self):
+        @lnki.jit
+        def k(a, b):
+            out = lnl.ndarray((128, 64), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            for i in range(2):
+                if i < 1:
+                    tmp = lnl.load(a)
+                else:
+                    tmp = lnl.load(b)
+                lnl.store(out, tmp)
+            return out
+
+        self.assertExpectedInline(report(k, f32(128, 64), f32(128, 64)), """\
+err_local_variable_used_out_of_scope at def+8: lnl.store(out, tmp)
+Local variable 'tmp' is referenced outside of its parent scope: it is created inside a control block (line 208) and tensors are local to the block that creates them; create it before the block and assign with 'tmp[...] ='""")
+
+    def test_legal_twin_creates_the_tensor_before_the_block(self):
+        @lnki.jit
+        def k(a, b):
+            out = lnl.ndarray((128, 64), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            for i in range(2):
+                tmp = lnl.ndarray((128, 64), dtype=lnl.float32, buffer=lnl.sbuf)
+                if i < 1:
+                    tmp[...] = lnl.load(a)
+                else:
+                    tmp[...] = lnl.load(b)
+                lnl.store(out, tmp)
+            return out
+
+        a, b = f32(128, 64), f32(128, 64) + 1
+        np.testing.assert_array_equal(k(a, b), b)
+
+    def test_parameters_are_immutable(self):
+        @lnki.jit
+        def k(in_tensor):
+            x = lnl.load(in_tensor)
+            y = x + 1
+            lnl.store(in_tensor, value=y)
+            return in_tensor
+
+        self.assertExpectedInline(report(k, f32(128, 64)), """\
+err_cannot_update_immutable_parameter at def+4: lnl.store(in_tensor, value=y)
+Cannot update immutable parameter 'in_tensor': parameters of a kernel are immutable unless annotated nt.mutable_tensor (or return a copy made with nisa.dma_copy into a new nl.shared_hbm tensor)""")
+
+    def test_legal_twins_annotate_the_parameter_or_return_a_copy(self):
+        import torchneuron_ext.nki.legacy.typing as nt
+
+        @lnki.jit
+        def mutable(in_tensor: nt.mutable_tensor):
+            lnl.store(in_tensor, value=lnl.load(in_tensor) + 1)
+            return in_tensor
+
+        @lnki.jit
+        def copied(in_tensor):
+            out_tensor = lnl.ndarray(in_tensor.shape, dtype=in_tensor.dtype, buffer=lnl.shared_hbm)
+            lisa.dma_copy(dst=out_tensor, src=in_tensor)
+            lnl.store(out_tensor, value=lnl.load(out_tensor) + 1)
+            return out_tensor
+
+        @lnki.jit
+        def output_parameter(in_tensor, out_tensor):  # the older style: outputs passed in, nothing returned
+            lnl.store(out_tensor, value=lnl.load(in_tensor) + 1)
+
+        a = f32(128, 64)
+        np.testing.assert_allclose(copied(a), a + 1)
+        out = np.zeros_like(a)
+        output_parameter(a, out)
+        np.testing.assert_allclose(out, a + 1)
+        b = a.copy()
+        mutable(b)
+        np.testing.assert_allclose(b, a + 1)
+
+    def test_output_never_written(self):
+        @lnki.jit
+        def k(tensor_in):
+            tensor_out = lnl.ndarray((128, 64), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            M = 128
+            N = M + 1
+            for i in lnl.affine_range(M // N):  # no iteration: the store never runs
+                lnl.store(tensor_out, value=lnl.load(tensor_in))
+            return tensor_out
+
+        self.assertExpectedInline(report(k, f32(128, 64)), """\
+err_tensor_output_not_written_to at def+7: return tensor_out
+output #0 of the kernel (shared_hbm tensor of shape (128, 64)) is returned but never written: check the range of the loop that stores it (a range of 0 iterations never runs), or store a default value first""")
+
+    def test_legal_twin_rounds_the_trip_count_up(self):
+        import math
+
+        @lnki.jit
+        def k(tensor_in):
+            tensor_out = lnl.ndarray((128, 64), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            M = 128
+            N = M + 1
+            for i in lnl.affine_range(math.ceil(M / N)):
+                lnl.store(tensor_out, value=lnl.load(tensor_in))
+            return tensor_out
+
+        a = f32(128, 64)
+        np.testing.assert_array_equal(k(a), a)

@@ -22,6 +22,7 @@ from .cost_model import Costs
 from .errors import fail
 from .indexing import iter_grid
 from .memory import TARGETS, Target, default_target
+from .rules import frontend as _frontend
 from .runtime import Launch
 from .tensor import NKITensor
 from .typing import is_mutable
@@ -149,6 +150,7 @@ def launch(kernel: Kernel, grid: tuple, args: tuple, kwargs: dict) -> Any:
     target = kernel.target or default_target()
     state = Launch(kernel.__name__, kernel.func, grid, kernel.dialect, target, conv.hbm_allocator())
     bound = _bind(kernel.func, cargs, ckwargs)
+    checked = _frontend.begin(kernel.func, kernel.dialect, bound.arguments)  # the front end's rules
     if conv.requires_grad:
         conv.check_autograd(kernel)
     result = None
@@ -165,6 +167,7 @@ def launch(kernel: Kernel, grid: tuple, args: tuple, kwargs: dict) -> Any:
         wall = time.perf_counter() - t0
         kernel.last_result = LaunchResult(state, wall, tuple(s.written for s in conv.storages))
         _check_mutable(kernel.func, bound, result)
+        _frontend.end(checked, result)
         scope.finish(state.costs)
     return out
 

@@ -18,15 +18,16 @@ than 65535 iterations (the stamps are 16-bit).
 """
 from __future__ import annotations
 
+import sys
 import threading
 import weakref
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 
-from ..errors import fail
+from ..errors import _kernel_location, fail
 
-__all__ = ["AffineRange", "affine_range", "note_access", "reduction_target"]
+__all__ = ["AffineRange", "affine_range", "note_access", "reduction_target", "watch", "unwatch"]
 
 _MAX_ITERATIONS = 0xFFFF
 
@@ -100,8 +101,6 @@ def affine_range(rng: range, dialect: Optional[str]) -> Any:
 
 
 def _caller_line() -> str:
-    import sys
-    from ..errors import _kernel_location
     loc = _kernel_location(sys._getframe(2))
     return f"line {loc[1]}" if loc is not None else "the kernel"
 
@@ -141,9 +140,32 @@ def _exempt(storage: Any) -> bool:
     return bool(direct) and any(t is storage for t in direct.values())
 
 
+def watch(storages: "dict[Any, Any]", callback: Callable[[Any, Optional[tuple]], None]) -> None:
+    """Call ``callback(storage, kernel line)`` on every write to one of ``storages`` on this thread, until
+    ``unwatch`` (frontend.py: writes to a legacy kernel's immutable parameters)."""
+    global active
+    unwatch()
+    _local.watched = (set(storages), callback)
+    with _count_lock:
+        active += 1
+
+
+def unwatch() -> None:
+    global active
+    if getattr(_local, "watched", None) is not None:
+        _local.watched = None
+        with _count_lock:
+            active -= 1
+
+
 def note_access(tensor: Any, writing: bool, mask: Any = None) -> None:
-    """Called by NKITensor.read/.write while an affine loop runs: the dependency check. Masked accesses
-    (legacy ``mask=``) touch only part of the view and are left out rather than judged on all of it."""
+    """Called by NKITensor.read/.write while an affine loop runs or writes are watched: the dependency
+    check. Masked accesses (legacy ``mask=``) touch only part of the view and are left out rather than
+    judged on all of it."""
+    if writing:
+        watched = getattr(_local, "watched", None)
+        if watched is not None and tensor.storage in watched[0]:
+            watched[1](tensor.storage, _kernel_location(sys._getframe(1)))
     stack = getattr(_local, "loops", None)
     if not stack:
         return
