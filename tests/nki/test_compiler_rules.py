@@ -299,3 +299,114 @@ output #0 of the kernel (shared_hbm tensor of shape (128, 64)) is returned but n
 
         a = f32(128, 64)
         np.testing.assert_array_equal(k(a), a)
+
+
+class TestCreationAndAllocationRules(TestCase):
+    def test_hbm_tensor_with_init_value(self):
+        @lnki.jit
+        def k(a):
+            t = lnl.full((3, 128, 64), fill_value=1.0, dtype=lnl.float32, buffer=lnl.shared_hbm)
+            return t
+
+        self.assertExpectedInline(report(k, f32(2, 2)), """\
+err_hbm_tensor_with_init_value_not_supported at def+2: t = lnl.full((3, 128, 64), fill_value=1.0, dtype=lnl.float32, buffer=lnl.shared_hbm)
+Creating HBM tensor with init value is not supported: create it with nl.ndarray(..., buffer=nl.shared_hbm) and nl.store the value 1.0""")
+
+    def test_legal_twin_stores_the_init_value(self):
+        @lnki.jit
+        def k(a):
+            t = lnl.ndarray((3, 128, 64), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            for i in range(3):
+                lnl.store(t[i, :, :], value=lnl.full((128, 64), 1.0, dtype=lnl.float32))
+            return t
+
+        np.testing.assert_array_equal(k(f32(2, 2)), np.ones((3, 128, 64), np.float32))
+
+    def test_allocated_tensor_with_init_value(self):
+        import torchneuron_ext.nki.compiler as ncc
+
+        @lnki.jit
+        def k(a):
+            t = lnl.full((3, lnl.par_dim(128), 512), fill_value=1.0, dtype=lnl.float32,
+                         buffer=ncc.sbuf.mod_alloc(base_addr=0))
+            return a
+
+        self.assertExpectedInline(report(k, f32(2, 2)), """\
+err_tensor_creation_on_scratchpad_with_init_value_not_supported at def+2: t = lnl.full((3, lnl.par_dim(128), 512), fill_value=1.0, dtype=lnl.float32,
+Creating SBUF/PSUM tensor with init value is not supported in allocated NKI kernels (ncc.sbuf.mod_alloc(base_addr=0, num_free_tiles=())): create it with nl.ndarray and set it with nisa.memset""")
+
+    def test_new_dialect_has_no_block_dimensions(self):
+        import torchneuron_ext.nki as nki
+        import torchneuron_ext.nki.language as nl
+
+        @nki.jit
+        def k(a):
+            t = nl.ndarray((4, nl.par_dim(128), 64), dtype=nl.float32, buffer=nl.sbuf)
+            return a
+
+        @nki.jit
+        def twin(a):
+            tiles = [nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf) for _ in range(4)]
+            return a
+
+        self.assertExpectedInline(report(k, f32(2, 2)), """\
+err_leading_dimension_of_tensor_must_be_partition at def+2: t = nl.ndarray((4, nl.par_dim(128), 64), dtype=nl.float32, buffer=nl.sbuf)
+The leading dimension of SBUF/PSUM tensors must be the partition dimension: shape (4, 128, 64) has par_dim at position 1. Block dimensions were removed in NKI 0.2: keep the blocks in a list of tiles, or make the partition dimension first""")
+        twin(f32(2, 2))
+
+    def _allocated(self, body):
+        import torchneuron_ext.nki.compiler as ncc
+
+        @lnki.jit
+        def k(a):
+            out = lnl.ndarray((128, 128), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            data = lnl.ndarray((lnl.par_dim(128), 128), dtype=lnl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=0))
+            data[...] = lnl.load(a)
+            res = lnl.ndarray((lnl.par_dim(128), 128), dtype=lnl.float32,
+                              buffer=ncc.sbuf.mod_alloc(base_addr=512))
+            bias = lnl.ndarray((lnl.par_dim(128), 1), dtype=lnl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=1024))
+            bias[...] = lisa.memset((128, 1), 0.0, dtype=lnl.float32)
+            body(data, res, bias)
+            lnl.store(out, res)
+            return out
+        return k
+
+    def test_activation_in_an_allocated_kernel_needs_a_bias(self):
+        def body(data, res, bias):
+            res[...] = lisa.activation(np.exp, data=data[...])
+
+        self.assertExpectedInline(report(self._allocated(body), f32(128, 128)), """\
+err_bias_tensor_must_be_specified_in_allocation at def+16: res[...] = lisa.activation(np.exp, data=data[...])
+Bias tensor of an activation op must be specified in allocated NKI kernels: pass bias= to 'activation' (a (P, 1) tile allocated like the others)""")
+
+    def test_legal_twin_passes_an_allocated_bias(self):
+        def body(data, res, bias):
+            res[...] = lisa.activation(np.exp, data=data[...], bias=bias)
+
+        a = f32(128, 128)
+        np.testing.assert_allclose(self._allocated(body)(a), np.exp(a), rtol=1e-5)
+
+    def test_tensor_engine_transpose_in_an_allocated_kernel(self):
+        def body(data, res, bias):
+            res[...] = lnl.copy(lisa.nc_transpose(data[...]))
+
+        def matmul(data, res, bias):
+            res[...] = lnl.copy(lnl.matmul(data, data))
+
+        self.assertExpectedInline(report(self._allocated(body), f32(128, 128)), """\
+err_transpose_on_tensor_engine_not_allowed_in_allocated_kernel at def+31: res[...] = lnl.copy(lisa.nc_transpose(data[...]))
+Unsupported transpose case in allocated NKI kernels: 'nc_transpose' transposes on the Tensor engine; use engine=nisa.vector_engine (up to 32x32), or nc_matmul against an identity matrix you allocate""")
+        self.assertExpectedInline(report(self._allocated(matmul), f32(128, 128)), """\
+err_transpose_on_tensor_engine_not_allowed_in_allocated_kernel at def+34: res[...] = lnl.copy(lnl.matmul(data, data))
+Unsupported transpose case in allocated NKI kernels: 'matmul' transposes on the Tensor engine; pass transpose_x=True with x already transposed""")
+
+    def test_legal_twins_transpose_on_the_vector_engine_or_pass_transpose_x(self):
+        def vector(data, res, bias):
+            res[0:32, 0:32] = lnl.copy(lisa.nc_transpose(data[0:32, 0:32], engine=lisa.vector_engine))
+
+        def transposed(data, res, bias):
+            res[...] = lnl.copy(lnl.matmul(data, data, transpose_x=True))
+
+        a = f32(128, 128)
+        np.testing.assert_array_equal(self._allocated(vector)(a)[0:32, 0:32], a[0:32, 0:32].T)
+        np.testing.assert_allclose(self._allocated(transposed)(a), a.T @ a, rtol=1e-4, atol=1e-3)

@@ -18,7 +18,7 @@ def activation(op: Any, data: NKITensor, *, bias: Any = None, scale: Any = 1.0, 
                reduce_res: Optional[NKITensor] = None, reduce_cmd: Any = None, dtype: Any = None, mask: Any = None,
                dst: Optional[NKITensor] = None, api: str = "activation") -> Optional[NKITensor]:
     check_tile(data, api, "data")
-    _instr.check_activation(data, bias, scale, api, runtime.current().dialect)
+    _instr.check_activation(data, bias, scale, api, runtime.current())
     name = op_name(op)
     if name not in UNARY:
         fail("err_unsupported_activation", f"'{name}' is not an activation function of the Scalar engine")

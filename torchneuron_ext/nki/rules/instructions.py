@@ -9,13 +9,14 @@
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
 from .. import dtypes
 from ..errors import fail
 from ..memory import psum, sbuf
+from . import allocation as _allocation
 
 __all__ = ["check_activation", "check_transpose"]
 
@@ -26,7 +27,9 @@ def _is_tile(x: Any) -> bool:
     return hasattr(x, "storage") and hasattr(x, "shape")
 
 
-def check_activation(data: Any, bias: Any, scale: Any, api: str, dialect: Optional[str]) -> None:
+def check_activation(data: Any, bias: Any, scale: Any, api: str, launch: Any) -> None:
+    dialect = launch.dialect
+    _allocation.check_allocated_activation(launch, bias, api)
     if _is_tile(scale):
         p = data.shape[0] if _is_tile(data) and data.shape else None
         free = int(np.prod(scale.shape[1:])) if len(scale.shape) > 1 else 1
@@ -47,8 +50,10 @@ def check_activation(data: Any, bias: Any, scale: Any, api: str, dialect: Option
         # NKI 0.2 refuses only tfloat32, which the simulator stores as float32 and cannot tell apart.
 
 
-def check_transpose(data: Any, dst: Any, engine: str, api: str) -> None:
+def check_transpose(data: Any, dst: Any, engine: str, api: str, launch: Any) -> None:
     """NKI 0.2's ``nc_transpose(dst, data)``; the legacy form returns its result and has no ``dst``."""
+    if api == "nc_transpose":
+        _allocation.check_allocated_transpose(launch, engine, api)
     if dst is None or api != "nc_transpose" or not _is_tile(data):
         return
     if engine != "vector":
