@@ -410,3 +410,61 @@ Unsupported transpose case in allocated NKI kernels: 'matmul' transposes on the 
         a = f32(128, 128)
         np.testing.assert_array_equal(self._allocated(vector)(a)[0:32, 0:32], a[0:32, 0:32].T)
         np.testing.assert_allclose(self._allocated(transposed)(a), a.T @ a, rtol=1e-4, atol=1e-3)
+
+
+class TestIndexAndApiRules(TestCase):
+    def test_control_flow_on_arange(self):
+        @lnki.jit
+        def k(a):
+            out = lnl.ndarray((1, 64), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            i1 = lnl.arange(64)[None, :]
+            if i1 > 32:
+                lnl.store(out[0, i1], lnl.load(a[0, i1]))
+            return out
+
+        self.assertExpectedInline(report(k, f32(1, 64)), """\
+err_control_flow_condition_depending_on_arange at def+4: if i1 > 32:
+Control-flow depending on `nl.arange` or `nl.mgrid` is not supported: an NKI index expression or mask has no single truth value; combine masks with '&' and '|', not 'and'/'or', and pass them as mask=""")
+
+    def test_legal_twin_uses_a_mask(self):
+        @lnki.jit
+        def k(a):
+            out = lnl.ndarray((1, 64), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            i1 = lnl.arange(64)[None, :]
+            lnl.store(out[0, i1], lnl.load(a[0, i1]))
+            lnl.store(out[0, i1], lnl.multiply(lnl.load(a[0, i1]), 2.0), mask=(i1 > 32))
+            return out
+
+        a = f32(1, 64)
+        np.testing.assert_allclose(k(a), np.where(np.arange(64) > 32, a * 2, a))
+
+    def test_assignment_into_an_index(self):
+        @lnki.jit
+        def k(a):
+            _, x = lnl.mgrid[0:1, 0:8]
+            x[0, 5] = 1024
+            return a
+
+        self.assertExpectedInline(report(k, f32(1, 8)), """\
+err_cannot_assign_to_index at def+3: x[0, 5] = 1024
+An `index` or `mask` tensor does not support item assignment: make a tile of it first with nisa.iota(...) and assign into that""")
+
+    def test_legal_twin_assigns_into_an_iota_tile(self):
+        @lnki.jit
+        def k(a):
+            out = lnl.ndarray((1, 8), dtype=lnl.uint32, buffer=lnl.shared_hbm)
+            _, x = lnl.mgrid[0:1, 0:8]
+            y = lisa.iota(x, dtype=lnl.uint32)
+            y[0, 5] = 1024
+            lnl.store(out, y)
+            return out
+
+        expected = np.arange(8, dtype=np.uint32)[None, :]
+        expected[0, 5] = 1024
+        np.testing.assert_array_equal(k(f32(1, 8)), expected)
+
+    def test_nki_api_outside_of_a_kernel(self):
+        with pytest.raises(RuntimeError) as info:  # a RuntimeError as before, and an NKIError with the code
+            lnl.zeros((128, 4), dtype=lnl.float32)
+        assert isinstance(info.value, NKIError)
+        self.assertExpectedInline(f"{info.value.code}: {info.value.source_line.strip()}", """err_nki_api_outside_of_nki_kernel: lnl.zeros((128, 4), dtype=lnl.float32)""")

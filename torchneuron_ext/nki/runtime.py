@@ -19,7 +19,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from . import cost_model, dtypes
-from .errors import NKIError, _is_internal, _kernel_location, fail
+from .errors import NKIError, NKIOutsideKernelError, _is_internal, _kernel_location, fail
 from .memory import Buffer, Target, default_target, psum, sbuf, shared_hbm
 
 _state = threading.local()
@@ -479,9 +479,10 @@ def _fill(array: np.ndarray, fill: Any) -> None:
 def current() -> Launch:
     launch = getattr(_state, "launch", None)
     if launch is None:
-        raise RuntimeError(
-            "this NKI API can only be used while a kernel runs: decorate the function with @nki.jit and call "
-            "it (or use nki.simulate_kernel)")
+        raise NKIOutsideKernelError(  # a RuntimeError too
+            "err_nki_api_outside_of_nki_kernel",
+            "Calling NKI API outside of NKI kernels is not supported: decorate the function with @nki.jit and "
+            "call it (or use nki.simulate_kernel)", frame=sys._getframe(1))
     return launch
 
 

@@ -11,6 +11,9 @@ launch where it is about values:
   annotated ``nt.mutable_tensor`` (kernels that return nothing are the older style whose outputs are
   parameters). Reported at the first write.
 - ``err_tensor_output_not_written_to``: a kernel returns an HBM tensor it created and never wrote.
+- ``err_control_flow_condition_depending_on_arange``: ``if``/``while``/``and``/``or`` on an ``nl.arange`` /
+  ``nl.mgrid`` expression or a mask made from one (use ``mask=``).
+- ``err_cannot_assign_to_index``: item assignment into an index expression (``nisa.iota`` makes a tile).
 
 NKI 0.2 runs kernels as Python (fully unrolled loops, Python scopes): these rules are the legacy
 dialect's only.
@@ -20,15 +23,16 @@ from __future__ import annotations
 import ast
 import inspect
 import linecache
+import sys
 import textwrap
 import types
 from typing import Any, Callable, Iterable, Optional
 
-from ..errors import NKIError
+from ..errors import NKIError, NKITypeError, _is_internal
 from ..typing import is_mutable
 from . import dependencies as _deps
 
-__all__ = ["begin", "end", "scope_violation"]
+__all__ = ["begin", "end", "scope_violation", "index_truth_value", "index_item_assignment"]
 
 _NKI_MODULES = ("torchneuron_ext.nki", "neuronxcc.nki", "nki.")
 _SCOPE_CACHE: "dict[Any, Optional[tuple]]" = {}
@@ -267,3 +271,23 @@ def _return_location(func: Callable) -> Optional[tuple]:
     returns = [n for n in _walk_no_functions(tree.body[0]) if isinstance(n, ast.Return)] if tree.body else []
     line = (max(n.lineno for n in returns) if returns else 1) + first - 1
     return code.co_filename, line, code.co_name, linecache.getline(code.co_filename, line) or None
+
+
+# -- Python operations on index expressions, and APIs outside kernels -----------------------------------
+
+def index_truth_value() -> None:
+    """``IndexExpr.__bool__``: control flow cannot depend on an index expression or a mask."""
+    raise NKITypeError("err_control_flow_condition_depending_on_arange",
+                       "Control-flow depending on `nl.arange` or `nl.mgrid` is not supported: an NKI index "
+                       "expression or mask has no single truth value; combine masks with '&' and '|', not "
+                       "'and'/'or', and pass them as mask=", frame=sys._getframe(2))
+
+
+def index_item_assignment() -> None:
+    """``IndexExpr.__setitem__`` from a kernel (the simulator's own code may fill index arrays)."""
+    caller = sys._getframe(2)
+    if not _is_internal(caller.f_code.co_filename):
+        raise NKITypeError("err_cannot_assign_to_index",
+                           "An `index` or `mask` tensor does not support item assignment: make a tile of it "
+                           "first with nisa.iota(...) and assign into that", frame=caller)
+
