@@ -468,3 +468,28 @@ An `index` or `mask` tensor does not support item assignment: make a tile of it 
             lnl.zeros((128, 4), dtype=lnl.float32)
         assert isinstance(info.value, NKIError)
         self.assertExpectedInline(f"{info.value.code}: {info.value.source_line.strip()}", """err_nki_api_outside_of_nki_kernel: lnl.zeros((128, 4), dtype=lnl.float32)""")
+
+    def test_gpsimd_cannot_access_psum(self):
+        import torchneuron_ext.nki as nki
+        import torchneuron_ext.nki.isa as nisa
+        import torchneuron_ext.nki.language as nl
+
+        def kernel(engine):
+            @nki.jit
+            def k(a):
+                out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+                t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+                nisa.dma_copy(dst=t, src=a)
+                p = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.psum)
+                nisa.tensor_copy(dst=p, src=t, engine=engine)
+                r = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+                nisa.tensor_copy(dst=r, src=p)
+                nisa.dma_copy(dst=out, src=r)
+                return out
+            return k
+
+        a = f32(128, 64)
+        self.assertExpectedInline(report(kernel(nisa.gpsimd_engine), a), """\
+err_unsupported_memory at def+6: nisa.tensor_copy(dst=p, src=t, engine=engine)
+Expected operand 'dst' of 'tensor_copy' to be in address space 'sbuf', but got a tile in 'psum' instead: the GpSimd engine cannot access PSUM (choose the Vector or Scalar engine)""")
+        np.testing.assert_array_equal(kernel(nisa.vector_engine)(a), a)

@@ -16,6 +16,7 @@ from ..errors import fail
 from ..indexing import as_mask
 from ..memory import psum
 from ..rules import dependencies as _deps
+from ..rules import instructions as _instr
 from ..tensor import NKITensor
 from .operands import (broadcast_shape, charge, check_tile, dtype_of, emit, fit_mask, fp32, larger_than, mask_for,
                        quiet, result_dtype, same_partitions, shape_of, store_into, value_of)
@@ -245,6 +246,7 @@ def assign(dst: NKITensor, value: Any) -> None:
 def copy(src: NKITensor, *, dtype: Any = None, mask: Any = None, dst: Optional[NKITensor] = None,
          api: str = "copy", engine: str = "vector") -> Optional[NKITensor]:
     check_tile(src, api, "src")
+    _instr.check_engine_memory(engine, api, src=src, dst=dst)
     m = as_mask(mask)
     out_dtype = result_dtype(dtype, src.dtype)
     charge(engine if engine != "unknown" else "vector", api, src.shape)

@@ -6,6 +6,8 @@
   NKI 0.2 allows any dtype but tfloat32, which the simulator holds as float32).
 - ``nc_transpose`` (NKI 0.2's, with ``dst``): on the Tensor engine it reads SBUF and writes PSUM, and on
   either engine ``dst`` has the dtype of ``data`` (a transpose moves elements, it does not convert them).
+- GpSimd cannot access PSUM (``tensor_copy``, ``tensor_scalar``, ``tensor_tensor`` with
+  ``engine=nisa.gpsimd_engine``): ``err_unsupported_memory``.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from ..errors import fail
 from ..memory import psum, sbuf
 from . import allocation as _allocation
 
-__all__ = ["check_activation", "check_transpose"]
+__all__ = ["check_activation", "check_transpose", "check_engine_memory"]
 
 _LEGACY_BIAS_DTYPES = (dtypes.float32, dtypes.float16, dtypes.bfloat16)
 
@@ -70,3 +72,14 @@ def check_transpose(data: Any, dst: Any, engine: str, api: str, launch: Any) -> 
         fail("err_unsupported_dtype",
              f"'{api}' writes the elements of 'data' unchanged: dst must have data's dtype "
              f"{dtypes.name(data.dtype)}, got {dtypes.name(dst.dtype)} (copy with a cast afterwards)")
+
+
+def check_engine_memory(engine: str, api: str, **tiles: Any) -> None:
+    """The memories an instruction's engine can reach: GpSimd has no access to PSUM."""
+    if engine != "gpsimd":
+        return
+    for arg, tile in tiles.items():
+        if _is_tile(tile) and tile.buffer is psum:
+            fail("err_unsupported_memory",
+                 f"Expected operand '{arg}' of '{api}' to be in address space 'sbuf', but got a tile in 'psum' "
+                 f"instead: the GpSimd engine cannot access PSUM (choose the Vector or Scalar engine)")
