@@ -493,3 +493,53 @@ An `index` or `mask` tensor does not support item assignment: make a tile of it 
 err_unsupported_memory at def+6: nisa.tensor_copy(dst=p, src=t, engine=engine)
 Expected operand 'dst' of 'tensor_copy' to be in address space 'sbuf', but got a tile in 'psum' instead: the GpSimd engine cannot access PSUM (choose the Vector or Scalar engine)""")
         np.testing.assert_array_equal(kernel(nisa.vector_engine)(a), a)
+
+
+class TestIndirectAccessForms(TestCase):
+    def test_transpose_of_an_indirect_access(self):
+        @lnki.jit
+        def k(data, idx):
+            out = lnl.ndarray((64, 128), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            idx_tile = lnl.load(idx)
+            i_p, i_f = lnl.arange(128)[:, None], lnl.arange(64)[None, :]
+            lnl.store(out, lnl.load_transpose2d(data[idx_tile[i_p, 0], i_f]))
+            return out
+
+        self.assertExpectedInline(report(k, f32(256, 64), np.arange(128, dtype=np.int32)[:, None] * 2), """\
+err_indirect_indices_are_not_supported_with_nki_api at def+5: lnl.store(out, lnl.load_transpose2d(data[idx_tile[i_p, 0], i_f]))
+'dma_transpose' does not support tensors with indirect indices (a tile used as an index); gather with nl.load or nisa.dma_copy first, then transpose the tile""")
+
+    def test_legal_twin_gathers_with_load_then_transposes(self):
+        @lnki.jit
+        def k(data, idx):
+            out = lnl.ndarray((128, 64), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            idx_tile = lnl.load(idx)
+            i_p, i_f = lnl.arange(128)[:, None], lnl.arange(64)[None, :]
+            lnl.store(out, lnl.load(data[idx_tile[i_p, 0], i_f]))
+            return out
+
+        data, idx = f32(256, 64), np.arange(128, dtype=np.int32)[:, None] * 2
+        np.testing.assert_array_equal(k(data, idx), data[idx[:, 0]])
+
+    def test_assignment_copy_through_dynamic_indices(self):
+        def kernel(use_instruction):
+            @lnki.jit
+            def k(data, idx):
+                out = lnl.ndarray((8, 4), dtype=lnl.float32, buffer=lnl.shared_hbm)
+                data_tile = lnl.load(data)
+                idx_tile = lnl.load(idx)
+                out_sbuf = lnl.ndarray((8, 4), dtype=lnl.float32, buffer=lnl.sbuf)
+                iy, iz = lnl.mgrid[0:8, 0:4]
+                if use_instruction:
+                    out_sbuf[iy, iz] = lisa.tensor_copy_dynamic_src(data_tile[idx_tile[iy, 0], iz])
+                else:
+                    out_sbuf[iy, iz] = data_tile[idx_tile[iy, 0], iz]
+                lnl.store(out, out_sbuf)
+                return out
+            return k
+
+        data, idx = f32(16, 4), (np.arange(8, dtype=np.int32)[:, None] * 2 + 1)
+        self.assertExpectedInline(report(kernel(False), data, idx), """\
+err_copy_dynamic_indirect_indices_not_natively_supported at def+10: out_sbuf[iy, iz] = data_tile[idx_tile[iy, 0], iz]
+Copying indirect memory references with dynamic indices (a tile used as an index of an on-chip tensor) is not natively supported: use nisa.tensor_copy_dynamic_src(...)""")
+        np.testing.assert_array_equal(kernel(True)(data, idx), data[idx[:, 0]])

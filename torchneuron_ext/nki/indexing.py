@@ -29,6 +29,12 @@ class IndexExpr(np.ndarray):
         super().__setitem__(key, value)
 
 
+class TileIndex(IndexExpr):
+    """Indices read from a tile of more than one element: indirect access (gather/scatter). A (1, 1) tile
+    is a dynamic offset and stays an IndexExpr. Arithmetic with index expressions keeps the kind."""
+    __array_priority__ = 1.0
+
+
 def arange(*args: int) -> IndexExpr:
     """``nl.arange(stop)`` / ``nl.arange(start, stop)``: lift it with ``[:, None]`` or ``[None, :]``."""
     if len(args) not in (1, 2):

@@ -13,7 +13,7 @@ import numpy as np
 
 from . import dtypes
 from .errors import NKIUnsupportedError, fail
-from .indexing import DynSlice, IndexExpr
+from .indexing import DynSlice, IndexExpr, TileIndex
 from .memory import Buffer
 from .rules import dependencies as _deps
 
@@ -442,7 +442,7 @@ def _dynamic_index(t: "NKITensor") -> IndexExpr:
              "idx_tile = nl.load(idx_tensor[i_p])")
     if dtypes.is_float(t.dtype) or t.dtype == np.bool_:
         fail("err_unsupported_dtype", f"a tile used as an index must hold integers, got {dtypes.name(t.dtype)}")
-    return np.asarray(t.read(), dtype=np.int64).view(IndexExpr)
+    return np.asarray(t.read(), dtype=np.int64).view(TileIndex if t.arr.size > 1 else IndexExpr)
 
 
 def _mask_to(mask: np.ndarray, shape: tuple) -> np.ndarray:

@@ -10,6 +10,7 @@ from .. import dtypes, runtime
 from ..errors import fail
 from ..indexing import as_mask
 from ..memory import psum
+from ..rules import allocation as _alloc_rules
 from ..tensor import NKITensor
 from .elementwise import BINARY, op_name
 from .operands import check_tile, fp32, larger_than, mask_for, new_tile, quiet, result_dtype, store_into, value_of
@@ -140,6 +141,7 @@ def dma_transpose(src: NKITensor, *, axes: Any = None, dtype: Any = None, mask: 
     api = "dma_transpose"
     if not isinstance(src, NKITensor):
         raise TypeError(f"'{api}' needs an NKI tensor, got {type(src).__name__}")
+    _alloc_rules.check_no_indirect(runtime.current(), src, api)
     if src.buffer is psum:
         fail("err_unsupported_memory", f"Expected operand 'src' of '{api}' to be in 'hbm' or 'sbuf', but got a "
                                        f"tile in 'psum' instead")

@@ -15,6 +15,7 @@ from .. import dtypes, runtime
 from ..errors import fail
 from ..indexing import as_mask
 from ..memory import psum
+from ..rules import allocation as _alloc_rules
 from ..rules import dependencies as _deps
 from ..rules import instructions as _instr
 from ..tensor import NKITensor
@@ -217,6 +218,7 @@ def _fresh_result(value: Any) -> Optional[list]:
 def assign(dst: NKITensor, value: Any) -> None:
     """``t[idx] = value``: a copy with a cast to ``t``'s dtype; the value may broadcast up, not down. A value
     the previous instruction just produced is that instruction's output written into ``t`` (no copy)."""
+    _alloc_rules.check_assignment_source(runtime.current(), value)
     fresh = _fresh_result(value) if not dst.buffer.is_hbm else None
     vals = value_of(value)
     shape = np.shape(vals)

@@ -11,15 +11,23 @@
   on the Tensor engine (``nisa.nc_transpose`` on its default engine, ``nl.matmul`` without
   ``transpose_x=True``) are refused (``err_transpose_on_tensor_engine_not_allowed_in_allocated_kernel``):
   the kernel allocates its own identity matrix and calls ``nc_matmul``.
+
+The indirect-access forms the DMA engines accept (NKI 0.1): a tile of indices may index ``nl.load`` /
+``nl.store`` / ``nisa.dma_copy``, but not ``nl.load_transpose2d`` or ``nisa.dma_transpose``
+(``err_indirect_indices_are_not_supported_with_nki_api``), and an on-chip tensor indexed by a tile is not
+copied by assignment (``err_copy_dynamic_indirect_indices_not_natively_supported``: use
+``nisa.tensor_copy_dynamic_src``). NKI 0.2's ``dma_transpose`` has an indirect form of its own.
 """
 from __future__ import annotations
 
 from typing import Any, Optional
 
 from ..errors import fail
+from ..indexing import TileIndex
 from ..memory import Buffer
 
-__all__ = ["check_creation", "check_allocated_activation", "check_allocated_transpose", "is_allocated"]
+__all__ = ["check_creation", "check_allocated_activation", "check_allocated_transpose", "is_allocated",
+           "check_no_indirect", "check_assignment_source"]
 
 
 def _filled(fill: Any) -> bool:
@@ -65,3 +73,25 @@ def check_allocated_transpose(launch: Any, engine: str, api: str) -> None:
             else "use engine=nisa.vector_engine (up to 32x32), or nc_matmul against an identity matrix you allocate")
     fail("err_transpose_on_tensor_engine_not_allowed_in_allocated_kernel",
          f"Unsupported transpose case in allocated NKI kernels: '{api}' transposes on the Tensor engine; {hint}")
+
+
+def _indirect(tensor: Any) -> bool:
+    index = getattr(tensor, "index", None)
+    return index is not None and any(isinstance(a, TileIndex) for a in index)
+
+
+def check_no_indirect(launch: Any, tensor: Any, api: str) -> None:
+    """``nl.load_transpose2d`` / ``nisa.dma_transpose`` of NKI 0.1 take no indirect indices."""
+    if launch.dialect == "legacy" and _indirect(tensor):
+        fail("err_indirect_indices_are_not_supported_with_nki_api",
+             f"'{api}' does not support tensors with indirect indices (a tile used as an index); gather with "
+             f"nl.load or nisa.dma_copy first, then transpose the tile")
+
+
+def check_assignment_source(launch: Any, value: Any) -> None:
+    """``t[...] = sbuf_tensor[idx_tile, ...]``: the indices are known only at run time."""
+    if (launch.dialect == "legacy" and _indirect(value) and getattr(value, "buffer", None) is not None
+            and value.buffer.on_chip):
+        fail("err_copy_dynamic_indirect_indices_not_natively_supported",
+             "Copying indirect memory references with dynamic indices (a tile used as an index of an on-chip "
+             "tensor) is not natively supported: use nisa.tensor_copy_dynamic_src(...)")
