@@ -43,7 +43,7 @@ class _Loop:
 
     def __init__(self, where: str) -> None:
         self.iteration = 0
-        self.stamps: "weakref.WeakKeyDictionary[Any, np.ndarray]" = weakref.WeakKeyDictionary()
+        self.stamps: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()  # ndarray or _Pending
         self.where = where
 
 
@@ -188,17 +188,42 @@ def note_access(tensor: Any, writing: bool, mask: Any = None) -> None:
     for loop in stack:
         stamps = loop.stamps.get(storage)
         if stamps is None:
-            if not writing:
+            if writing:
+                # Most tensors written in an iteration are that iteration's own (they die with it): remember
+                # the views, and make stamps only when another iteration touches the tensor.
+                loop.stamps[storage] = _Pending(loop.iteration, arr)
+            continue
+        if isinstance(stamps, _Pending):
+            if stamps.iteration == loop.iteration:
+                if writing:
+                    stamps.views.append(arr)
                 continue
-            stamps = loop.stamps[storage] = np.zeros(base.size, dtype=np.uint16)
+            stamps = loop.stamps[storage] = stamps.materialize(base)
         view = _element_view(stamps, base, arr)
         if view is None:
             continue
-        earlier = view[(view != 0) & (view != loop.iteration)]
-        if earlier.size:
-            _raise(tensor, writing, loop, int(earlier.min()))
+        if view.any():
+            earlier = view[(view != 0) & (view != loop.iteration)]
+            if earlier.size:
+                _raise(tensor, writing, loop, int(earlier.min()))
         if writing:
             view[...] = loop.iteration
+
+
+class _Pending:
+    """The writes of one iteration to a tensor no other iteration has touched yet."""
+    __slots__ = ("iteration", "views")
+
+    def __init__(self, iteration: int, arr: np.ndarray) -> None:
+        self.iteration, self.views = iteration, [arr]
+
+    def materialize(self, base: np.ndarray) -> np.ndarray:
+        stamps = np.zeros(base.size, dtype=np.uint16)
+        for arr in self.views:
+            view = _element_view(stamps, base, arr)
+            if view is not None:
+                view[...] = self.iteration
+        return stamps
 
 
 def _raise(tensor: Any, writing: bool, loop: _Loop, iteration: int) -> None:
