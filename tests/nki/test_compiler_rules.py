@@ -22,7 +22,7 @@ def report(kernel, *args, **kwargs) -> str:
     with pytest.raises(NKIError) as info:
         kernel(*args, **kwargs)
     err = info.value
-    func = getattr(kernel, "func", kernel)
+    func = getattr(getattr(kernel, "kernel", kernel), "func", kernel)  # kernel, kernel[grid] or a function
     assert err.filename == __file__, str(err)
     line = err.lineno - func.__code__.co_firstlineno
     return f"{err.code} at def+{line}: {err.source_line.strip()}\n{err.message}"
@@ -98,6 +98,28 @@ Unexpected output dependencies: iteration 1 of the nl.affine_range loop at line 
         out, total = k(a, b)
         np.testing.assert_allclose(out, a.T @ b, rtol=1e-4, atol=1e-3)
         np.testing.assert_allclose(total[:, 0], a.reshape(2, 128, 128).sum(axis=(0, 2)), rtol=1e-4, atol=1e-4)
+
+    def test_spmd_instances_write_the_same_location(self):
+        @lnki.jit
+        def k(a):
+            out = lnl.ndarray((128, 64), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            lnl.store(out, lnl.load(a[0:128, :]))
+            return out
+
+        self.assertExpectedInline(report(k[2], f32(256, 64)), """\
+err_unexpected_output_dependencies at def+3: lnl.store(out, lnl.load(a[0:128, :]))
+Unexpected output dependencies: instance 1 of the launch grid writes a shared_hbm tensor of shape (128, 64) where instance 0 wrote it; the instances of an SPMD grid must write different locations (index with nl.program_id)""")
+
+    def test_legal_twin_instances_index_by_program_id(self):
+        @lnki.jit
+        def k(a):
+            out = lnl.ndarray((256, 64), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            rows = slice(lnl.program_id(0) * 128, (lnl.program_id(0) + 1) * 128)
+            lnl.store(out[rows, :], lnl.load(a[rows, :]))
+            return out
+
+        a = f32(256, 64)
+        np.testing.assert_array_equal(k[2](a), a)
 
     def test_new_dialect_affine_range_is_range(self):
         # NKI 0.2 made affine_range an alias of range: the rule is the legacy front end's.
@@ -213,7 +235,7 @@ class TestFrontEndRules(TestCase):
 
         self.assertExpectedInline(report(k, f32(128, 64), f32(128, 64)), """\
 err_local_variable_used_out_of_scope at def+8: lnl.store(out, tmp)
-Local variable 'tmp' is referenced outside of its parent scope: it is created inside a control block (line 208) and tensors are local to the block that creates them; create it before the block and assign with 'tmp[...] ='""")
+Local variable 'tmp' is referenced outside of its parent scope: it is created inside a control block (line 230) and tensors are local to the block that creates them; create it before the block and assign with 'tmp[...] ='""")
 
     def test_legal_twin_creates_the_tensor_before_the_block(self):
         @lnki.jit

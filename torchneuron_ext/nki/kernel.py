@@ -11,6 +11,7 @@ tensors, torch.compile), so the core runs and is tested without torch.
 from __future__ import annotations
 
 import functools
+import math
 import inspect
 import time
 from typing import Any, Callable, Optional
@@ -22,6 +23,7 @@ from .cost_model import Costs
 from .errors import fail
 from .indexing import iter_grid
 from .memory import TARGETS, Target, default_target
+from .rules import dependencies as _deps
 from .rules import frontend as _frontend
 from .runtime import Launch
 from .tensor import NKITensor
@@ -157,7 +159,7 @@ def launch(kernel: Kernel, grid: tuple, args: tuple, kwargs: dict) -> Any:
     with conv.launch_scope(kernel) as scope:
         t0 = time.perf_counter()
         with runtime.active(state), np.errstate(all="ignore"), blas_threads.single_threaded():
-            for index, pid in enumerate(iter_grid(grid)):
+            for index, pid in enumerate(_deps.grid_instances(iter_grid(grid), math.prod(grid), kernel.dialect)):
                 state.begin_instance(tuple(int(p) for p in pid), index)
                 value = kernel.func(*cargs, **ckwargs)
                 state.check_live_ranges()

@@ -21,13 +21,13 @@ from __future__ import annotations
 import sys
 import threading
 import weakref
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 import numpy as np
 
 from ..errors import _kernel_location, fail
 
-__all__ = ["AffineRange", "affine_range", "note_access", "reduction_target", "watch", "unwatch"]
+__all__ = ["AffineRange", "affine_range", "grid_instances", "note_access", "reduction_target", "watch", "unwatch"]
 
 _MAX_ITERATIONS = 0xFFFF
 
@@ -39,10 +39,10 @@ _count_lock = threading.Lock()
 
 class _Loop:
     """One execution of an affine loop: its current iteration and the stamps of what it wrote."""
-    __slots__ = ("iteration", "stamps", "where")
+    __slots__ = ("iteration", "stamps", "where", "unit")
 
-    def __init__(self, where: str) -> None:
-        self.iteration = 0
+    def __init__(self, where: str, unit: str) -> None:
+        self.iteration, self.unit = 0, unit
         self.stamps: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()  # ndarray or _Pending
         self.where = where
 
@@ -74,23 +74,34 @@ class AffineRange:
         return f"affine_range({self.range.start}, {self.range.stop}, {self.range.step})"
 
     def __iter__(self) -> Iterator[int]:
-        global active
         if len(self.range) > _MAX_ITERATIONS:
-            yield from self.range
-            return
-        loop = _Loop(self.where)
-        stack = _stack()
-        stack.append(loop)
+            return iter(self.range)
+        return _tracked(self.range, f"the nl.affine_range loop at {self.where}", "iteration")
+
+
+def _tracked(values: Iterable[Any], where: str, unit: str) -> Iterator[Any]:
+    global active
+    loop = _Loop(where, unit)
+    stack = _stack()
+    stack.append(loop)
+    with _count_lock:
+        active += 1
+    try:
+        for n, value in enumerate(values):
+            loop.iteration = n + 1  # 0 in the stamps: never written
+            yield value
+    finally:
         with _count_lock:
-            active += 1
-        try:
-            for n, i in enumerate(self.range):
-                loop.iteration = n + 1  # 0 in the stamps: never written
-                yield i
-        finally:
-            with _count_lock:
-                active -= 1
-            stack.remove(loop)
+            active -= 1
+        stack.remove(loop)
+
+
+def grid_instances(program_ids: Iterable[tuple], size: int, dialect: Optional[str]) -> Iterable[tuple]:
+    """The instances of a legacy SPMD grid are independent like affine iterations (AWS's error page: they
+    may run in parallel, so each writes its own part of the outputs)."""
+    if dialect != "legacy" or size < 2 or size > _MAX_ITERATIONS:
+        return program_ids
+    return _tracked(program_ids, "the launch grid", "instance")
 
 
 def affine_range(rng: range, dialect: Optional[str]) -> Any:
@@ -230,7 +241,9 @@ def _raise(tensor: Any, writing: bool, loop: _Loop, iteration: int) -> None:
     name = f"'{tensor.name}'" if tensor.name else f"a {tensor.buffer.name} tensor of shape {tensor.storage.array.shape}"
     what = "writes" if writing else "reads"
     fail("err_unexpected_output_dependencies",
-         f"Unexpected output dependencies: iteration {loop.iteration - 1} of the nl.affine_range loop at "
-         f"{loop.where} {what} {name} where iteration {iteration - 1} wrote it; affine_range iterations must "
-         f"be independent (index the tensor with the loop variable, accumulate with '+=', or use "
-         f"nl.sequential_range)")
+         f"Unexpected output dependencies: {loop.unit} {loop.iteration - 1} of {loop.where} {what} {name} where "
+         f"{loop.unit} {iteration - 1} wrote it; "
+         + ("the instances of an SPMD grid must write different locations (index with nl.program_id)"
+            if loop.unit == "instance" else
+            "affine_range iterations must be independent (index the tensor with the loop variable, accumulate "
+            "with '+=', or use nl.sequential_range)"))
