@@ -543,6 +543,19 @@ err_indirect_indices_are_not_supported_with_nki_api at def+5: lnl.store(out, lnl
         data, idx = f32(256, 64), np.arange(128, dtype=np.int32)[:, None] * 2
         np.testing.assert_array_equal(k(data, idx), data[idx[:, 0]])
 
+    def test_indirect_indices_on_a_free_dimension(self):
+        @lnki.jit
+        def k(data, idx):
+            out = lnl.ndarray((128, 64), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            idx_tile = lnl.load(idx)
+            i_p, i_f = lnl.arange(128)[:, None], lnl.arange(64)[None, :]
+            lnl.store(out, lnl.load(data[i_p, idx_tile[0, i_f]]))
+            return out
+
+        self.assertExpectedInline(report(k, f32(128, 256), np.arange(64, dtype=np.int32)[None, :] * 2), """\
+err_indirect_indices_free_dim at def+5: lnl.store(out, lnl.load(data[i_p, idx_tile[0, i_f]]))
+Dynamic indexing for 'load' only supports indirect indices on the partition or block dimension, but the index tile of axis 1 varies along a free dimension (shape (1, 64)); index with a (P, 1) column of indices, e.g. t[idx_tile[i_p, 0], i_f]""")
+
     def test_assignment_copy_through_dynamic_indices(self):
         def kernel(use_instruction):
             @lnki.jit

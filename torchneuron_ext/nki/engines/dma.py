@@ -25,6 +25,7 @@ def load(src: NKITensor, *, mask: Any = None, dtype: Any = None, dst: Optional[N
         fail("err_unsupported_memory",
              f"Expected operand 'src' of '{api}' to be in address space 'hbm', but got a tile in "
              f"'{src.buffer.name}' instead")
+    _alloc_rules.check_indirect_axis(runtime.current(), src, api)
     m = as_mask(mask)
     vals = src.read(m)
     out_dtype = result_dtype(dtype, src.dtype)
@@ -56,6 +57,7 @@ def store(dst: NKITensor, value: Any, *, mask: Any = None, api: str = "store") -
         where = dst.buffer.name if isinstance(dst, NKITensor) else type(dst).__name__
         fail("err_unsupported_memory",
              f"Expected operand 'dst' of '{api}' to be in address space 'hbm', but got a tile in '{where}' instead")
+    _alloc_rules.check_indirect_axis(runtime.current(), dst, api)
     m = as_mask(mask)
     if isinstance(value, NKITensor):
         check_tile(value, api, "value")

@@ -16,7 +16,9 @@ The indirect-access forms the DMA engines accept (NKI 0.1): a tile of indices ma
 ``nl.store`` / ``nisa.dma_copy``, but not ``nl.load_transpose2d`` or ``nisa.dma_transpose``
 (``err_indirect_indices_are_not_supported_with_nki_api``), and an on-chip tensor indexed by a tile is not
 copied by assignment (``err_copy_dynamic_indirect_indices_not_natively_supported``: use
-``nisa.tensor_copy_dynamic_src``). NKI 0.2's ``dma_transpose`` has an indirect form of its own.
+``nisa.tensor_copy_dynamic_src``), and ``nl.load``/``nl.store`` index indirectly only along the partition
+(or block) dimension (``err_indirect_indices_free_dim``). NKI 0.2's ``dma_transpose`` has an indirect form
+of its own.
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ from ..indexing import TileIndex
 from ..memory import Buffer
 
 __all__ = ["check_creation", "check_allocated_activation", "check_allocated_transpose", "is_allocated",
-           "check_no_indirect", "check_assignment_source"]
+           "check_no_indirect", "check_assignment_source", "check_indirect_axis"]
 
 
 def _filled(fill: Any) -> bool:
@@ -95,3 +97,15 @@ def check_assignment_source(launch: Any, value: Any) -> None:
         fail("err_copy_dynamic_indirect_indices_not_natively_supported",
              "Copying indirect memory references with dynamic indices (a tile used as an index of an on-chip "
              "tensor) is not natively supported: use nisa.tensor_copy_dynamic_src(...)")
+
+
+def check_indirect_axis(launch: Any, tensor: Any, api: str) -> None:
+    """NKI 0.1 ``nl.load``/``nl.store``: a tile of indices may only walk the partitions of the access."""
+    if launch.dialect != "legacy" or not _indirect(tensor):
+        return
+    for axis, a in enumerate(tensor.index):
+        if isinstance(a, TileIndex) and any(n != 1 for n in a.shape[1:]):
+            fail("err_indirect_indices_free_dim",
+                 f"Dynamic indexing for '{api}' only supports indirect indices on the partition or block "
+                 f"dimension, but the index tile of axis {axis} varies along a free dimension (shape "
+                 f"{tuple(a.shape)}); index with a (P, 1) column of indices, e.g. t[idx_tile[i_p, 0], i_f]")
