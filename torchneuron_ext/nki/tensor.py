@@ -7,6 +7,7 @@ that a masked access can leave out-of-bounds positions alone. Reading and writin
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
@@ -442,7 +443,7 @@ def _dynamic_index(t: "NKITensor") -> IndexExpr:
              "idx_tile = nl.load(idx_tensor[i_p])")
     if dtypes.is_float(t.dtype) or t.dtype == np.bool_:
         fail("err_unsupported_dtype", f"a tile used as an index must hold integers, got {dtypes.name(t.dtype)}")
-    return np.asarray(t.read(), dtype=np.int64).view(TileIndex if t.arr.size > 1 else IndexExpr)
+    return np.asarray(t.read(), dtype=np.int64).view(TileIndex if math.prod(t.shape) > 1 else IndexExpr)
 
 
 def _mask_to(mask: np.ndarray, shape: tuple) -> np.ndarray:
