@@ -77,7 +77,7 @@ def attention_new(q, k, v, scale=None):
     for j in range(sk // B):
         k_blk = nl.ndarray((B, d), dtype=k.dtype, buffer=nl.sbuf)
         nisa.dma_copy(dst=k_blk, src=k[j * B:(j + 1) * B, :])
-        kT_ps = nl.ndarray((d, B), dtype=nl.float32, buffer=nl.psum)
+        kT_ps = nl.ndarray((d, B), dtype=k.dtype, buffer=nl.psum)  # a transpose keeps the dtype
         nisa.nc_transpose(dst=kT_ps, data=k_blk)
         nisa.tensor_copy(dst=kT[:, j * B:(j + 1) * B], src=kT_ps)
         v_blk = nl.ndarray((B, d), dtype=v.dtype, buffer=nl.sbuf)
@@ -86,7 +86,7 @@ def attention_new(q, k, v, scale=None):
     for i in range(sq // B):
         q_blk = nl.ndarray((B, d), dtype=q.dtype, buffer=nl.sbuf)
         nisa.dma_copy(dst=q_blk, src=q[i * B:(i + 1) * B, :])
-        qT_ps = nl.ndarray((d, B), dtype=nl.float32, buffer=nl.psum)
+        qT_ps = nl.ndarray((d, B), dtype=q.dtype, buffer=nl.psum)
         nisa.nc_transpose(dst=qT_ps, data=q_blk)
         qT = nl.ndarray((d, B), dtype=q.dtype, buffer=nl.sbuf)
         nisa.tensor_copy(dst=qT, src=qT_ps)
@@ -101,7 +101,7 @@ def attention_new(q, k, v, scale=None):
                                reduce_res=row_sum)
         acc = nl.ndarray((B, d), dtype=nl.float32, buffer=nl.psum)
         for j in range(sk // B):
-            pT_ps = nl.ndarray((B, B), dtype=nl.float32, buffer=nl.psum)
+            pT_ps = nl.ndarray((B, B), dtype=probs.dtype, buffer=nl.psum)
             nisa.nc_transpose(dst=pT_ps, data=probs[:, j * B:(j + 1) * B])
             pT = nl.ndarray((B, B), dtype=q.dtype, buffer=nl.sbuf)
             nisa.tensor_copy(dst=pT, src=pT_ps)

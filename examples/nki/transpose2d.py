@@ -47,7 +47,7 @@ def transpose_new(x):
             nc = min(B, cols - c0)
             block = nl.ndarray((B, B), dtype=x.dtype, buffer=nl.sbuf)
             nisa.dma_copy(dst=block[0:nr, 0:nc], src=x[r0:r0 + nr, c0:c0 + nc])
-            flipped = nl.ndarray((B, B), dtype=nl.float32, buffer=nl.psum)
+            flipped = nl.ndarray((B, B), dtype=x.dtype, buffer=nl.psum)  # a transpose keeps the dtype
             nisa.nc_transpose(dst=flipped[0:nc, 0:nr], data=block[0:nr, 0:nc])
             result = nl.ndarray((B, B), dtype=x.dtype, buffer=nl.sbuf)
             nisa.tensor_copy(dst=result[0:nc, 0:nr], src=flipped[0:nc, 0:nr])

@@ -525,12 +525,12 @@ def _psum_blocks_kernel(all_at_once: bool):
         t = lnl.load(a)
         acc = lnl.ndarray((16, lnl.par_dim(128), 512), dtype=lnl.float32, buffer=lnl.psum)  # 16 banks of blocks
         out = lnl.ndarray((128, 1), dtype=lnl.float32, buffer=lnl.sbuf)
-        for b in lnl.affine_range(16):
+        for b in lnl.sequential_range(16):  # `out` is rewritten in every iteration: not an affine loop
             acc[b] = lisa.nc_matmul(t[:, 0:128], t)
             if not all_at_once:
                 out[...] = lnl.copy(acc[b][:, 0:1])  # each block read right away: one bank at a time
         if all_at_once:
-            for b in lnl.affine_range(16):             # all sixteen blocks wanted together: > 8 banks
+            for b in lnl.sequential_range(16):             # all sixteen blocks wanted together: > 8 banks
                 out[...] = lnl.copy(acc[b][:, 0:1])
         return a
     return k
@@ -554,7 +554,7 @@ def test_an_instruction_result_assigned_to_a_tile_takes_no_memory_of_its_own():
             qk[b] = lisa.nc_matmul(t[:, 0:128], t)
         keep = lisa.nc_matmul(t[:, 0:128], t) if extra else None
         out = lnl.ndarray((128, 1), dtype=lnl.float32, buffer=lnl.sbuf)
-        for b in lnl.affine_range(8):
+        for b in lnl.sequential_range(8):  # `out` is rewritten in every iteration: not an affine loop
             out[...] = lnl.copy(qk[b][:, 0:1])
         if extra:
             out[...] = lnl.copy(keep[:, 0:1])

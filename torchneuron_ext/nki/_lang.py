@@ -14,6 +14,8 @@ from .errors import NKIUnsupportedError, fail
 from .indexing import DynSlice, as_mask, ds
 from .memory import hbm, private_hbm, psum, sbuf, shared_hbm
 from .runtime import tile_size
+from .rules import allocation as _alloc_rules
+from .rules import dependencies as _deps
 from .tensor import NKITensor
 
 bool_, int8, int16, int32 = _dt.bool_, _dt.int8, _dt.int16, _dt.int32
@@ -81,6 +83,7 @@ def _buffer(buffer: Any):
 def _allocate(shp: tuple, dtype: Any, buffer: Any, name: str, par_axis: int, fill: Any = "uninit") -> Any:
     from .compiler import DirectAllocation
     b = _buffer(buffer)
+    _alloc_rules.check_creation(shp, par_axis, b, fill, _rt.current().dialect)
     if isinstance(b, DirectAllocation):
         return _rt.current().allocate_direct(shp, _dt.as_dtype(dtype), b, name, par_axis, fill=fill)
     return _rt.current().allocate(shp, _dt.as_dtype(dtype), b, name, par_axis, fill=fill)
@@ -188,8 +191,8 @@ def static_cast(arr: np.ndarray, dtype: Any) -> np.ndarray:
 # steer the compiler's scheduling, which the simulator does not have; `lazy_initialization` on the creation
 # functions likewise only moves where the toolchain initialises a tensor, never its values.
 
-def affine_range(*args: int, directives: Any = None, precise_schedule: bool = False) -> range:
-    return range(*args)
+def affine_range(*args: int, directives: Any = None, precise_schedule: bool = False) -> Any:
+    return _deps.affine_range(range(*args), getattr(_rt.current_or_none(), "dialect", None))
 
 
 def sequential_range(*args: int, directives: Any = None, precise_schedule: bool = False) -> range:
@@ -367,6 +370,7 @@ def matmul(x: NKITensor, y: NKITensor, *, transpose_x: bool = False, mask: Any =
     """x @ y (or x.T @ y with transpose_x) into a new fp32 PSUM tile."""
     if not transpose_x:
         _eng.check_tile(x, "matmul", "x")
+        _alloc_rules.check_allocated_transpose(_rt.current(), "tensor", "matmul")
         pe = _rt.current().target.pe_array
         if x.ndim == 2 and (x.shape[0] > pe or x.shape[1] > pe):
             fail("err_size_of_dimension_exceed_arch_limit",

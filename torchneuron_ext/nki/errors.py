@@ -91,3 +91,12 @@ def fail(code: str, message: str) -> "NKIError":
 
 class NKIUnsupportedError(NotImplementedError):
     """A real NKI feature that this simulator does not model (yet); the message says what to use."""
+
+
+class NKITypeError(NKIError, TypeError):
+    """A rule broken by a Python operation that is a TypeError in Python too (the truth value of an index
+    expression, item assignment into one), so code catching either sees it."""
+
+
+class NKIOutsideKernelError(NKIError, RuntimeError):
+    """An NKI API called outside of a running kernel (``err_nki_api_outside_of_nki_kernel``)."""

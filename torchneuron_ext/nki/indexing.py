@@ -11,6 +11,8 @@ from typing import Any, Iterator, Optional
 
 import numpy as np
 
+from .rules import frontend as _frontend
+
 
 class IndexExpr(np.ndarray):
     """An integer index array produced by ``nl.arange``/``nl.mgrid`` and affine arithmetic on it."""
@@ -19,9 +21,18 @@ class IndexExpr(np.ndarray):
         pass
 
     def __bool__(self) -> bool:
-        raise TypeError(
-            "an NKI index expression or mask has no single truth value: combine masks with '&' and '|', "
-            "not 'and'/'or', and pass them as mask=")
+        _frontend.index_truth_value()  # raises err_control_flow_condition_depending_on_arange
+        return False
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        _frontend.index_item_assignment()  # a kernel may not (err_cannot_assign_to_index)
+        super().__setitem__(key, value)
+
+
+class TileIndex(IndexExpr):
+    """Indices read from a tile of more than one element: indirect access (gather/scatter). A (1, 1) tile
+    is a dynamic offset and stays an IndexExpr. Arithmetic with index expressions keeps the kind."""
+    __array_priority__ = 1.0
 
 
 def arange(*args: int) -> IndexExpr:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import inspect
 import time
 from typing import Any, Callable, Optional, Sequence
@@ -26,6 +27,8 @@ from .cost_model import Costs
 from .errors import NKIUnsupportedError, fail
 from .indexing import iter_grid
 from .memory import TARGETS, Target, default_target
+from .rules import dependencies as _deps
+from .rules import frontend as _frontend
 from .runtime import Launch
 from .tensor import NKITensor
 from .typing import is_mutable
@@ -158,6 +161,7 @@ def launch(kernel: Kernel, grid: tuple, args: tuple, kwargs: dict) -> Any:
     target = kernel.target or default_target()
     state = Launch(kernel.__name__, kernel.func, grid, kernel.dialect, target, conv.hbm_allocator())
     bound = _bind(kernel.func, cargs, ckwargs)
+    checked = _frontend.begin(kernel.func, kernel.dialect, bound.arguments)  # the front end's rules
     if conv.requires_grad:
         conv.check_autograd(kernel)
     result = None
@@ -166,7 +170,8 @@ def launch(kernel: Kernel, grid: tuple, args: tuple, kwargs: dict) -> Any:
         with runtime.active(state), np.errstate(all="ignore"), blas_threads.single_threaded():
             if state.concurrent():
                 result = state.run_cores(kernel.func, cargs, ckwargs)
-            for index, pid in enumerate(() if state.concurrent() else iter_grid(grid)):
+            for index, pid in enumerate(() if state.concurrent() else
+                                        _deps.grid_instances(iter_grid(grid), math.prod(grid), kernel.dialect)):
                 state.begin_instance(tuple(int(p) for p in pid), index)
                 value = kernel.func(*cargs, **ckwargs)
                 state.check_live_ranges()
@@ -176,6 +181,7 @@ def launch(kernel: Kernel, grid: tuple, args: tuple, kwargs: dict) -> Any:
         wall = time.perf_counter() - t0
         kernel.last_result = LaunchResult(state, wall, tuple(s.written for s in conv.storages))
         _check_mutable(kernel.func, bound, result)
+        _frontend.end(checked, result)
         scope.finish(state.costs)
     return out
 

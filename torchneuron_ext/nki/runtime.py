@@ -25,7 +25,7 @@ import numpy as np
 
 from . import cost_model, dtypes
 from .cores import CoreGroup
-from .errors import NKIError, _is_internal, _kernel_location, fail
+from .errors import NKIError, NKIOutsideKernelError, _is_internal, _kernel_location, fail
 from .memory import Buffer, Target, default_target, psum, sbuf, shared_hbm
 
 _state = threading.local()
@@ -552,9 +552,10 @@ def run_ranks(launches: "list[Launch]", calls: "list[tuple[tuple, dict]]", func:
 def current() -> Launch:
     launch = getattr(_state, "launch", None)
     if launch is None:
-        raise RuntimeError(
-            "this NKI API can only be used while a kernel runs: decorate the function with @nki.jit and call "
-            "it (or use nki.simulate_kernel)")
+        raise NKIOutsideKernelError(  # a RuntimeError too
+            "err_nki_api_outside_of_nki_kernel",
+            "Calling NKI API outside of NKI kernels is not supported: decorate the function with @nki.jit and "
+            "call it (or use nki.simulate_kernel)", frame=sys._getframe(1))
     return launch
 
 

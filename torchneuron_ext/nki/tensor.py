@@ -7,14 +7,16 @@ that a masked access can leave out-of-bounds positions alone. Reading and writin
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
 from . import dtypes
 from .errors import NKIUnsupportedError, fail
-from .indexing import DynSlice, IndexExpr
+from .indexing import DynSlice, IndexExpr, TileIndex
 from .memory import Buffer
+from .rules import dependencies as _deps
 
 
 class NKITensor:
@@ -285,6 +287,8 @@ class NKITensor:
 
     def read(self, mask: Optional[np.ndarray] = None) -> np.ndarray:
         """The values (a view when possible: do not write into it)."""
+        if _deps.active:
+            _deps.note_access(self, False)
         if self.storage.live is not None:
             self._touch()
         if self.index is None:
@@ -310,6 +314,8 @@ class NKITensor:
         becomes ``rmw(memory, values)`` (computed in fp32), each occurrence of a repeated index in turn, as
         the DMA engine's read-modify-write does."""
         self.storage.written = True
+        if _deps.active:
+            _deps.note_access(self, True, mask)
         if self.storage.live is not None:
             self._touch(reading=False)
         if self.storage.psum_defined is not None:
@@ -437,7 +443,7 @@ def _dynamic_index(t: "NKITensor") -> IndexExpr:
              "idx_tile = nl.load(idx_tensor[i_p])")
     if dtypes.is_float(t.dtype) or t.dtype == np.bool_:
         fail("err_unsupported_dtype", f"a tile used as an index must hold integers, got {dtypes.name(t.dtype)}")
-    return np.asarray(t.read(), dtype=np.int64).view(IndexExpr)
+    return np.asarray(t.read(), dtype=np.int64).view(TileIndex if math.prod(t.shape) > 1 else IndexExpr)
 
 
 def _mask_to(mask: np.ndarray, shape: tuple) -> np.ndarray:

@@ -6,6 +6,7 @@ import torchneuron_ext.nki.isa as nisa_new
 import torchneuron_ext.nki.language as nl_new
 import torchneuron_ext.nki.legacy as nki
 import torchneuron_ext.nki.legacy.language as nl
+import torchneuron_ext.nki.legacy.typing as nt
 
 P = 128
 
@@ -30,8 +31,8 @@ def add_into(a, b, c_out):
 
 
 @nki.jit
-def scale_(a, factor):
-    """Updates ``a`` in place (a *= factor) and returns it."""
+def scale_(a: nt.mutable_tensor, factor):
+    """Updates ``a`` in place (a *= factor) and returns it (the legacy front end wants the annotation)."""
     for i in nl.affine_range(a.shape[0] // P):
         rows = slice(i * P, (i + 1) * P)
         nl.store(a[rows, :], value=nl.load(a[rows, :]) * factor)
@@ -39,7 +40,7 @@ def scale_(a, factor):
 
 
 @nki.jit
-def axpy_(y, x, alpha):
+def axpy_(y: nt.mutable_tensor, x, alpha):
     """y += alpha * x in place, and also returns alpha * x as a new tensor."""
     ax = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
     for i in nl.affine_range(x.shape[0] // P):

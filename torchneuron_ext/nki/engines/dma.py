@@ -10,6 +10,7 @@ from .. import dtypes, runtime
 from ..errors import fail
 from ..indexing import as_mask
 from ..memory import psum
+from ..rules import allocation as _alloc_rules
 from ..tensor import NKITensor
 from .elementwise import BINARY, op_name
 from .operands import check_tile, fp32, larger_than, mask_for, new_tile, quiet, result_dtype, store_into, value_of
@@ -24,6 +25,7 @@ def load(src: NKITensor, *, mask: Any = None, dtype: Any = None, dst: Optional[N
         fail("err_unsupported_memory",
              f"Expected operand 'src' of '{api}' to be in address space 'hbm', but got a tile in "
              f"'{src.buffer.name}' instead")
+    _alloc_rules.check_indirect_axis(runtime.current(), src, api)
     m = as_mask(mask)
     vals = src.read(m)
     out_dtype = result_dtype(dtype, src.dtype)
@@ -55,6 +57,7 @@ def store(dst: NKITensor, value: Any, *, mask: Any = None, api: str = "store") -
         where = dst.buffer.name if isinstance(dst, NKITensor) else type(dst).__name__
         fail("err_unsupported_memory",
              f"Expected operand 'dst' of '{api}' to be in address space 'hbm', but got a tile in '{where}' instead")
+    _alloc_rules.check_indirect_axis(runtime.current(), dst, api)
     m = as_mask(mask)
     if isinstance(value, NKITensor):
         check_tile(value, api, "value")
@@ -140,6 +143,7 @@ def dma_transpose(src: NKITensor, *, axes: Any = None, dtype: Any = None, mask: 
     api = "dma_transpose"
     if not isinstance(src, NKITensor):
         raise TypeError(f"'{api}' needs an NKI tensor, got {type(src).__name__}")
+    _alloc_rules.check_no_indirect(runtime.current(), src, api)
     if src.buffer is psum:
         fail("err_unsupported_memory", f"Expected operand 'src' of '{api}' to be in 'hbm' or 'sbuf', but got a "
                                        f"tile in 'psum' instead")

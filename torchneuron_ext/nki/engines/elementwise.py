@@ -15,6 +15,9 @@ from .. import dtypes, runtime
 from ..errors import fail
 from ..indexing import as_mask
 from ..memory import psum
+from ..rules import allocation as _alloc_rules
+from ..rules import dependencies as _deps
+from ..rules import instructions as _instr
 from ..tensor import NKITensor
 from .operands import (broadcast_shape, charge, check_tile, dtype_of, emit, fit_mask, fp32, larger_than, mask_for,
                        quiet, result_dtype, same_partitions, shape_of, store_into, value_of)
@@ -170,6 +173,7 @@ def accumulate(ref: NKITensor, op: str, other: Any) -> None:
     """``t += x`` (and -=, *=, /=): an engine op whose destination is ``t``; PSUM accumulates in fp32."""
     if ref.buffer.is_hbm:
         fail("err_unsupported_memory", f"in-place '{op}' on an HBM tensor: compute on tiles, then nl.store")
+    _deps.reduction_target(ref)  # an associative reduction is no affine_range dependency
     valid = other._valid if isinstance(other, NKITensor) else None
     fresh = _fresh_result(other)
     o = fp32(value_of(other))
@@ -214,6 +218,7 @@ def _fresh_result(value: Any) -> Optional[list]:
 def assign(dst: NKITensor, value: Any) -> None:
     """``t[idx] = value``: a copy with a cast to ``t``'s dtype; the value may broadcast up, not down. A value
     the previous instruction just produced is that instruction's output written into ``t`` (no copy)."""
+    _alloc_rules.check_assignment_source(runtime.current(), value)
     fresh = _fresh_result(value) if not dst.buffer.is_hbm else None
     vals = value_of(value)
     shape = np.shape(vals)
@@ -243,6 +248,7 @@ def assign(dst: NKITensor, value: Any) -> None:
 def copy(src: NKITensor, *, dtype: Any = None, mask: Any = None, dst: Optional[NKITensor] = None,
          api: str = "copy", engine: str = "vector") -> Optional[NKITensor]:
     check_tile(src, api, "src")
+    _instr.check_engine_memory(engine, api, src=src, dst=dst)
     m = as_mask(mask)
     out_dtype = result_dtype(dtype, src.dtype)
     charge(engine if engine != "unknown" else "vector", api, src.shape)

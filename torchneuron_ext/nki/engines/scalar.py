@@ -5,7 +5,9 @@ from typing import Any, Optional
 
 import numpy as np
 
+from .. import runtime
 from ..errors import fail
+from ..rules import instructions as _instr
 from ..indexing import as_mask
 from ..tensor import NKITensor
 from .elementwise import UNARY, op_name
@@ -16,6 +18,7 @@ def activation(op: Any, data: NKITensor, *, bias: Any = None, scale: Any = 1.0, 
                reduce_res: Optional[NKITensor] = None, reduce_cmd: Any = None, dtype: Any = None, mask: Any = None,
                dst: Optional[NKITensor] = None, api: str = "activation") -> Optional[NKITensor]:
     check_tile(data, api, "data")
+    _instr.check_activation(data, bias, scale, api, runtime.current())
     name = op_name(op)
     if name not in UNARY:
         fail("err_unsupported_activation", f"'{name}' is not an activation function of the Scalar engine")

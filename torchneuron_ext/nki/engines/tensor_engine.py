@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import dtypes, runtime
 from ..errors import fail, NKIUnsupportedError
+from ..rules import instructions as _instr
 from ..indexing import as_mask
 from ..memory import psum, sbuf
 from ..tensor import NKITensor
@@ -146,6 +147,7 @@ def transpose(data: NKITensor, *, engine: str = "tensor", dst: Optional[NKITenso
     input's positions; the result holds the transposed positions it covers. ``psum_result``: a new
     Tensor-engine result is an fp32 PSUM tile (the instruction), else an SBUF tile of ``dtype``."""
     check_tile(data, api, "data")
+    _instr.check_transpose(data, dst, engine, api, runtime.current())
     shape = data.shape
     p, f = shape[0], free_size(shape)
     target = runtime.current().target

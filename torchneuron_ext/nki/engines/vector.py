@@ -11,6 +11,7 @@ from .. import dtypes, runtime
 from ..errors import fail
 from ..indexing import as_mask
 from ..memory import Buffer, psum, sbuf
+from ..rules import instructions as _instr
 from ..tensor import NKITensor
 from .elementwise import BINARY, INT_BINARY, UNARY, copy, elementwise, op_name
 from .operands import (charge, check_tile, dtype_of, emit, fp32, free_size, mask_for, new_tile, operand_pair,
@@ -114,6 +115,7 @@ def tensor_tensor(data1: NKITensor, data2: NKITensor, op: Any, *, dtype: Any = N
                   dst: Optional[NKITensor] = None, engine: str = "vector") -> Optional[NKITensor]:
     api = "tensor_tensor"
     operand_pair(api, ("data1", data1), ("data2", data2))
+    _instr.check_engine_memory(engine, api, dst=dst)
     name = op_name(op)
     if (name == "power" or engine == "gpsimd") and psum in (data1.buffer, data2.buffer):
         fail("err_unsupported_memory", f"'{api}' with {name} runs on GpSimd, which cannot access PSUM")
@@ -127,6 +129,7 @@ def tensor_scalar(data: NKITensor, op0: Any, operand0: Any, reverse0: bool = Fal
                   dst: Optional[NKITensor] = None, engine: str = "vector") -> Optional[NKITensor]:
     api = "tensor_scalar"
     check_tile(data, api, "data")
+    _instr.check_engine_memory(engine, api, data=data, dst=dst)
     m = as_mask(mask)
     x = fp32(np.asarray(data.read(m))) if dtypes.is_float(data.dtype) else np.asarray(data.read(m))
     in_dtypes = [data.dtype]

@@ -1,0 +1,249 @@
+"""The legacy front end's rule that the iterations of ``nl.affine_range`` are independent.
+
+The NKI 0.1 compiler (``neuronxcc.nki``) may run the iterations of an ``affine_range`` loop in any order or
+in parallel, so an iteration must not write a location another iteration wrote, nor read what an earlier
+iteration wrote (``err_unexpected_output_dependencies``). Associative reductions are not dependencies in
+this sense (AWS's matmul tutorial): ``t += x`` and ``nl.loop_reduce`` into one tile, and matmul
+accumulation into PSUM. ``sequential_range`` allows every dependency. NKI 0.2 made ``affine_range`` an alias
+of ``range`` (fully unrolled), so the rule belongs to the legacy dialect only.
+
+How it is judged: while an affine loop of a legacy launch runs, every tensor access (NKITensor.read and
+.write call ``note_access``) stamps, per element of the tensor's allocation, the iteration that wrote it.
+An access to an element an earlier iteration of an enclosing affine loop wrote is the error. Stamps live
+as long as the loop, keyed weakly by allocation, so a tile that an iteration creates is new to the loop
+(even if Python reuses the address of an earlier one). Not judged: PSUM (matmul accumulation is its way of
+working), directly allocated tiles (one physical tile serves the logical tiles of many iterations by
+design), accesses through a bit-cast view or through indirect (tile-valued) indices, and loops of more
+than 65535 iterations (the stamps are 16-bit).
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import weakref
+from typing import Any, Callable, Iterable, Iterator, Optional
+
+import numpy as np
+
+from ..errors import _kernel_location, fail
+
+__all__ = ["AffineRange", "affine_range", "grid_instances", "note_access", "reduction_target", "watch", "unwatch"]
+
+_MAX_ITERATIONS = 0xFFFF
+
+_local = threading.local()
+# How many tracked loops run on any thread: the one check NKITensor.read/write pay when none does.
+active = 0
+_count_lock = threading.Lock()
+
+
+class _Loop:
+    """One execution of an affine loop: its current iteration and the stamps of what it wrote."""
+    __slots__ = ("iteration", "stamps", "where", "unit")
+
+    def __init__(self, where: str, unit: str) -> None:
+        self.iteration, self.unit = 0, unit
+        self.stamps: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()  # ndarray or _Pending
+        self.where = where
+
+
+def _stack() -> list:
+    stack = getattr(_local, "loops", None)
+    if stack is None:
+        stack = _local.loops = []
+    return stack
+
+
+class AffineRange:
+    """What ``nl.affine_range`` returns in the legacy dialect: a range whose iteration is tracked."""
+    __slots__ = ("range", "where")
+
+    def __init__(self, rng: range, where: str) -> None:
+        self.range, self.where = rng, where
+
+    def __len__(self) -> int:
+        return len(self.range)
+
+    def __getitem__(self, key: Any) -> Any:
+        return self.range[key]
+
+    def __contains__(self, value: Any) -> bool:
+        return value in self.range
+
+    def __repr__(self) -> str:
+        return f"affine_range({self.range.start}, {self.range.stop}, {self.range.step})"
+
+    def __iter__(self) -> Iterator[int]:
+        if len(self.range) > _MAX_ITERATIONS:
+            return iter(self.range)
+        return _tracked(self.range, f"the nl.affine_range loop at {self.where}", "iteration")
+
+
+def _tracked(values: Iterable[Any], where: str, unit: str) -> Iterator[Any]:
+    global active
+    loop = _Loop(where, unit)
+    stack = _stack()
+    stack.append(loop)
+    with _count_lock:
+        active += 1
+    try:
+        for n, value in enumerate(values):
+            loop.iteration = n + 1  # 0 in the stamps: never written
+            yield value
+    finally:
+        with _count_lock:
+            active -= 1
+        stack.remove(loop)
+
+
+def grid_instances(program_ids: Iterable[tuple], size: int, dialect: Optional[str]) -> Iterable[tuple]:
+    """The instances of a legacy SPMD grid are independent like affine iterations (AWS's error page: they
+    may run in parallel, so each writes its own part of the outputs)."""
+    if dialect != "legacy" or size < 2 or size > _MAX_ITERATIONS:
+        return program_ids
+    return _tracked(program_ids, "the launch grid", "instance")
+
+
+def affine_range(rng: range, dialect: Optional[str]) -> Any:
+    """The iterable ``nl.affine_range`` gives: tracked in a legacy launch, the plain range otherwise."""
+    if dialect != "legacy":
+        return rng
+    return AffineRange(rng, _caller_line())
+
+
+def _caller_line() -> str:
+    loc = _kernel_location(sys._getframe(2))
+    return f"line {loc[1]}" if loc is not None else "the kernel"
+
+
+def reduction_target(ref: Any) -> None:
+    """The instruction about to run is an associative reduction into ``ref`` (``t += x``, ``loop_reduce``):
+    its read and write of ``ref`` are not dependencies."""
+    if active:
+        _local.reducing = ref.storage
+
+
+def _element_view(stamps: np.ndarray, base: np.ndarray, arr: np.ndarray) -> Optional[np.ndarray]:
+    """The stamps of the elements ``arr`` (a view of ``base``) covers, as a strided view of ``stamps``."""
+    item = base.itemsize
+    if arr.itemsize != item or arr.dtype != base.dtype:
+        return None
+    offset = arr.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    if offset % item or any(s % item for s in arr.strides):
+        return None
+    first = offset // item
+    if first < 0 or first >= stamps.size and arr.size:
+        return None
+    sitem = stamps.itemsize
+    return np.lib.stride_tricks.as_strided(stamps[first:], shape=arr.shape,
+                                           strides=tuple(s // item * sitem for s in arr.strides))
+
+
+def _exempt(storage: Any) -> bool:
+    from ..memory import psum
+    from ..runtime import current_or_none
+    if storage.buffer is psum or storage.blocks is not None:
+        return True
+    launch = current_or_none()
+    if launch is None:
+        return True
+    direct = launch._direct_tiles
+    return bool(direct) and any(t is storage for t in direct.values())
+
+
+def watch(storages: "dict[Any, Any]", callback: Callable[[Any, Optional[tuple]], None]) -> None:
+    """Call ``callback(storage, kernel line)`` on every write to one of ``storages`` on this thread, until
+    ``unwatch`` (frontend.py: writes to a legacy kernel's immutable parameters)."""
+    global active
+    unwatch()
+    _local.watched = (set(storages), callback)
+    with _count_lock:
+        active += 1
+
+
+def unwatch() -> None:
+    global active
+    if getattr(_local, "watched", None) is not None:
+        _local.watched = None
+        with _count_lock:
+            active -= 1
+
+
+def note_access(tensor: Any, writing: bool, mask: Any = None) -> None:
+    """Called by NKITensor.read/.write while an affine loop runs or writes are watched: the dependency
+    check. Masked accesses (legacy ``mask=``) touch only part of the view and are left out rather than
+    judged on all of it."""
+    if writing:
+        watched = getattr(_local, "watched", None)
+        if watched is not None and tensor.storage in watched[0]:
+            watched[1](tensor.storage, _kernel_location(sys._getframe(1)))
+    stack = getattr(_local, "loops", None)
+    if not stack:
+        return
+    storage = tensor.storage
+    if getattr(_local, "reducing", None) is storage:
+        if writing:
+            _local.reducing = None
+        return
+    base = storage.array
+    if mask is not None or not base.flags.c_contiguous or _exempt(storage):
+        return
+    arr = tensor.arr
+    if tensor.index is not None:
+        slices = tensor._fast_slices()
+        if slices is None:
+            return
+        arr = arr[slices]
+    if not arr.size:
+        return
+    for loop in stack:
+        stamps = loop.stamps.get(storage)
+        if stamps is None:
+            if writing:
+                # Most tensors written in an iteration are that iteration's own (they die with it): remember
+                # the views, and make stamps only when another iteration touches the tensor.
+                loop.stamps[storage] = _Pending(loop.iteration, arr)
+            continue
+        if isinstance(stamps, _Pending):
+            if stamps.iteration == loop.iteration:
+                if writing:
+                    stamps.views.append(arr)
+                continue
+            stamps = loop.stamps[storage] = stamps.materialize(base)
+        view = _element_view(stamps, base, arr)
+        if view is None:
+            continue
+        if view.any():
+            earlier = view[(view != 0) & (view != loop.iteration)]
+            if earlier.size:
+                _raise(tensor, writing, loop, int(earlier.min()))
+        if writing:
+            view[...] = loop.iteration
+
+
+class _Pending:
+    """The writes of one iteration to a tensor no other iteration has touched yet."""
+    __slots__ = ("iteration", "views")
+
+    def __init__(self, iteration: int, arr: np.ndarray) -> None:
+        self.iteration, self.views = iteration, [arr]
+
+    def materialize(self, base: np.ndarray) -> np.ndarray:
+        stamps = np.zeros(base.size, dtype=np.uint16)
+        for arr in self.views:
+            view = _element_view(stamps, base, arr)
+            if view is not None:
+                view[...] = self.iteration
+        return stamps
+
+
+def _raise(tensor: Any, writing: bool, loop: _Loop, iteration: int) -> None:
+    name = f"'{tensor.name}'" if tensor.name else f"a {tensor.buffer.name} tensor of shape {tensor.storage.array.shape}"
+    what = "writes" if writing else "reads"
+    fail("err_unexpected_output_dependencies",
+         f"Unexpected output dependencies: {loop.unit} {loop.iteration - 1} of {loop.where} {what} {name} where "
+         f"{loop.unit} {iteration - 1} wrote it; "
+         + ("the instances of an SPMD grid must write different locations (index with nl.program_id)"
+            if loop.unit == "instance" else
+            "affine_range iterations must be independent (index the tensor with the loop variable, accumulate "
+            "with '+=', or use nl.sequential_range)"))
