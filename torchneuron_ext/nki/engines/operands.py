@@ -151,6 +151,8 @@ def store_into(dst: NKITensor, values: np.ndarray, api: str, mask: Optional[np.n
                 fail("err_shape_mismatch", f"'{api}' produces a result of shape {tuple(vals.shape)} that does "
                                            f"not fit a destination of shape {dst.shape}")
             vals = vals.reshape(dst.shape)
+    if dst._dyn is not None:
+        dst._refresh()  # a dynamic view: its flags are those of the elements its offsets pick now
     if dst.buffer is psum:
         dst.storage.started_flags(dst)[...] = False
     dst.write(vals, None if mask is None else mask_for(mask, dst.shape), skip=skip)
