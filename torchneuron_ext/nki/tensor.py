@@ -664,7 +664,7 @@ class NKITensor:
             scale //= new.itemsize
             if scalar_offset is not None:
                 _scalar_offset_source(scalar_offset, ".ap(scalar_offset=...)")
-                indirection = Indirection("scalar", scalar_offset, scale, what)
+                indirection = Indirection("scalar", scalar_offset, scale, ".ap(scalar_offset=...)")
             else:
                 if not self.buffer.is_hbm:
                     fail("err_unsupported_memory", f"{what}: vector_offset indexes an HBM tensor; this one is in "
@@ -676,8 +676,8 @@ class NKITensor:
                 if rows != counts[0]:
                     fail("err_shape_mismatch", f"{what}: vector_offset has {rows} rows but the pattern's first "
                                                f"pair counts {counts[0]}")
-                indirection = Indirection("vector", vector_offset, scale, what)
-        return self._derive(layout, dtype=new, indirection=indirection, replace=True, what=what)
+                indirection = Indirection("vector", vector_offset, scale, ".ap(vector_offset=...)")
+        return self._derive(layout, dtype=new, indirection=indirection, replace=True, what=".ap()")
 
     def indirect(self, index: "NKITensor", num_elem: Optional[int] = None) -> "NKITensor":
         raise NKIUnsupportedError(
