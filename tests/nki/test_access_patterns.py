@@ -433,3 +433,17 @@ view(float32) of a uint8 view with pattern [[64, 8], [1, 8]] at offset 1: sizes,
     def test_indirect_is_not_modelled(self):
         with self.assertRaisesRegex(nki.NKIUnsupportedError, "Tensor Indirection"):
             self.message(lambda a: a.indirect(_index_tile([0])))
+
+
+def test_ap_on_a_strided_argument_counts_row_major_elements() -> None:
+    """A kernel argument given as a transposed array: patterns address its elements in row-major order."""
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((3, 4), dtype=a.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=a.ap(pattern=[[8, 3], [2, 4]], offset=1))
+        return out, _copy_out(a.slice(1, 2, 6).permute((1, 0)))
+
+    a = f32(8, 6).T  # (6, 8), not C-contiguous
+    got, view = k(a)
+    np.testing.assert_array_equal(got, pattern_ref(a, [[8, 3], [2, 4]], 1))
+    np.testing.assert_array_equal(view, a[:, 2:6].T)

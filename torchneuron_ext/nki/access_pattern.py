@@ -115,6 +115,14 @@ def _base(array: np.ndarray) -> int:
 def layout_of(storage_array: np.ndarray, on_chip: bool, view: np.ndarray) -> Layout:
     """The layout of ``view``, a numpy view of ``storage_array`` (as made by basic indexing)."""
     size = view.dtype.itemsize
+    if not storage_array.flags.c_contiguous and not on_chip:
+        # A kernel argument given as a strided array: patterns count its elements in row-major order.
+        if view.shape == storage_array.shape and view.strides == storage_array.strides \
+                and _base(view) == _base(storage_array) and view.dtype == storage_array.dtype:
+            return Layout(0, tuple(view.shape), contiguous_strides(view.shape))
+        raise NKIUnsupportedError(
+            f"a view method or .ap() on a slice of a non-contiguous HBM tensor (shape {storage_array.shape}, byte "
+            f"strides {storage_array.strides}); call it on the tensor itself or pass a contiguous array")
     total, f, pstride = _geometry(storage_array, on_chip, view.dtype)
     padded = pstride != f * size
 
@@ -133,9 +141,36 @@ def layout_of(storage_array: np.ndarray, on_chip: bool, view: np.ndarray) -> Lay
     return Layout(elements(_base(view) - _base(storage_array)), tuple(view.shape), tuple(strides))
 
 
-def realize(storage_array: np.ndarray, on_chip: bool, dtype: np.dtype, layout: Layout) -> np.ndarray:
-    """A numpy view of the allocation's elements that ``layout`` addresses (bounds already checked)."""
+def realize(storage_array: np.ndarray, on_chip: bool, dtype: np.dtype, layout: Layout
+            ) -> "tuple[np.ndarray, Optional[tuple]]":
+    """The (array, index arrays) of the allocation's elements ``layout`` addresses (bounds already checked):
+    a strided numpy view, or for an HBM tensor whose memory is not row-major (a kernel argument given as a
+    strided array) the elements' positions in it, since a pattern counts elements in row-major order."""
     dtype = np.dtype(dtype)
+    if not storage_array.flags.c_contiguous and not on_chip:
+        if dtype != storage_array.dtype:
+            raise NKIUnsupportedError(f"reinterpreting a non-contiguous HBM tensor (byte strides "
+                                      f"{storage_array.strides}) as {dtypes.name(dtype)}; pass a contiguous array")
+        return storage_array, tuple(np.unravel_index(flat_elements(layout), storage_array.shape))
+    return _strided(storage_array, on_chip, dtype, layout), None
+
+
+def flat_elements(layout: Layout, first: Optional[np.ndarray] = None) -> np.ndarray:
+    """The element numbers ``layout`` addresses, shaped like it; ``first``: per index of dimension 0, its
+    start instead of the pattern's step (a vector offset)."""
+    n = len(layout.shape)
+    flat = np.full((1,) * n, layout.offset, dtype=np.int64)
+    for axis in range(n):
+        shape = [1] * n
+        shape[axis] = layout.shape[axis]
+        if axis == 0 and first is not None:
+            flat = flat + first.reshape(shape)
+        else:
+            flat = flat + (np.arange(layout.shape[axis], dtype=np.int64) * layout.strides[axis]).reshape(shape)
+    return np.broadcast_to(flat, layout.shape)
+
+
+def _strided(storage_array: np.ndarray, on_chip: bool, dtype: np.dtype, layout: Layout) -> np.ndarray:
     total, f, pstride = _geometry(storage_array, on_chip, dtype)
     if storage_array.flags.c_contiguous:
         flat = storage_array.reshape(-1).view(np.uint8)
@@ -207,23 +242,19 @@ def resolve(storage_array: np.ndarray, on_chip: bool, dtype: np.dtype, layout: L
     total = elements_of(storage_array, on_chip, dtype)
     if indirection is None:
         check_bounds(layout, total, "tensor view")
-        return realize(storage_array, on_chip, dtype, layout), None
+        return realize(storage_array, on_chip, dtype, layout)
     values = offset_values(indirection.source, indirection.api)
     if indirection.kind == "scalar":
         moved = layout._replace(offset=layout.offset + int(values[0]) * indirection.scale)
         check_bounds(moved, total, f"{indirection.api} with a dynamic offset of {int(values[0])}")
-        return realize(storage_array, on_chip, dtype, moved), None
+        return realize(storage_array, on_chip, dtype, moved)
     if values.size != layout.shape[0]:
         fail("err_shape_mismatch",
              f"{indirection.api}: {values.size} vector offsets for {layout.shape[0]} rows")
-    n = len(layout.shape)
-    flat = np.full((1,) * n, layout.offset, dtype=np.int64)
-    flat = flat + (values * indirection.scale).reshape((-1,) + (1,) * (n - 1))
-    for axis in range(1, n):
-        shape = [1] * n
-        shape[axis] = layout.shape[axis]
-        flat = flat + (np.arange(layout.shape[axis], dtype=np.int64) * layout.strides[axis]).reshape(shape)
-    flat = np.broadcast_to(flat, layout.shape)
+    flat = flat_elements(layout, values * indirection.scale)
+    if not storage_array.flags.c_contiguous and not on_chip:
+        return storage_array, (flat,) if storage_array.ndim == 1 else \
+            _unravel_checked(flat, storage_array.shape)
     if storage_array.flags.c_contiguous:
         elems = storage_array.reshape(-1).view(np.uint8).view(dtype)
         return elems, (flat,)
@@ -234,3 +265,13 @@ def resolve(storage_array: np.ndarray, on_chip: bool, dtype: np.dtype, layout: L
     p, rest = np.divmod(flat, f)
     return storage_array, (p,) + tuple(np.unravel_index(rest, storage_array.shape[1:])) \
         if storage_array.ndim > 1 else (flat,)
+
+
+def _unravel_checked(flat: np.ndarray, shape: tuple) -> tuple:
+    """Row-major positions of element numbers; numbers outside the tensor map to an out-of-range first index
+    so that the access reports (or, with oob_mode=skip, leaves out) them."""
+    total = int(np.prod(shape))
+    inside = (flat >= 0) & (flat < total)
+    idx = list(np.unravel_index(np.where(inside, flat, 0), shape))
+    idx[0] = np.where(inside, idx[0], shape[0])
+    return tuple(idx)

@@ -400,7 +400,7 @@ class NKITensor:
 
     def is_indirect(self) -> bool:
         """Whether the view carries a dynamic offset (a select with a tile, vector_select, .ap offsets)."""
-        return self._dyn is not None
+        return self._dyn is not None and self._dyn[1] is not None
 
     def slice(self, dim: int, start: int, end: int, step: int = 1) -> "NKITensor":
         """``t.slice(1, a, b, s)`` is ``t[:, a:b:s]``: 0 <= start < end <= shape[dim], step >= 1."""
@@ -594,13 +594,13 @@ class NKITensor:
         new = dtypes.as_dtype(dtype)
         if self.index is not None and self._dyn is None:
             fail("err_invalid_view", "view a tensor as another dtype before indexing it with arange/mgrid")
-        if self.storage.blocks is not None and self.par_axis:
+        if self.par_axis:  # a tensor with block dimensions (legacy): a numpy view keeps them
             return NKITensor(self.storage, self.arr.view(new), None, self.par_axis)
         layout = self._layout("view")
         old = self.dtype
         if new.itemsize == old.itemsize:
             return self._derive(layout, dtype=new)
-        if self._dyn is not None:
+        if self.is_indirect():
             fail("err_invalid_view", "view(dtype) to a dtype of another size is not supported after a dynamic "
                                      "select or vector_select")
         if layout.strides[-1] != 1 and layout.shape[-1] != 1:
@@ -647,7 +647,8 @@ class NKITensor:
         layout = Layout(start + int(offset or 0), counts, steps)
         what = f".ap(pattern={layout.pattern()}, offset={offset})"
         if self.buffer.on_chip and counts[0] > 1:
-            f = _ap.partition_elements(self.storage.array, True, new)
+            # Elements of one partition, in the pattern's dtype (after any block dimensions of the storage).
+            f = int(np.prod(self.storage.array.shape[self.storage.par_axis + 1:])) * old.itemsize // new.itemsize
             if steps[0] != f:
                 fail("err_invalid_access_pattern",
                      f"{what}: the first pair of an on-chip tensor's pattern walks its partitions, so its step must "
@@ -706,7 +707,11 @@ class NKITensor:
         on_chip = self.buffer.on_chip
         if indirection is None:
             _ap.check_bounds(layout, _ap.elements_of(self.storage.array, on_chip, dtype), what)
-            return NKITensor(self.storage, _ap.realize(self.storage.array, on_chip, dtype, layout), None, 0)
+            arr, index = _ap.realize(self.storage.array, on_chip, dtype, layout)
+            t = NKITensor(self.storage, arr, index, 0)
+            if index is not None:  # positions in a strided argument: the layout stays the view's description
+                t._dyn = (layout, None, dtype)
+            return t
         placeholder = np.lib.stride_tricks.as_strided(np.zeros(1, dtype=dtype), shape=layout.shape,
                                                       strides=(0,) * len(layout.shape), writeable=False)
         t = NKITensor(self.storage, placeholder, None, 0)
@@ -719,7 +724,7 @@ class NKITensor:
         return int(dim)
 
     def _vector_indirect(self) -> bool:
-        return self._dyn is not None and self._dyn[1].kind == "vector"
+        return self.is_indirect() and self._dyn[1].kind == "vector"
 
     def _not_vector_dim(self, dim: int, api: str) -> None:
         if dim == 0 and self._vector_indirect():
@@ -727,7 +732,7 @@ class NKITensor:
                                      f"cannot be sliced or selected")
 
     def _not_indirect(self, api: str) -> None:
-        if self._dyn is not None:
+        if self.is_indirect():
             fail("err_invalid_view", f"{api}: the view already has a dynamic offset; only one dynamic select per "
                                      f"tensor (check t.is_indirect())")
 
