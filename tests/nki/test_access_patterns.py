@@ -447,3 +447,16 @@ def test_ap_on_a_strided_argument_counts_row_major_elements() -> None:
     got, view = k(a)
     np.testing.assert_array_equal(got, pattern_ref(a, [[8, 3], [2, 4]], 1))
     np.testing.assert_array_equal(view, a[:, 2:6].T)
+
+
+def test_ds_with_a_register_or_tile_start() -> None:
+    @nki.jit
+    def k(a):
+        reg = nisa.register_alloc(3)
+        tile = _index_tile([5])
+        return _copy_out(a[nl.ds(reg, 2), 1:4]), _copy_out(a[0:2, nl.ds(tile, 3)])
+
+    a = f32(8, 10)
+    rows, cols = k(a)
+    np.testing.assert_array_equal(rows, a[3:5, 1:4])
+    np.testing.assert_array_equal(cols, a[0:2, 5:8])

@@ -35,7 +35,7 @@ def _scalar_sbuf(src):
 def test_registers_move_load_and_store() -> None:
     @nki.jit
     def k(x):
-        out = nl.ndarray((1, 4), dtype=nl.int32, buffer=nl.shared_hbm)
+        out = nl.ndarray((1, 5), dtype=nl.int32, buffer=nl.shared_hbm)
         a = nisa.register_alloc(7)
         b = nisa.register_alloc()
         nisa.register_move(b, a)
@@ -43,11 +43,12 @@ def test_registers_move_load_and_store() -> None:
         nisa.register_load(c, _scalar_sbuf(x))
         d = nisa.register_alloc()
         nisa.register_move(d, 2 ** 32 - 1)  # 32 bits, two's complement: -1
-        for i, r in enumerate((a, b, c, d)):
+        e = nisa.register_alloc(_scalar_sbuf(x)[0, 0])  # initialised from a one-element tensor
+        for i, r in enumerate((a, b, c, d, e)):
             nisa.register_store(out[0:1, i:i + 1], r)
         return out
 
-    np.testing.assert_array_equal(k(i32(-42)), [[7, 7, -42, -1]])
+    np.testing.assert_array_equal(k(i32(-42)), [[7, 7, -42, -1, -42]])
 
 
 def test_register_is_not_a_python_int() -> None:

@@ -89,6 +89,9 @@ class NKITensor:
     def __getitem__(self, key: Any) -> "NKITensor":
         if self._dyn is not None:
             return self._index_dynamic(key)
+        dynamic = _dynamic_ds(key)
+        if dynamic is not None:
+            return self._ds_dynamic(key, *dynamic)
         key = _normalize_key(key, self.ndim)
         if self.storage.blocks is not None and self.index is None:
             return self._block(key)
@@ -736,6 +739,25 @@ class NKITensor:
             fail("err_invalid_view", f"{api}: the view already has a dynamic offset; only one dynamic select per "
                                      f"tensor (check t.is_indirect())")
 
+    def _ds_dynamic(self, key: tuple, position: int, ds: DynSlice) -> "NKITensor":
+        """``t[..., nl.ds(start, n), ...]`` with ``start`` a register or a one-element tile: the static slice
+        ``0:n`` moved by ``start`` steps of its dimension when an instruction accesses the view."""
+        key = key if isinstance(key, tuple) else (key,)
+        if any(k is Ellipsis or k is None for k in key):
+            raise NKIUnsupportedError("nl.ds with a dynamic start next to '...' or None: spell out the dimensions")
+        dim = position
+        if dim == 0 and self.buffer.on_chip:
+            fail("err_invalid_view", "nl.ds with a dynamic start cannot index the partition dimension (dim 0) of "
+                                     "an on-chip tensor")
+        _scalar_offset_source(ds.start, "nl.ds(start, size)")
+        stride = self._layout("nl.ds").strides[dim]
+        static = key[:position] + (slice(0, ds.size * ds.step, ds.step),) + key[position + 1:]
+        view = self[static]
+        if view.index is not None:
+            fail("err_invalid_view", "nl.ds with a dynamic start combines with slices and integers only")
+        return view._derive(view._layout("nl.ds"),
+                            indirection=Indirection("scalar", ds.start, stride, "nl.ds(start, size)"))
+
     def _index_dynamic(self, key: Any) -> "NKITensor":
         """``t[...]`` of a view with a dynamic offset: integers select, slices slice (static bounds)."""
         if not isinstance(key, tuple):
@@ -816,6 +838,16 @@ def _reshape_strides(layout: Layout, shape: tuple) -> Optional[tuple]:
     for n in shape:
         strides.append(0 if n == 1 else next(it))
     return tuple(strides)
+
+
+def _dynamic_ds(key: Any) -> Optional[tuple]:
+    """(position, nl.ds) of the one ``nl.ds`` in ``key`` whose start is a register or a tile, if any."""
+    items = key if isinstance(key, tuple) else (key,)
+    found = [(i, k) for i, k in enumerate(items)
+             if isinstance(k, DynSlice) and (hasattr(k.start, "read_register") or isinstance(k.start, NKITensor))]
+    if len(found) > 1:
+        fail("err_invalid_view", "only one nl.ds with a dynamic start per access")
+    return found[0] if found else None
 
 
 def _scalar_offset_source(src: Any, api: str) -> None:

@@ -99,8 +99,14 @@ def _scalar_tensor(t: Any, api: str, arg: str) -> NKITensor:
     return t
 
 
-def register_alloc(x: Optional[int] = None) -> VirtualRegister:
-    """A new register, uninitialised (``None``) or holding the immediate ``x``."""
+def register_alloc(x: Any = None) -> VirtualRegister:
+    """A new register, uninitialised (``None``), holding the immediate ``x``, or loaded from ``x`` when it is
+    a one-element integer tensor (AWS's library kernels allocate registers that way:
+    ``nisa.register_alloc(decision_sb[0, 0])``)."""
+    if isinstance(x, NKITensor):
+        reg = VirtualRegister()
+        register_load(reg, x)
+        return reg
     return VirtualRegister(None if x is None else _immediate(x, "nki.isa.register_alloc"))
 
 
