@@ -460,3 +460,23 @@ def test_ds_with_a_register_or_tile_start() -> None:
     rows, cols = k(a)
     np.testing.assert_array_equal(rows, a[3:5, 1:4])
     np.testing.assert_array_equal(cols, a[0:2, 5:8])
+
+
+def test_views_of_a_directly_allocated_tile() -> None:
+    """A tile placed by nki.compiler is a window of SBUF whose partitions are further apart than its free
+    size: views and patterns still count its elements partition by partition."""
+    import torchneuron_ext.nki.compiler as ncc
+
+    @nki.jit
+    def k(a):
+        t = nl.ndarray((nl.par_dim(8), 12), dtype=a.dtype, buffer=ncc.sbuf.mod_alloc(base_addr=64))
+        nisa.dma_copy(dst=t, src=a)
+        seen = (t.offset, t.strides, t.reshape_dim(1, (3, 4)).get_pattern())
+        assert seen == (0, (12, 1), [[12, 8], [4, 3], [1, 4]]), seen
+        return (_copy_out(t.reshape_dim(1, (3, 4)).permute((0, 2, 1)).slice(2, 1, 3)),
+                _copy_out(t.ap(pattern=[[12, 8], [3, 4]], offset=2)))
+
+    a = f32(8, 12)
+    view, pattern = k(a)
+    np.testing.assert_array_equal(view, a.reshape(8, 3, 4).transpose(0, 2, 1)[:, :, 1:3])
+    np.testing.assert_array_equal(pattern, a[:, 2::3])
