@@ -480,3 +480,17 @@ def test_views_of_a_directly_allocated_tile() -> None:
     view, pattern = k(a)
     np.testing.assert_array_equal(view, a.reshape(8, 3, 4).transpose(0, 2, 1)[:, :, 1:3])
     np.testing.assert_array_equal(pattern, a[:, 2::3])
+
+
+def test_an_instruction_reads_a_broadcast_view_in_its_operands_shape() -> None:
+    """tensor_tensor reads data2 with data1's shape: a stride-0 view no reshape could express is read as
+    values (AWS's attention kernel subtracts a broadcast row max this way)."""
+    @nki.jit
+    def k(a, m):
+        qk, mx = _through_sbuf(a), _through_sbuf(m)
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=out, data1=qk, data2=mx.expand_dim(1).broadcast(1, 3), op=nl.subtract)
+        return _copy_out(out)
+
+    a, m = f32(4, 3 * 5), f32(4, 5)
+    np.testing.assert_array_equal(k(a, m), a - np.tile(m, 3))
