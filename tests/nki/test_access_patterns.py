@@ -494,3 +494,23 @@ def test_an_instruction_reads_a_broadcast_view_in_its_operands_shape() -> None:
 
     a, m = f32(4, 3 * 5), f32(4, 5)
     np.testing.assert_array_equal(k(a, m), a - np.tile(m, 3))
+
+
+def test_vector_offset_out_of_bounds_rows() -> None:
+    """A row index past the tensor is an error, or with oob_mode=skip a row left untransferred."""
+    @nki.jit
+    def k(a, skip):
+        idx = _index_tile([1, 9, 0])
+        t = nl.zeros((3, 4), dtype=a.dtype, buffer=nl.sbuf)
+        src = a.ap(pattern=[[4, 3], [1, 4]], vector_offset=idx, indirect_dim=0)
+        nisa.dma_copy(dst=t, src=src, oob_mode=nisa.oob_mode.skip if skip else nisa.oob_mode.error)
+        return _copy_out(t)
+
+    a = f32(8, 4)
+    np.testing.assert_array_equal(k(a, True), np.stack([a[1], np.zeros(4, np.float32), a[0]]))
+    with pytest.raises(NKIError) as info:
+        k(a, False)
+    assert str(info.value).splitlines()[0] == (
+        ".ap(vector_offset=...): access pattern [[4, 3], [1, 4]] at offset 0 with vector offsets (times 4) reaches "
+        "elements [0, 39] of a tensor of 32 elements; dma_copy(oob_mode=nisa.oob_mode.skip) leaves such rows out "
+        "[err_tensor_access_out_of_bound]")

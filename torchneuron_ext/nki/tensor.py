@@ -268,6 +268,12 @@ class NKITensor:
             else:
                 lo, hi = int(a.min()), int(a.max())
             if lo < 0 or hi >= dims[axis]:
+                if self._dyn is not None and self._dyn[1] is not None:
+                    layout, ind = self._dyn[0], self._dyn[1]
+                    fail("err_tensor_access_out_of_bound",
+                         f"{ind.api}: access pattern {layout.pattern()} at offset {layout.offset} with vector offsets "
+                         f"(times {ind.scale}) reaches elements [{lo}, {hi}] of a tensor of {dims[axis]} elements; "
+                         f"dma_copy(oob_mode=nisa.oob_mode.skip) leaves such rows out")
                 fail("err_tensor_access_out_of_bound",
                      f"index range [{lo}, {hi}] exceed dimension size of {dims[axis]}; if only part of the tile "
                      f"is in bounds, pass mask= (for example mask=(i * 128 + i_p < {dims[axis]}))")
