@@ -514,3 +514,19 @@ def test_vector_offset_out_of_bounds_rows() -> None:
         ".ap(vector_offset=...): access pattern [[4, 3], [1, 4]] at offset 0 with vector offsets (times 4) reaches "
         "elements [0, 39] of a tensor of 32 elements; dma_copy(oob_mode=nisa.oob_mode.skip) leaves such rows out "
         "[err_tensor_access_out_of_bound]")
+
+
+def test_integer_indexing_follows_nkitensor() -> None:
+    seen = {}
+
+    @nki.jit
+    def k(a):
+        t = nl.ndarray((16, 8, 4), dtype=a.dtype, buffer=nl.sbuf)
+        seen.update(sbuf_p=t[3].shape, sbuf_f=t[:, 2].shape, sbuf_both=t[3, 2].shape, hbm_row=a[3].shape,
+                    hbm_elem=a[3, 1].shape)
+        return _copy_out(_through_sbuf(a)[5])
+
+    a = f32(16, 8)
+    np.testing.assert_array_equal(k(a), a[5:6])
+    assert seen == {"sbuf_p": (1, 8, 4), "sbuf_f": (16, 4), "sbuf_both": (1, 4), "hbm_row": (8,),
+                    "hbm_elem": (1,)}

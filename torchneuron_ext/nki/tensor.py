@@ -80,8 +80,7 @@ class NKITensor:
     def __bool__(self) -> bool:
         # AWS's NkiTensor is a plain object: `if t:` is true, like `t is not None`. The legacy dialect's tiles
         # refuse, since there `if tile:` is almost always a mistaken elementwise test.
-        launch = runtime.current_or_none()
-        if launch is not None and launch.dialect != "new":
+        if _current_dialect() not in (None, "new"):
             raise TypeError("an NKI tile has no truth value inside a kernel; compare it with nl.* ops instead")
         return True
 
@@ -146,6 +145,18 @@ class NKITensor:
         # An integer index drops its axis, except that a tensor of rank >= 2 stays a tile of rank 2: the
         # last integer-indexed axes are kept with size 1 (``stats[:, 0]`` is (P, 1), ``a[0:128, j]`` a
         # per-partition column, ``a[i, 0:512]`` one row), as the toolchain shapes such tiles.
+        if int_axes and self.par_axis == 0 and _current_dialect() == "new":
+            # AWS's NkiTensor: an integer keeps an on-chip tensor's partition dimension (size 1) and drops
+            # any other axis; an HBM tensor drops every integer-indexed axis and stays at least 1-D.
+            if self.buffer.on_chip and int_axes[0] == 0:
+                out_key[0] = slice(out_key[0], out_key[0] + 1)
+                int_axes = int_axes[1:]
+            if len(int_axes) == self.arr.ndim:
+                i = out_key[int_axes[-1]]
+                out_key[int_axes[-1]] = slice(i, i + 1)
+            if beyond:
+                return self._deferred_bounds(out_key)
+            return NKITensor(self.storage, self.arr[tuple(out_key)], None, 0)
         rank = self.arr.ndim - len(int_axes)
         if int_axes and rank < 2 and self.arr.ndim >= 2:
             for axis in reversed(int_axes[-(2 - rank):]):
@@ -791,6 +802,11 @@ class NKITensor:
     # instructions: the engines package installs them (engines/operators.py), so this module needs no engine.
     __hash__ = object.__hash__
     __array_ufunc__ = None  # `index_expr + tile` falls back to the tile's reflected operator
+
+
+def _current_dialect() -> Optional[str]:
+    launch = runtime.current_or_none()
+    return None if launch is None else launch.dialect
 
 
 def _replace_dim(layout: Layout, dim: int, sizes: Sequence[int], strides: Sequence[int]) -> Layout:
