@@ -223,7 +223,8 @@ nl.fori_loop(upper=...) reads a register that was never written: initialise it w
             nisa.register_load(nisa.register_alloc(), nl.zeros((1, 1), dtype=nl.float32, buffer=nl.sbuf))
         self.assertExpectedInline(self.message(from_floats), """\
 'src' of nki.isa.register_load must hold an integer of up to 32 bits, got float32 [err_unsupported_dtype]""")
-        self.assertExpectedInline(self.message(lambda x: nisa.register_load(nisa.register_alloc(), x), i32(1, 2, 3)), """\
+        three = i32(1, 2, 3)
+        self.assertExpectedInline(self.message(lambda x: nisa.register_load(nisa.register_alloc(), x), three), """\
 'src' of nki.isa.register_load must hold exactly one element (shape [1] or [1, 1]), got shape (1, 3) [err_shape_mismatch]""")
 
     def test_register_arguments_are_registers(self):
