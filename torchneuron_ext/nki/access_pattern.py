@@ -20,7 +20,8 @@ import numpy as np
 from . import dtypes
 from .errors import NKIUnsupportedError, fail
 
-__all__ = ["Layout", "Indirection", "layout_of", "realize", "resolve", "contiguous_strides", "parse_pattern"]
+__all__ = ["Layout", "Indirection", "layout_of", "realize", "resolve", "contiguous_strides", "parse_pattern",
+           "replace_dim", "infer_sizes", "reshape_strides"]
 
 
 class Layout(NamedTuple):
@@ -66,7 +67,7 @@ def parse_pattern(pattern: Any) -> "tuple[tuple, tuple]":
              f"an access pattern is a non-empty list of [step, num] pairs, got {pattern!r}")
     counts, steps = [], []
     for step, num in pairs:
-        if not _is_int(step) or not _is_int(num):
+        if not is_int(step) or not is_int(num):
             fail("err_invalid_access_pattern",
                  f"access pattern {_show(pattern)}: steps and counts are compile-time integers, got "
                  f"[{step!r}, {num!r}]")
@@ -78,7 +79,7 @@ def parse_pattern(pattern: Any) -> "tuple[tuple, tuple]":
     return tuple(counts), tuple(steps)
 
 
-def _is_int(x: Any) -> bool:
+def is_int(x: Any) -> bool:
     return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
 
 
@@ -87,6 +88,61 @@ def _show(pattern: Any) -> str:
         return str([[int(a), int(b)] for a, b in pattern])
     except (TypeError, ValueError):
         return repr(pattern)
+
+
+# -- layout transformations the view methods share ------------------------------------------------------
+
+def replace_dim(layout: Layout, dim: int, sizes: Sequence[int], strides: Sequence[int]) -> Layout:
+    return Layout(layout.offset, layout.shape[:dim] + tuple(sizes) + layout.shape[dim + 1:],
+                  layout.strides[:dim] + tuple(strides) + layout.strides[dim + 1:])
+
+
+def infer_sizes(shape: tuple, total: int, api: str) -> tuple:
+    """``shape`` with at most one -1 worked out so that it holds ``total`` elements."""
+    if any(not is_int(s) or (int(s) < 1 and int(s) != -1) for s in shape) or list(shape).count(-1) > 1:
+        fail("err_invalid_reshape", f"{api}: sizes are positive integers, with at most one -1")
+    known = int(np.prod([s for s in shape if s != -1]))
+    if -1 in shape:
+        if known == 0 or total % known:
+            fail("err_invalid_reshape", f"{api}: {total} elements do not split into {shape}")
+        shape = tuple(total // known if s == -1 else int(s) for s in shape)
+    if int(np.prod(shape)) != total:
+        fail("err_invalid_reshape", f"{api}: {total} elements cannot take the shape {shape}")
+    return tuple(int(s) for s in shape)
+
+
+def reshape_strides(layout: Layout, shape: tuple) -> Optional[tuple]:
+    """The strides of ``shape`` over the same elements in the same order, or None if that needs a copy (the
+    rule numpy applies: each group of old dimensions merged or split must be contiguous)."""
+    old = [(n, s) for n, s in zip(layout.shape, layout.strides) if n != 1]
+    new_dims = [n for n in shape if n != 1]
+    out: list = []
+    i = j = 0
+    while i < len(old) and j < len(new_dims):
+        np_, nn = old[i][0], new_dims[j]
+        oi, nj = i, j
+        while np_ != nn:
+            if np_ < nn:
+                i += 1
+                np_ *= old[i][0]
+            else:
+                j += 1
+                nn *= new_dims[j]
+        for k in range(oi, i):
+            if old[k][1] != old[k + 1][0] * old[k + 1][1]:
+                return None
+        stride = old[i][1]
+        group = []
+        for k in range(j, nj - 1, -1):
+            group.append(stride)
+            stride *= new_dims[k]
+        out.extend(reversed(group))
+        i += 1
+        j += 1
+    strides, it = [], iter(out)
+    for n in shape:
+        strides.append(0 if n == 1 else next(it))
+    return tuple(strides)
 
 
 # -- the element space of an allocation ---------------------------------------------------------------------

@@ -428,7 +428,7 @@ class NKITensor:
         dim = self._dim(dim, "slice")
         self._not_vector_dim(dim, "slice")
         for name, v in (("start", start), ("end", end), ("step", step)):
-            if not _ap._is_int(v):
+            if not _ap.is_int(v):
                 fail("err_invalid_view", f"slice({name}={v!r}): slice bounds are compile-time integers; for a "
                                          f"runtime offset use .select(dim, index_tile) or .ap(scalar_offset=...)")
         n = self._shape[dim]
@@ -449,7 +449,7 @@ class NKITensor:
         self._not_vector_dim(dim, "select")
         shape = layout.shape[:dim] + layout.shape[dim + 1:]
         strides = layout.strides[:dim] + layout.strides[dim + 1:]
-        if _ap._is_int(index):
+        if _ap.is_int(index):
             n = self._shape[dim]
             if not 0 <= int(index) < n:
                 fail("err_tensor_access_out_of_bound", f"select(dim={dim}, index={int(index)}) of a dimension "
@@ -507,12 +507,12 @@ class NKITensor:
         if dim == 0 and (self.buffer.on_chip or self._vector_indirect()):
             fail("err_invalid_view", "broadcast cannot repeat the partition dimension (dim 0) of an on-chip "
                                      "tensor")
-        return self._derive(_replace_dim(layout, dim, [int(size)], [0]))
+        return self._derive(_ap.replace_dim(layout, dim, [int(size)], [0]))
 
     def expand_dim(self, dim: int) -> "NKITensor":
         """A new dimension of size 1 at ``dim``."""
         layout = self._layout("expand_dim")
-        if not _ap._is_int(dim) or not 0 <= dim <= self.ndim:
+        if not _ap.is_int(dim) or not 0 <= dim <= self.ndim:
             fail("err_invalid_view", f"expand_dim({dim!r}) of a tensor with {self.ndim} dimensions")
         if dim == 0 and (self.buffer.on_chip or self._vector_indirect()):
             fail("err_invalid_view", "expand_dim(0) would move the partition dimension of an on-chip tensor")
@@ -528,18 +528,18 @@ class NKITensor:
             fail("err_invalid_view", f"squeeze_dim({dim}): the dimension has size {self._shape[dim]}, not 1")
         if dim == 0 and (self.buffer.on_chip or self._vector_indirect()):
             fail("err_invalid_view", "squeeze_dim(0) would remove the partition dimension of an on-chip tensor")
-        return self._derive(_replace_dim(layout, dim, [], []))
+        return self._derive(_ap.replace_dim(layout, dim, [], []))
 
     def reshape_dim(self, dim: int, shape: Sequence[int]) -> "NKITensor":
         """Split ``dim`` into ``shape`` (one entry may be -1)."""
         layout = self._layout("reshape_dim")
         dim = self._dim(dim, "reshape_dim")
-        sizes = _infer_sizes(tuple(shape), self._shape[dim], f"reshape_dim({dim}, {tuple(shape)})")
+        sizes = _ap.infer_sizes(tuple(shape), self._shape[dim], f"reshape_dim({dim}, {tuple(shape)})")
         if dim == 0 and len(sizes) != 1 and (self.buffer.on_chip or self._vector_indirect()):
             fail("err_invalid_view", f"reshape_dim(0, {tuple(shape)}): the partition dimension of an on-chip "
                                      f"tensor cannot be split")
         inner = _ap.contiguous_strides(sizes)
-        return self._derive(_replace_dim(layout, dim, sizes, [s * layout.strides[dim] for s in inner]))
+        return self._derive(_ap.replace_dim(layout, dim, sizes, [s * layout.strides[dim] for s in inner]))
 
     def flatten_dims(self, start_dim: int, end_dim: int) -> "NKITensor":
         """Merge dimensions start_dim..end_dim (inclusive), which must be contiguous in memory."""
@@ -565,14 +565,14 @@ class NKITensor:
             shape = (shape,)
         if self.index is not None and self._dyn is None:
             fail("err_invalid_reshape", "only a contiguous tensor (no advanced indexing) can be reshaped")
-        shape = _infer_sizes(tuple(shape), self.size, f"reshape({tuple(shape)})")
+        shape = _ap.infer_sizes(tuple(shape), self.size, f"reshape({tuple(shape)})")
         if self.storage.blocks is not None and self.par_axis:
             fail("err_invalid_reshape", "a tensor with block dimensions cannot be reshaped; index a block first")
         layout = self._layout("reshape")
         if (self.buffer.on_chip or self._vector_indirect()) and shape[0] != self._shape[0]:
             fail("err_invalid_reshape", f"reshape of an on-chip tensor {self._shape} to {shape} must keep the "
                                         f"partition dimension ({self._shape[0]})")
-        strides = _reshape_strides(layout, shape)
+        strides = _ap.reshape_strides(layout, shape)
         if strides is None:
             fail("err_invalid_reshape", f"cannot reshape a view of shape {self._shape} (pattern "
                                         f"{layout.pattern()}) to {shape} without copying")
@@ -650,7 +650,7 @@ class NKITensor:
         if self.index is not None and self._dyn is None:
             fail("err_invalid_access_pattern", ".ap() of a tensor indexed with arange/mgrid; call it on the "
                                                "tensor itself")
-        if offset is not None and not _ap._is_int(offset):
+        if offset is not None and not _ap.is_int(offset):
             fail("err_invalid_access_pattern", f".ap(offset={offset!r}): offset is a compile-time integer; pass a "
                                                f"runtime offset as scalar_offset= or vector_offset=")
         if scalar_offset is not None and vector_offset is not None:
@@ -675,7 +675,7 @@ class NKITensor:
                      f"be the {f} elements of a partition (partitions are read contiguously), got {steps[0]}")
         indirection = None
         if scalar_offset is not None or vector_offset is not None:
-            if not _ap._is_int(indirect_dim) or not 0 <= indirect_dim < self.ndim:
+            if not _ap.is_int(indirect_dim) or not 0 <= indirect_dim < self.ndim:
                 fail("err_invalid_access_pattern", f"{what}: indirect_dim={indirect_dim!r} is not a dimension of "
                                                    f"the tensor's shape {self._shape}")
             scale = int(np.prod(self._shape[indirect_dim + 1:])) * old.itemsize
@@ -739,7 +739,7 @@ class NKITensor:
         return t
 
     def _dim(self, dim: Any, api: str) -> int:
-        if not _ap._is_int(dim) or not 0 <= int(dim) < self.ndim:
+        if not _ap.is_int(dim) or not 0 <= int(dim) < self.ndim:
             fail("err_invalid_view", f"{api}: dim={dim!r} is not a dimension of a tensor of shape {self._shape}")
         return int(dim)
 
@@ -791,7 +791,7 @@ class NKITensor:
                 if (start, stop, step) != (0, t._shape[dim], 1):
                     t = t.slice(dim, start, stop, step)
                 dim += 1
-            elif _ap._is_int(k):
+            elif _ap.is_int(k):
                 t = t.select(dim, int(k) + (t._shape[dim] if int(k) < 0 else 0))
             else:
                 fail("err_invalid_view", f"a view with a dynamic offset is indexed with integers and slices, got "
@@ -807,59 +807,6 @@ class NKITensor:
 def _current_dialect() -> Optional[str]:
     launch = runtime.current_or_none()
     return None if launch is None else launch.dialect
-
-
-def _replace_dim(layout: Layout, dim: int, sizes: Sequence[int], strides: Sequence[int]) -> Layout:
-    return Layout(layout.offset, layout.shape[:dim] + tuple(sizes) + layout.shape[dim + 1:],
-                  layout.strides[:dim] + tuple(strides) + layout.strides[dim + 1:])
-
-
-def _infer_sizes(shape: tuple, total: int, api: str) -> tuple:
-    """``shape`` with at most one -1 worked out so that it holds ``total`` elements."""
-    if any(not _ap._is_int(s) or (int(s) < 1 and int(s) != -1) for s in shape) or list(shape).count(-1) > 1:
-        fail("err_invalid_reshape", f"{api}: sizes are positive integers, with at most one -1")
-    known = int(np.prod([s for s in shape if s != -1]))
-    if -1 in shape:
-        if known == 0 or total % known:
-            fail("err_invalid_reshape", f"{api}: {total} elements do not split into {shape}")
-        shape = tuple(total // known if s == -1 else int(s) for s in shape)
-    if int(np.prod(shape)) != total:
-        fail("err_invalid_reshape", f"{api}: {total} elements cannot take the shape {shape}")
-    return tuple(int(s) for s in shape)
-
-
-def _reshape_strides(layout: Layout, shape: tuple) -> Optional[tuple]:
-    """The strides of ``shape`` over the same elements in the same order, or None if that needs a copy (the
-    rule numpy applies: each group of old dimensions merged or split must be contiguous)."""
-    old = [(n, s) for n, s in zip(layout.shape, layout.strides) if n != 1]
-    new_dims = [n for n in shape if n != 1]
-    out: list = []
-    i = j = 0
-    while i < len(old) and j < len(new_dims):
-        np_, nn = old[i][0], new_dims[j]
-        oi, nj = i, j
-        while np_ != nn:
-            if np_ < nn:
-                i += 1
-                np_ *= old[i][0]
-            else:
-                j += 1
-                nn *= new_dims[j]
-        for k in range(oi, i):
-            if old[k][1] != old[k + 1][0] * old[k + 1][1]:
-                return None
-        stride = old[i][1]
-        group = []
-        for k in range(j, nj - 1, -1):
-            group.append(stride)
-            stride *= new_dims[k]
-        out.extend(reversed(group))
-        i += 1
-        j += 1
-    strides, it = [], iter(out)
-    for n in shape:
-        strides.append(0 if n == 1 else next(it))
-    return tuple(strides)
 
 
 def _dynamic_ds(key: Any) -> Optional[tuple]:
