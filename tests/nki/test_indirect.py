@@ -166,18 +166,3 @@ def test_slice_past_the_end_without_a_mask_is_an_error() -> None:
         k(f32(200, 8))
     assert info.value.code == "err_tensor_access_out_of_bound"
     assert "index range [128, 255] exceed dimension size of 200" in str(info.value)
-
-
-def test_dynamic_access_pattern_is_refused_by_name() -> None:
-    import torchneuron_ext.nki as new_nki
-    import torchneuron_ext.nki.isa as new_isa
-    import torchneuron_ext.nki.language as new_nl
-
-    @new_nki.jit
-    def k(a):
-        t = new_nl.ndarray((4, 4), dtype=a.dtype, buffer=new_nl.sbuf)
-        new_isa.dma_copy(dst=t, src=a.ap([[4, 4], [1, 4]], vector_offset=t))
-        return a
-
-    with pytest.raises(nki.NKIUnsupportedError, match="vector_offset"):
-        k(f32(4, 4))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import numpy as np
 
@@ -12,6 +12,7 @@ from . import engines as _eng
 from . import runtime as _rt
 from .errors import NKIUnsupportedError, fail
 from .indexing import DynSlice, as_mask, ds
+from .isa.registers import VirtualRegister
 from .memory import hbm, private_hbm, psum, sbuf, shared_hbm
 from .runtime import tile_size
 from .rules import allocation as _alloc_rules
@@ -89,7 +90,7 @@ def _allocate(shp: tuple, dtype: Any, buffer: Any, name: str, par_axis: int, fil
     return _rt.current().allocate(shp, _dt.as_dtype(dtype), b, name, par_axis, fill=fill)
 
 
-def ndarray(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "",
+def ndarray(shape: Any, dtype: Any, buffer: Any = None, *, name: str = "",
         lazy_initialization: bool = False) -> NKITensor:
     """A new, uninitialised tensor (NaN-filled, as AWS's simulator does, so reads of it show)."""
     shp, par_axis = _parse_shape(shape)
@@ -106,17 +107,17 @@ def _filled(shape: Any, value: Any, dtype: Any, buffer: Any, name: str) -> NKITe
     return NKITensor(storage, storage.array, None, par_axis)
 
 
-def zeros(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "",
+def zeros(shape: Any, dtype: Any, buffer: Any = None, *, name: str = "",
         lazy_initialization: bool = False) -> NKITensor:
     return _filled(shape, 0, dtype, buffer, name)
 
 
-def ones(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "",
+def ones(shape: Any, dtype: Any, buffer: Any = None, *, name: str = "",
         lazy_initialization: bool = False) -> NKITensor:
     return _filled(shape, 1, dtype, buffer, name)
 
 
-def full(shape: Any, fill_value: Any, dtype: Any, *, buffer: Any = None, name: str = "",
+def full(shape: Any, fill_value: Any, dtype: Any, buffer: Any = None, *, name: str = "",
         lazy_initialization: bool = False) -> NKITensor:
     return _filled(shape, fill_value, dtype, buffer, name)
 
@@ -201,6 +202,64 @@ def sequential_range(*args: int, directives: Any = None, precise_schedule: bool 
 
 def static_range(*args: int, directives: Any = None, precise_schedule: bool = False) -> range:
     return range(*args)
+
+
+# Dynamic loops run on the device: the NeuronCore's sequencer loops over one copy of the body, with bounds and
+# conditions held in registers (nisa.register_*). The simulator runs the body as Python once per iteration,
+# reading the registers when the loop starts (bounds) or before each iteration (conditions), and hands the
+# body its induction value as a register, which is what the body sees on the device.
+
+def _loop_bound(x: Any, api: str, arg: str) -> int:
+    if isinstance(x, VirtualRegister):
+        return x.read_register(f"nl.{api}({arg}=...)")
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)):
+        raise TypeError(f"nl.{api}: {arg} must be an int or a VirtualRegister, got {type(x).__name__}")
+    return int(x)
+
+
+def _loop_step(step: Any, api: str) -> int:
+    if isinstance(step, VirtualRegister):
+        fail("err_dynamic_loop_step", f"nl.{api}: the step must be a compile-time positive integer (the hardware "
+                                      f"loop instruction encodes it as an immediate), got a VirtualRegister")
+    if isinstance(step, (bool, np.bool_)) or not isinstance(step, (int, np.integer)) or step <= 0:
+        fail("err_dynamic_loop_step", f"nl.{api}: the step must be a compile-time positive integer, got {step!r}")
+    return int(step)
+
+
+def dynamic_range(start: Any, stop: Any = None, step: int = 1) -> Iterator[VirtualRegister]:
+    """A loop the device runs with runtime bounds (ints or registers, read when the loop starts); each
+    iteration's value is a register (usable as ``scalar_offset=``, not as a Python int)."""
+    if stop is None:
+        start, stop = 0, start
+    lo, hi = _loop_bound(start, "dynamic_range", "start"), _loop_bound(stop, "dynamic_range", "stop")
+    return (VirtualRegister(i, frozen=True) for i in range(lo, hi, _loop_step(step, "dynamic_range")))
+
+
+def fori_loop(lower: Any, upper: Any, body_fun: Callable[[VirtualRegister], Any], step: int = 1) -> None:
+    """``for i in range(lower, upper, step): body_fun(i)`` on the device, ``i`` a register passed by value."""
+    if not callable(body_fun):
+        raise TypeError(f"nl.fori_loop: body_fun must be a function (i) -> None, got {type(body_fun).__name__}")
+    for i in dynamic_range(_loop_bound(lower, "fori_loop", "lower"), _loop_bound(upper, "fori_loop", "upper"),
+                           _loop_step(step, "fori_loop")):
+        body_fun(i)
+
+
+def while_loop(init: VirtualRegister, body_fun: Callable[[VirtualRegister], VirtualRegister]) -> None:
+    """``r = init; while r != 0: r = body_fun(r)`` on the device: the condition is checked before each
+    iteration, and the register the body returns is the next condition."""
+    if not isinstance(init, VirtualRegister):
+        raise TypeError(f"nl.while_loop: init must be a VirtualRegister (nisa.register_alloc), got "
+                        f"{type(init).__name__}")
+    if not callable(body_fun):
+        raise TypeError(f"nl.while_loop: body_fun must be a function (r) -> VirtualRegister, got "
+                        f"{type(body_fun).__name__}")
+    cond = init.read_register("nl.while_loop(init=...)")
+    while cond != 0:
+        nxt = body_fun(VirtualRegister(cond))
+        if not isinstance(nxt, VirtualRegister):
+            raise TypeError(f"nl.while_loop: body_fun must return the next condition as a VirtualRegister, got "
+                            f"{type(nxt).__name__}")
+        cond = nxt.read_register("nl.while_loop's condition")
 
 
 def program_id(axis: int = 0) -> int:
@@ -396,9 +455,6 @@ def _unsupported(name: str, hint: str) -> Callable:
 
 
 all_reduce = _unsupported("all_reduce", "collectives across cores are not simulated; use torch.distributed")
-fori_loop = _unsupported("fori_loop", "runtime loops with registers are not simulated; use a Python range")
-while_loop = _unsupported("while_loop", "runtime loops with registers are not simulated; use a Python range")
-dynamic_range = _unsupported("dynamic_range", "runtime loops are not simulated; use nl.affine_range")
 
 
 # Names of the language the simulator knows but does not model: reading them raises NKIUnsupportedError

@@ -12,7 +12,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from .. import dtypes, runtime
-from ..errors import fail
+from ..errors import NKIError, fail
 from ..memory import Buffer, psum, sbuf
 from ..tensor import _mask_to, NKITensor
 
@@ -55,6 +55,20 @@ def value_of(x: Any, mask: Optional[np.ndarray] = None) -> Any:
     if isinstance(x, NKITensor):
         return x.read(None if mask is None else mask_for(mask, x.shape))
     return x
+
+
+def as_shape(x: NKITensor, shape: tuple) -> Any:
+    """An operand an instruction reads with another shape of the same elements (a (P, a, b) tile read as
+    (P, a * b)): a view when its access pattern allows one, else its values (an instruction's operand access
+    pattern may be any stride, a view's ``reshape`` may not)."""
+    if x.index is not None and x._dyn is None:
+        return x
+    try:
+        return x.reshape(shape)
+    except NKIError as e:
+        if e.code != "err_invalid_reshape":
+            raise
+        return np.asarray(x.read()).reshape(shape)
 
 
 def mask_for(mask: np.ndarray, shape: tuple) -> Optional[np.ndarray]:
@@ -151,6 +165,8 @@ def store_into(dst: NKITensor, values: np.ndarray, api: str, mask: Optional[np.n
                 fail("err_shape_mismatch", f"'{api}' produces a result of shape {tuple(vals.shape)} that does "
                                            f"not fit a destination of shape {dst.shape}")
             vals = vals.reshape(dst.shape)
+    if dst._dyn is not None:
+        dst._refresh()  # a dynamic view: its flags are those of the elements its offsets pick now
     if dst.buffer is psum:
         dst.storage.started_flags(dst)[...] = False
     dst.write(vals, None if mask is None else mask_for(mask, dst.shape), skip=skip)

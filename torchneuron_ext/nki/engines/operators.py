@@ -23,6 +23,10 @@ _IN_PLACE = {"iadd": "add", "isub": "subtract", "imul": "multiply", "itruediv": 
 
 def _binary(op: str, reverse: bool) -> Callable[[NKITensor, Any], NKITensor]:
     def method(self: NKITensor, other: Any) -> NKITensor:
+        if other is None and op in ("equal", "not_equal"):
+            # `t != None` asks whether an optional argument was given (AWS's tensors are plain objects),
+            # never for an elementwise tile.
+            return op == "not_equal"
         a, b = (other, self) if reverse else (self, other)
         return elementwise(op, (a, b), operator_overload=True)
     return method

@@ -14,6 +14,7 @@ from ..memory import Buffer, psum, sbuf
 from ..rules import instructions as _instr
 from ..tensor import NKITensor
 from .elementwise import BINARY, INT_BINARY, UNARY, copy, elementwise, op_name
+from .operands import as_shape
 from .operands import (charge, check_tile, dtype_of, emit, fp32, free_size, mask_for, new_tile, operand_pair,
                        per_partition, quiet, result_dtype, same_partitions, store_into, value_of)
 
@@ -119,7 +120,7 @@ def tensor_tensor(data1: NKITensor, data2: NKITensor, op: Any, *, dtype: Any = N
     name = op_name(op)
     if (name == "power" or engine == "gpsimd") and psum in (data1.buffer, data2.buffer):
         fail("err_unsupported_memory", f"'{api}' with {name} runs on GpSimd, which cannot access PSUM")
-    d2 = data2 if data2.shape == data1.shape else data2.reshape(data1.shape) if data2.index is None else data2
+    d2 = data2 if data2.shape == data1.shape else as_shape(data2, data1.shape)
     return elementwise(name, (data1, d2), dtype=dtype, mask=mask, dst=dst, api=api,
                        engine="gpsimd" if name == "power" else "vector")
 
