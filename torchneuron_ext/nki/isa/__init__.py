@@ -171,3 +171,4 @@ def nc_find_index8(dst: NKITensor, data: NKITensor, vals: NKITensor, name: Optio
 
 
 __getattr__ = _unmodelled_instructions(__name__)
+from .mx import *  # noqa
