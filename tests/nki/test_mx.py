@@ -1,6 +1,8 @@
 """MX (microscaling): the packed x4 dtypes, their host packing, quantize_mx and nc_matmul_mx."""
 from __future__ import annotations
 
+from typing import Any
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -235,3 +237,109 @@ def test_quantize_then_matmul_approximates_the_product() -> None:
     # fp8 e4m3 keeps 3 mantissa bits: each product is within ~2**-3 relative; the sums average that down.
     assert np.abs(out - exact).max() < 0.05 * np.abs(exact).max()
     assert matmul_mx_kernel.last_result.costs.instructions["nc_matmul_mx"] == 1
+
+
+# -- errors ---------------------------------------------------------------------------------------------------
+
+def _quantize_error(src_shape: tuple, src_dtype: Any, dst_dtype: Any, scale_shape: tuple, scale_dtype: Any = nl.uint8,
+                    scale_start: int = 0, target: str = "trn3") -> str:
+    @nki.jit(platform_target=target)
+    def k(a):
+        p, f = src_shape
+        s = nl.ndarray(src_shape, dtype=src_dtype, buffer=nl.sbuf)
+        q = nl.ndarray((p, max(f // 4, 1)), dtype=dst_dtype, buffer=nl.sbuf)
+        sc = nl.ndarray((scale_shape[0] + scale_start, scale_shape[1]), dtype=scale_dtype, buffer=nl.sbuf)
+        nisa.quantize_mx(dst=q, src=s, dst_scale=sc[scale_start:, :])
+        return a
+
+    with pytest.raises(NKIError) as info:
+        k(np.zeros((2, 2), np.float32))
+    return str(info.value).splitlines()[0]
+
+
+def _matmul_error(st_shape: tuple, mv_shape: tuple, st_scale: tuple, mv_scale: tuple, dst_shape: tuple, *,
+                  st_dtype: Any = nl.float8_e4m3fn_x4, dst_dtype: Any = nl.float32, dst_buffer: Any = nl.psum,
+                  **kw: Any) -> str:
+    @nki.jit(platform_target="trn3")
+    def k(a):
+        st = nl.ndarray(st_shape, dtype=st_dtype, buffer=nl.sbuf)
+        mv = nl.ndarray(mv_shape, dtype=nl.float8_e5m2_x4, buffer=nl.sbuf)
+        ss = nl.ndarray(st_scale, dtype=nl.uint8, buffer=nl.sbuf)
+        ms = nl.ndarray(mv_scale, dtype=nl.uint8, buffer=nl.sbuf)
+        r = nl.ndarray(dst_shape, dtype=dst_dtype, buffer=dst_buffer)
+        nisa.nc_matmul_mx(dst=r, stationary=st, moving=mv, stationary_scale=ss, moving_scale=ms, **kw)
+        return a
+
+    with pytest.raises(NKIError) as info:
+        k(np.zeros((2, 2), np.float32))
+    return str(info.value).splitlines()[0]
+
+
+class TestMxErrors(expecttest.TestCase):
+    def test_quantize_mx_errors(self) -> None:
+        bf, e4 = nl.bfloat16, nl.float8_e4m3fn_x4
+        self.assertExpectedInline(_quantize_error((32, 16), nl.float32, e4, (4, 4)), """\
+'quantize_mx': src must be float16 or bfloat16, got float32 [err_unsupported_dtype]""")
+        self.assertExpectedInline(_quantize_error((32, 16), bf, nl.float4_e2m1fn_x4, (4, 4)), """\
+'quantize_mx': dst must be float8_e4m3fn_x4 or float8_e5m2_x4, got float4_e2m1fn_x4; QuantizeMX does not produce fp4 [err_unsupported_dtype]""")
+        self.assertExpectedInline(_quantize_error((48, 16), bf, e4, (48, 4)), """\
+'quantize_mx': the partition size of src must be a multiple of 32 (whole SBUF quadrants) and at most 128, got (48, 16) [err_num_partition_mismatch]""")
+        self.assertExpectedInline(_quantize_error((32, 18), bf, e4, (4, 4)), """\
+'quantize_mx': the free size of src (32, 18) must be a multiple of 4 [err_shape_mismatch]""")
+        self.assertExpectedInline(_quantize_error((128, 16), bf, e4, (16, 4)), """\
+'quantize_mx': dst_scale (16, 4) has 16 partitions but needs 100: the scales of a 128-partition dst stay in the SBUF quadrant of their group, 4 partitions at the start of each of its 4 quadrants, so allocate the scale tile with the data's partitions [err_num_partition_mismatch]""")
+        self.assertExpectedInline(_quantize_error((32, 16), bf, e4, (4, 4), scale_start=2), """\
+'quantize_mx': dst_scale starts on partition 2 of its SBUF quadrant; scale tiles start at offset 0, 4, 8 or 12 within a quadrant [err_invalid_start_partition]""")
+        self.assertExpectedInline(_quantize_error((32, 16), bf, e4, (4, 8)), """\
+'quantize_mx': dst_scale (4, 8) needs 4 elements per partition, one per x4 column of dst [err_shape_mismatch]""")
+        self.assertExpectedInline(_quantize_error((32, 16), bf, e4, (4, 4), scale_dtype=nl.bfloat16), """\
+'quantize_mx': dst_scale must be float8_e8m0fnu or uint8 (E8M0 exponents), got bfloat16 [err_unsupported_dtype]""")
+        self.assertExpectedInline(_quantize_error((32, 16), bf, e4, (4, 4), target="trn2"), """\
+'quantize_mx' needs NeuronCore-v4 (trn3) or later; the target is trn2 [err_unsupported_instruction]""")
+
+    def test_nc_matmul_mx_errors(self) -> None:
+        self.assertExpectedInline(_matmul_error((32, 8), (32, 16), (4, 8), (4, 16), (8, 16), st_dtype=nl.bfloat16), """\
+'nc_matmul_mx': stationary must be float8_e5m2_x4, float8_e4m3fn_x4 or float4_e2m1fn_x4, got bfloat16 [err_unsupported_dtype]""")
+        self.assertExpectedInline(_matmul_error((32, 8), (64, 16), (4, 8), (64, 16), (8, 16)), """\
+number of partitions (dimension 0 size of a tile) mismatch in parameters (stationary[32, 8], moving[64, 16]) of 'nc_matmul_mx': the contraction runs over the partition dimension of both [err_num_partition_mismatch]""")
+        self.assertExpectedInline(_matmul_error((64, 8), (64, 16), (8, 8), (64, 16), (8, 16)), """\
+'nc_matmul_mx': stationary_scale (8, 8) has 8 partitions but needs 36: the scales of a 64-partition stationary stay in the SBUF quadrant of their group, 4 partitions at the start of each of its 2 quadrants, so allocate the scale tile with the data's partitions [err_num_partition_mismatch]""")
+        self.assertExpectedInline(_matmul_error((32, 8), (32, 16), (4, 8), (4, 16), (8, 16), dst_buffer=nl.sbuf), """\
+Expected operand 'dst' of 'nc_matmul_mx' to be in address space 'psum', but got 'sbuf' instead: the Tensor engine writes only to PSUM [err_unsupported_memory]""")
+        self.assertExpectedInline(_matmul_error((32, 8), (32, 16), (4, 8), (4, 16), (8, 16), dst_dtype=nl.float16), """\
+'nc_matmul_mx': dst must be float32 or bfloat16, got float16 [err_unsupported_dtype]""")
+        self.assertExpectedInline(_matmul_error((32, 7), (32, 16), (4, 7), (4, 16), (7, 16)), """\
+'nc_matmul_mx': the stationary free size must be even and at most 128, got 7 [err_size_of_dimension_exceed_arch_limit]""")
+        self.assertExpectedInline(_matmul_error((32, 8), (32, 16), (4, 8), (4, 16), (16, 8)), """\
+'nc_matmul_mx' produces (8, 16) but dst is (16, 8) [err_shape_mismatch]""")
+        self.assertExpectedInline(_matmul_error((64, 8), (64, 16), (64, 8), (64, 16), (8, 16), tile_position=(0, 0),
+                                                tile_size=(32, 128)), """\
+'nc_matmul_mx': the stationary tile's 64 partitions exceed the row tile size 32 [err_invalid_pe_tiling]""")
+        self.assertExpectedInline(_matmul_error((32, 8), (32, 16), (4, 8), (4, 16), (8, 16), tile_position=(0, 32),
+                                                tile_size=(32, 128)), """\
+'nc_matmul_mx' tiles the PE array by rows only: tile_size (rows, 128) with rows 32, 64 or 128 and tile_position (start_row, 0) with start_row a multiple of rows; got tile_position (0, 32) and tile_size (32, 128) [err_invalid_pe_tiling]""")
+
+
+def test_nc_matmul_mx_row_tiles_compute_the_same() -> None:
+    rng = np.random.default_rng(5)
+    st, st_s, st_deq = mx_operand(rng, 32, 16, nl.float8_e4m3fn_x4)
+    mv, mv_s, mv_deq = mx_operand(rng, 32, 64, nl.float8_e4m3fn_x4)
+
+    @nki.jit(platform_target="trn3")
+    def k(st, st_s, mv, mv_s, out):
+        tiles = []
+        for t in (st, st_s, mv, mv_s):
+            s = nl.ndarray(t.shape, dtype=t.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=s, src=t)
+            tiles.append(s)
+        r = nl.ndarray(out.shape, dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul_mx(dst=r, stationary=tiles[0], moving=tiles[2], stationary_scale=tiles[1],
+                          moving_scale=tiles[3], tile_position=(96, 0), tile_size=(32, 128))
+        o = nl.ndarray(out.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=o, src=r)
+        nisa.dma_copy(dst=out, src=o)
+        return out
+
+    out = k(st, st_s, mv, mv_s, np.zeros((16, 64), np.float32))
+    ref = np.einsum("kiq,kjq->ij", st_deq, mv_deq)
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-6 * np.abs(ref).max())
