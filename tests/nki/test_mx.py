@@ -343,3 +343,55 @@ def test_nc_matmul_mx_row_tiles_compute_the_same() -> None:
     out = k(st, st_s, mv, mv_s, np.zeros((16, 64), np.float32))
     ref = np.einsum("kiq,kjq->ij", st_deq, mv_deq)
     np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-6 * np.abs(ref).max())
+
+
+def _packed_operand_error(body: Any) -> str:
+    @nki.jit(platform_target="trn3")
+    def k(a):
+        x = nl.ndarray((32, 4), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)
+        nisa.dma_copy(dst=x, src=a)
+        body(x)
+        return a
+
+    with pytest.raises(NKIError) as info:
+        k(dt.pack_x4(np.ones((32, 16), np.float32), nl.float8_e4m3fn_x4))
+    return str(info.value).splitlines()[0]
+
+
+class TestPackedDataIsNotComputedOn(expecttest.TestCase):
+    # numpy would read the raw words as numbers: every engine path refuses instead.
+    def test_engines_refuse_packed_operands(self) -> None:
+        def add(x: Any) -> None:
+            y = nl.ndarray((32, 4), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_tensor(dst=y, data1=x, data2=x, op=nl.add)
+
+        def to_bf16(x: Any) -> None:
+            nisa.tensor_copy(dst=nl.ndarray((32, 4), dtype=nl.bfloat16, buffer=nl.sbuf), src=x)
+
+        def memset_one(x: Any) -> None:
+            nisa.memset(dst=x, value=1)
+
+        self.assertExpectedInline(_packed_operand_error(add), """\
+an engine operand of dtype float8_e4m3fn_x4: a packed MX element holds four fp8/fp4 values and no engine computes on it; nisa.quantize_mx writes it, nisa.nc_matmul_mx reads it, and DMA or a copy into the same dtype moves it unchanged [err_unsupported_dtype]""")
+        self.assertExpectedInline(_packed_operand_error(to_bf16), """\
+cannot convert from float8_e4m3fn_x4: a packed MX element holds four fp8/fp4 values and no engine computes on it; nisa.quantize_mx writes it, nisa.nc_matmul_mx reads it, and DMA or a copy into the same dtype moves it unchanged [err_unsupported_dtype]""")
+        self.assertExpectedInline(_packed_operand_error(memset_one), """\
+cannot convert to float8_e4m3fn_x4: a packed MX element holds four fp8/fp4 values and no engine computes on it; nisa.quantize_mx writes it, nisa.nc_matmul_mx reads it, and DMA or a copy into the same dtype moves it unchanged [err_unsupported_dtype]""")
+
+
+def test_packed_data_moves_unchanged_and_memsets_to_zero() -> None:
+    @nki.jit(platform_target="trn3")
+    def k(a, out, zeros):
+        x = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=x, src=a)
+        y = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=y, src=x)
+        nisa.dma_copy(dst=out, src=y.view(nl.uint32))
+        nisa.memset(dst=x, value=0)
+        nisa.dma_copy(dst=zeros, src=x)
+        return out, zeros
+
+    a = dt.pack_x4(np.random.default_rng(0).uniform(-448, 448, (32, 64)).astype(np.float32), nl.float8_e4m3fn_x4)
+    out, zeros = k(a, np.zeros((32, 16), np.uint32), np.ones((32, 16), np.uint32).view(nl.float8_e4m3fn_x4))
+    np.testing.assert_array_equal(out, a.view(np.uint32))
+    assert not zeros.view(np.uint32).any()

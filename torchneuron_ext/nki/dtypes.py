@@ -112,6 +112,8 @@ def cast(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """Cast an fp32 engine result to its output dtype: round to nearest for floats, saturate nothing."""
     if values.dtype == dtype:
         return values
+    if values.dtype.names is not None or np.dtype(dtype).names is not None:  # the packed MX dtypes are structured
+        return _cast_packed(values, dtype)
     if not is_float(dtype) and dtype != bool_ and is_float(values.dtype):
         with np.errstate(invalid="ignore"):
             return np.rint(values).astype(dtype)
@@ -196,6 +198,24 @@ _NAMES.update({float8_e8m0fnu: "float8_e8m0fnu", float4_e2m1fn: "float4_e2m1fn",
                float8_e4m3fn_x4: "float8_e4m3fn_x4", float8_e5m2_x4: "float8_e5m2_x4",
                float4_e2m1fn_x4: "float4_e2m1fn_x4"})
 _FLOATS.add(float4_e2m1fn)
+
+
+def refuse_packed(dtype: Any, what: str) -> None:
+    """The error for an engine computing on packed MX data: numpy would read the raw words as numbers."""
+    from .errors import fail
+    fail("err_unsupported_dtype",
+         f"{what} {name(as_dtype(dtype))}: a packed MX element holds four fp8/fp4 values and no engine computes on "
+         f"it; nisa.quantize_mx writes it, nisa.nc_matmul_mx reads it, and DMA or a copy into the same dtype "
+         f"moves it unchanged")
+
+
+def _cast_packed(values: np.ndarray, dtype: Any) -> np.ndarray:
+    # Zero bits are +0.0 in every element type, so memset(value=0), AWS's one x4 memset, is a cast.
+    if is_x4(dtype) and not is_x4(values.dtype) and values.dtype.kind in "biuf" and not np.any(values):
+        return np.zeros(values.shape, as_dtype(dtype))
+    refuse_packed(values.dtype if is_x4(values.dtype) else dtype,
+                  "cannot convert to" if is_x4(dtype) else "cannot convert from")
+    raise AssertionError("unreachable")
 
 
 def is_x4(dtype: Any) -> bool:
