@@ -395,3 +395,11 @@ def test_packed_data_moves_unchanged_and_memsets_to_zero() -> None:
     out, zeros = k(a, np.zeros((32, 16), np.uint32), np.ones((32, 16), np.uint32).view(nl.float8_e4m3fn_x4))
     np.testing.assert_array_equal(out, a.view(np.uint32))
     assert not zeros.view(np.uint32).any()
+
+
+def test_host_cast_packs_and_unpacks() -> None:
+    x = np.array([[0.5, -1.0, 1.5, 4.0, 3.0, -6.0, 0.0, 2.0]], np.float32)
+    packed = dt.host_cast(x, nl.float4_e2m1fn_x4)
+    assert packed.dtype == nl.float4_e2m1fn_x4 and packed.shape == (1, 2)
+    np.testing.assert_array_equal(dt.host_cast(packed, np.float32), x)
+    np.testing.assert_array_equal(dt.host_cast(x, nl.bfloat16), x.astype(ml_dtypes.bfloat16))

@@ -277,3 +277,16 @@ def unpack_x4(packed: Any, dtype: Any = None) -> np.ndarray:
         nibbles = np.stack([(raw >> s) & 0xF for s in (0, 4, 8, 12)], axis=-1).astype(np.uint8)
         return nibbles.reshape(*raw.shape[:-1], raw.shape[-1] * X4_PACK).view(elem)
     return raw.view(np.uint8).reshape(*raw.shape[:-1], raw.shape[-1] * X4_PACK).view(elem)
+
+
+def host_cast(values: Any, dtype: Any) -> np.ndarray:
+    """A host cast that understands the packed MX dtypes (what AWS's ``neuron_dtypes.static_cast`` does):
+    into an x4 dtype packs (last axis / 4), out of one unpacks (last axis x 4) and then casts; any other
+    pair is numpy's cast with round-to-nearest."""
+    arr = np.asarray(values)
+    target = as_dtype(dtype)
+    if is_x4(target):
+        return arr.copy() if arr.dtype == target else pack_x4(arr, target)
+    if is_x4(arr.dtype):
+        return unpack_x4(arr).astype(target)
+    return arr.astype(target)
