@@ -38,6 +38,10 @@ E8M0_NAN = 0xFF
 # The largest unbiased exponent of each element type (AWS's E_max; 448 = 1.75 * 2**8, 57344 = 1.75 * 2**15).
 _EMAX = {dtypes.float8_e4m3fn: 8, dtypes.float8_e5m2: 15, dtypes.float4_e2m1fn: 2}
 _SCALE_DTYPES = (dtypes.uint8, dtypes.float8_e8m0fnu)
+# QuantizeMX's block scale over the OCP sample algorithm's 2**(floor(log2(amax)) - Emax), in powers of two:
+# AWS's ISA reference (quantize_mx, 2026) documents a scale twice as large. AWS's NKI Library goldens
+# (mx_utils.quantize_mx_golden) use the OCP scale with saturation: 0 here reproduces them bit for bit.
+SCALE_HEADROOM_EXP = 1
 
 
 def require_v4(api: str) -> None:
@@ -132,14 +136,14 @@ def quantize(values: np.ndarray, element: np.dtype) -> "tuple[np.ndarray, np.nda
     with np.errstate(invalid="ignore"):
         amax = np.abs(groups).max(axis=(1, 3))
     _, exp = np.frexp(amax)  # amax = m * 2**exp, m in [0.5, 1): floor(log2(amax)) = exp - 1
-    byte = (exp - 1) - (_EMAX[element] - 1) + E8M0_BIAS
+    byte = (exp - 1) - _EMAX[element] + SCALE_HEADROOM_EXP + E8M0_BIAS
     byte = np.where(amax == 0, 0, np.clip(byte, 0, E8M0_NAN - 1))
     byte = np.where(np.isfinite(amax), byte, E8M0_NAN).astype(np.uint8)
     factor = np.repeat(np.repeat(scale_values(byte), GROUP_PARTITIONS, axis=0), dtypes.X4_PACK, axis=1)
     limit = float(dtypes.finfo(element).max)
     with np.errstate(invalid="ignore", over="ignore"):
         scaled = values.astype(np.float32) / factor
-    # The doubled scale keeps every finite group inside the element range; clip guards the rounding edge.
+    # With the doubled scale every finite group fits the element range; with OCP's the largest values saturate.
     elements = np.clip(scaled, -limit, limit).astype(element)
     return elements, byte
 
