@@ -403,3 +403,32 @@ def test_host_cast_packs_and_unpacks() -> None:
     assert packed.dtype == nl.float4_e2m1fn_x4 and packed.shape == (1, 2)
     np.testing.assert_array_equal(dt.host_cast(packed, np.float32), x)
     np.testing.assert_array_equal(dt.host_cast(x, nl.bfloat16), x.astype(ml_dtypes.bfloat16))
+
+
+def test_cost_model_counts_mx_instructions() -> None:
+    @nki.jit(platform_target="trn3")
+    def k(a, st, st_s):
+        s = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=s, src=a)
+        q = nl.ndarray((128, 512), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)
+        sc = nl.ndarray((128, 512), dtype=nl.uint8, buffer=nl.sbuf)
+        nisa.quantize_mx(dst=q, src=s, dst_scale=sc)
+        sst = nl.ndarray(st.shape, dtype=st.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=sst, src=st)
+        sss = nl.ndarray(st_s.shape, dtype=st_s.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=sss, src=st_s)
+        r = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul_mx(dst=r, stationary=sst, moving=q, stationary_scale=sss, moving_scale=sc)
+        return a
+
+    rng = np.random.default_rng(2)
+    st, st_s, _ = mx_operand(rng, 128, 128, nl.float4_e2m1fn_x4)
+    k(bf16(rng, (128, 2048)), st, spread(st_s, 128))
+    costs = k.last_result.costs
+    hw = costs.hw
+    assert costs.instructions["quantize_mx"] == 1 and costs.instructions["nc_matmul_mx"] == 1
+    # Four source elements per partition per cycle: 2048 elements are 512 cycles.
+    assert costs.busy_s["vector"] == pytest.approx(max(hw.nki_min_ii_cycles, 512) / hw.vector_clock_hz)
+    # A [128, 128] x4 stationary against a [128, 512] x4 moving: a bf16 matmul's 512 cycles for 4x the work.
+    assert costs.busy_s["tensor"] == pytest.approx(512 / hw.tensor_clock_hz)
+    assert costs.flops == 2 * 512 * 128 * 512
