@@ -23,6 +23,9 @@ bool_, int8, int16, int32 = _dt.bool_, _dt.int8, _dt.int16, _dt.int32
 uint8, uint16, uint32 = _dt.uint8, _dt.uint16, _dt.uint32
 float16, float32, bfloat16, tfloat32 = _dt.float16, _dt.float32, _dt.bfloat16, _dt.tfloat32
 float8_e4m3, float8_e4m3fn, float8_e5m2 = _dt.float8_e4m3, _dt.float8_e4m3fn, _dt.float8_e5m2
+# MX: the packed x4 data dtypes and the E8M0 shared-scale dtype (nki.isa.quantize_mx / nc_matmul_mx).
+float8_e8m0fnu, float8_e4m3fn_x4, float8_e5m2_x4 = _dt.float8_e8m0fnu, _dt.float8_e4m3fn_x4, _dt.float8_e5m2_x4
+float4_e2m1fn_x4 = _dt.float4_e2m1fn_x4
 fp32, fp16, bf16, tf32, fp8_e4m3, fp8_e5m2 = _dt.fp32, _dt.fp16, _dt.bf16, _dt.tf32, _dt.fp8_e4m3, _dt.fp8_e5m2
 finfo, iinfo = _dt.finfo, _dt.iinfo
 
@@ -460,10 +463,6 @@ all_reduce = _unsupported("all_reduce", "collectives across cores are not simula
 # Names of the language the simulator knows but does not model: reading them raises NKIUnsupportedError
 # naming them (through the language modules' __getattr__), not an AttributeError that looks like a typo.
 UNMODELLED = {
-    "float4_e2m1fn_x4": "the packed MX (microscaling) dtypes and their matmuls are not simulated",
-    "float8_e4m3fn_x4": "the packed MX (microscaling) dtypes and their matmuls are not simulated",
-    "float8_e5m2_x4": "the packed MX (microscaling) dtypes and their matmuls are not simulated",
-    "float8_e8m0fnu_x4": "the packed MX (microscaling) dtypes and their matmuls are not simulated",
     "gather_flattened": "gather with index tiles instead: nl.load(t[idx_tile, i_f])",
 }
 

@@ -10,6 +10,7 @@ One module per hardware engine, matching cost_model.ENGINES, on shared operand h
 - vector.py: the Vector engine's arithmetic, reductions, statistics, scans and dropout.
 - vector_select.py: the Vector engine's selections, top-8 instructions and partition shuffles.
 - gpsimd.py: cross-partition instructions, iota and affine patterns, segment bounds.
+- mx.py: MX microscaling (NeuronCore-v4): QuantizeMX and the MX matmul, used as ``engines.mx``.
 - operators.py: NKITensor's operators, installed on it here.
 
 These are primitives: what a dialect allows (keywords, memories, result placement) is decided in that

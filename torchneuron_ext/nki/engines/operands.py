@@ -102,6 +102,8 @@ def shape_of(x: Any) -> tuple:
 
 def fp32(v: Any) -> Any:
     if isinstance(v, np.ndarray):
+        if v.dtype.names is not None:  # packed MX data: numpy would read its raw words as numbers
+            dtypes.refuse_packed(v.dtype, "an engine operand of dtype")
         return v.astype(np.float32, copy=False) if v.dtype != np.float32 else v
     if isinstance(v, np.generic):
         return np.float32(v)

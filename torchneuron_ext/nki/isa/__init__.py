@@ -173,3 +173,4 @@ def nc_find_index8(dst: NKITensor, data: NKITensor, vals: NKITensor, name: Optio
 __getattr__ = _unmodelled_instructions(__name__)
 from .cross_core import *  # noqa
 from .registers import *  # noqa
+from .mx import *  # noqa
