@@ -306,6 +306,22 @@ greater, greater_equal = _binary("greater"), _binary("greater_equal")
 logical_and, logical_or, logical_xor = (_binary(n) for n in ("logical_and", "logical_or", "logical_xor"))
 bitwise_and, bitwise_or, bitwise_xor = (_binary(n) for n in ("bitwise_and", "bitwise_or", "bitwise_xor"))
 left_shift, right_shift = _binary("left_shift"), _binary("right_shift")
+abs_max, abs_min = _binary("abs_max"), _binary("abs_min")
+
+
+def _isa_operator(name: str, doc: str) -> Any:
+    """An operator AWS defines only as an argument of ISA instructions (not callable on tiles)."""
+    def op(*args: Any, **kwargs: Any) -> Any:
+        raise TypeError(f"nl.{name} is an operator for nki.isa instructions (e.g. activate2's op0/op1 or op), "
+                        f"not a function to call")
+    op.__name__ = op.__qualname__ = name
+    op._nki_op = name
+    op.__doc__ = doc
+    return op
+
+
+bypass = _isa_operator("bypass", "No operation: skips a stage of a tensor-scalar pipeline (nisa.activate2).")
+prelu = _isa_operator("prelu", "Parametric ReLU for nisa.activate2: x if x >= 0 else relu_param * x.")
 
 
 # -- reductions ------------------------------------------------------------------------------------------
