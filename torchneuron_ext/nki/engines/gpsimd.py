@@ -11,7 +11,8 @@ from .. import dtypes, runtime
 from ..errors import fail, NKIUnsupportedError
 from ..indexing import as_mask
 from ..tensor import NKITensor
-from .operands import charge, check_tile, emit, fp32, free_size, quiet, result_dtype, store_into
+from .operands import (charge, check_tile, emit, fp32, free_size, quiet, require_generation, result_dtype,
+                       store_into)
 from .vector import REDUCTIONS
 
 
@@ -196,8 +197,7 @@ def nonzero_with_count(src: NKITensor, *, index_offset: int = 0, padding_val: in
     (+ index_offset), then padding_val, then their count, in T + 1 elements. Other partitions of dst are
     left alone. NeuronCore-v3+."""
     api = "nonzero_with_count"
-    if runtime.current().target.name in ("trn1", "inf2"):
-        fail("err_unsupported_instruction", f"'{api}' needs NeuronCore-v3 (trn2) or later")
+    require_generation(api, 3)
     check_tile(src, api, "src", allow_psum=False)
     check_tile(dst, api, "dst", allow_psum=False)
     if src.dtype not in (dtypes.float32, dtypes.int32):

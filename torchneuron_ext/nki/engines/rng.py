@@ -23,7 +23,7 @@ from .. import dtypes, runtime
 from ..errors import fail
 from ..memory import psum
 from ..tensor import NKITensor
-from .operands import charge, check_tile, free_size, per_partition, store_into
+from .operands import charge, check_tile, free_size, per_partition, require_generation, store_into
 
 WORDS = {"gpsimd": 6, "vector": 24}   # uint32 state words per lane (AWS's ISA reference)
 
@@ -99,13 +99,6 @@ def draw(engine: str, partitions: int, count: int) -> np.ndarray:
     return out[:, :count]
 
 
-def _require_generation(api: str, generation: int) -> None:
-    target = runtime.current().target
-    if target.generation < generation:
-        fail("err_unsupported_instruction", f"'{api}' needs NeuronCore-v{generation} or later, the target is "
-                                            f"{target.name} (NeuronCore-v{target.generation})")
-
-
 def _engine_for(api: str, engine: str, dst: NKITensor) -> None:
     if engine not in ("vector", "gpsimd"):
         fail("err_unsupported_engine", f"'{api}' runs on the Vector or GpSimd engine, got {engine}")
@@ -125,7 +118,7 @@ def rng(dst: NKITensor, engine: str) -> None:
                                       f"{dtypes.name(dst.dtype)}")
     _engine_for(api, engine, dst)
     if engine == "gpsimd":
-        _require_generation(f"{api} on the GpSimd engine", 3)
+        require_generation(api, 3, " on the GpSimd engine")
     bits = draw(engine, dst.shape[0], free_size(dst.shape))
     charge(engine, api, dst.shape)
     store_into(dst, bits.astype(dst.dtype).reshape(dst.shape), api)
@@ -140,7 +133,7 @@ def rand2(dst: NKITensor, low: Any, high: Any) -> None:
     """Uniform fp32 numbers in [low, high] (scalars or one per partition) from the Vector engine's generators,
     cast to dst's dtype. NeuronCore-v4+."""
     api = "rand2"
-    _require_generation(api, 4)
+    require_generation(api, 4)
     check_tile(dst, api, "dst")
     if dtypes.name(dst.dtype) not in _RAND2_DTYPES:
         fail("err_unsupported_dtype", f"'{api}': dst cannot be {dtypes.name(dst.dtype)}")
@@ -171,11 +164,11 @@ def set_rng_seed(src_seeds: NKITensor) -> None:
 
 
 def _state_engine(api: str, engine: str, tile: NKITensor, arg: str) -> None:
-    _require_generation(api, 3)
+    require_generation(api, 3)
     if engine not in ("vector", "gpsimd"):
         fail("err_unsupported_engine", f"'{api}' runs on the GpSimd or Vector engine, got {engine}")
     if engine == "vector":
-        _require_generation(f"{api} on the Vector engine", 4)
+        require_generation(api, 4, " on the Vector engine")
     if tile.dtype != dtypes.uint32:
         fail("err_unsupported_dtype", f"'{api}': {arg} must be uint32, got {dtypes.name(tile.dtype)}")
     if free_size(tile.shape) != WORDS[engine]:

@@ -7,14 +7,13 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .. import runtime
 from ..errors import fail
 from ..indexing import as_mask
 from ..tensor import NKITensor
 from . import accumulator
 from .elementwise import BINARY, UNARY, op_name
-from .operands import (charge, check_tile, emit, fp32, free_size, per_partition, quiet, result_dtype, same_partitions,
-                       store_into)
+from .operands import (charge, check_tile, emit, fp32, free_size, per_partition, quiet, require_generation,
+                       result_dtype, same_partitions, store_into)
 
 
 def activation(op: Any, data: NKITensor, *, bias: Any = None, scale: Any = 1.0, reduce_op: Any = None,
@@ -74,9 +73,7 @@ def activate2(op: Any, data: NKITensor, imm0: Any, imm1: Any, op0: Any, op1: Any
     stage; ``relu_param`` is nl.prelu's slope; the results are folded into the engine's registers by
     ``reduce_cmd`` (add, max, min, abs_max or abs_min)."""
     api = "activate2"
-    if runtime.current().target.generation < 4:
-        fail("err_unsupported_instruction", f"'{api}' needs NeuronCore-v4 (trn3) or later, the target is "
-                                            f"{runtime.current().target.name}")
+    require_generation(api, 4)
     check_tile(data, api, "data")
     check_tile(dst, api, "dst")
     same_partitions(api, ("data", data), ("dst", dst))

@@ -16,7 +16,8 @@ from ..tensor import NKITensor
 from . import accumulator
 from .elementwise import BINARY, INT_BINARY, UNARY, copy, elementwise, op_name
 from .operands import (charge, check_tile, dtype_of, emit, fp32, free_size, mask_for, new_tile, operand_pair,
-                       per_partition, quiet, result_dtype, same_partitions, store_into, value_of)
+                       per_partition, quiet, require_generation, result_dtype, same_partitions, store_into,
+                       value_of)
 
 
 def dropout(data: NKITensor, prob: Any, *, dtype: Any = None, mask: Any = None,
@@ -354,6 +355,7 @@ def exponential(src: NKITensor, *, max_value: Any = 0.0, reduce_res: Optional[NK
     idle, the sum of the results is folded into the Vector engine's registers and ``reduce_res`` (P, 1)
     receives them."""
     api = "exponential"
+    require_generation(api, 4)
     check_tile(src, api, "src")
     check_tile(dst, api, "dst")
     same_partitions(api, ("src", src), ("dst", dst))

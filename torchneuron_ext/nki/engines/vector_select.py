@@ -6,14 +6,14 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from .. import dtypes, runtime
+from .. import dtypes
 from ..errors import fail
 from ..indexing import as_mask
 from ..tensor import NKITensor
 from . import accumulator
 from .elementwise import BINARY, op_name
-from .operands import (charge, check_tile, emit, fp32, free_size, mask_for, operand_pair, per_partition, result_dtype,
-                       same_partitions, store_into)
+from .operands import (charge, check_tile, emit, fp32, free_size, mask_for, operand_pair, per_partition,
+                       require_generation, result_dtype, same_partitions, store_into)
 
 
 # The Vector engine's top-k instructions (max8, nc_find_index8, nc_match_replace8) work on 8 values per
@@ -118,8 +118,7 @@ def range_select(on_true: NKITensor, comp_op0: Any, comp_op1: Any, bound0: Any, 
     Vector engine's registers (``reduce_cmd``, reset_reduce by default). NeuronCore-v3+."""
     api = "range_select"
     check_tile(on_true, api, "on_true_tile")
-    if runtime.current().target.name in ("trn1", "inf2"):
-        fail("err_unsupported_instruction", f"'{api}' needs NeuronCore-v3 (trn2) or later")
+    require_generation(api, 3)
     if not dtypes.is_float(on_true.dtype):
         fail("err_unsupported_dtype", f"'{api}': on_true_tile must be a float tile, got {dtypes.name(on_true.dtype)}")
     names = {"equal", "less", "less_equal", "greater", "greater_equal"}

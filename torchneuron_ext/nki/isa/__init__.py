@@ -99,9 +99,6 @@ def exponential(dst: NKITensor, src: NKITensor, max_value: Any = 0.0, reduce_res
                 reduce_cmd: Any = _reduce_cmd.idle, reduce_init: Any = 0.0, name: Optional[str] = None) -> None:
     """dst = exp(src - max_value) on the Vector engine (NeuronCore-v4+), the sum folded into the engine's
     accumulation registers by reduce_cmd and read into reduce_res."""
-    if get_nc_version() < nc_version.gen4:
-        fail("err_unsupported_instruction", f"'exponential' needs NeuronCore-v4 (trn3) or later, the target is "
-                                            f"NeuronCore-v{int(get_nc_version())}")
     _eng.exponential(src, max_value=max_value, reduce_res=reduce_res, reduce_cmd=reduce_cmd, reduce_init=reduce_init,
                      dst=dst)
 

@@ -62,8 +62,8 @@ def range_select(dst: NKITensor, on_true_tile: NKITensor, comp_op0: Any, comp_op
     api = "range_select"
     fill = FP32_MIN if on_false_value is Ellipsis else on_false_value
     if isinstance(fill, NKITensor) or float(np.float32(fill)) != FP32_MIN:
-        fail("err_invalid_argument", f"'{api}': on_false_value must be FP32_MIN ({FP32_MIN}), a hardware "
-                                     f"constraint, got {on_false_value!r}")
+        fail("err_invalid_argument", f"'{api}': on_false_value must be FP32_MIN ({str(np.float32(FP32_MIN))}), a "
+                                     f"hardware constraint, got {on_false_value!r}")
     for arg, b in (("bound0", bound0), ("bound1", bound1)):
         if isinstance(b, NKITensor) and b.dtype != np.float32:
             fail("err_unsupported_dtype", f"'{api}': {arg} must be float32, got {b.dtype}")
