@@ -682,3 +682,19 @@ def test_instructions_are_counted_on_their_engines(trn3: None) -> None:
     assert costs.instructions["exponential"] == 1 and costs.instructions["activate2"] == 1
     assert costs.instructions["nc_n_gather"] == 1
     assert costs.busy_s["gpsimd"] > 0 and costs.busy_s["scalar"] > 0
+
+
+def test_shared_identity_matrix_is_in_sbuf_in_nki_0_2() -> None:
+    # AWS's reference (NKI 0.2+): "Create an identity matrix in SBUF"; the NKI Library feeds it to nc_matmul.
+    @nki.jit
+    def k(a):
+        t = load(a)
+        eye = nl.shared_identity_matrix(a.shape[0], dtype=nl.float32)
+        acc = nl.ndarray((a.shape[1], a.shape[0]), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=acc, stationary=t, moving=eye, is_transpose=True)
+        res = nl.ndarray(acc.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=res, src=acc)
+        return store(res)
+
+    a = f32(32, 16)
+    np.testing.assert_array_equal(k(a), a.T)

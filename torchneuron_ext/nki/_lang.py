@@ -167,6 +167,18 @@ def shared_identity_matrix(n: int, dtype: Any = uint8) -> NKITensor:
     return shared_constant(np.eye(n), dtype)
 
 
+def _sbuf_identity_matrix(n: int, dtype: Any = uint8, dst: Optional[NKITensor] = None) -> NKITensor:
+    """NKI 0.2+'s ``nl.shared_identity_matrix``: the identity in SBUF (AWS's reference; the kernels feed it to
+    nc_matmul as is), written into ``dst`` when given. The compiler loads it from the binary: one DMA."""
+    out = dst if dst is not None else ndarray((n, n), dtype, buffer=sbuf)
+    if tuple(out.shape) != (n, n):
+        fail("err_shape_mismatch", f"shared_identity_matrix({n}) needs a ({n}, {n}) dst, got {out.shape}")
+    out.write(np.eye(n, dtype=np.float32).astype(out.dtype))
+    _rt.current().costs.dma("shared_identity_matrix", n * n * np.dtype(out.dtype).itemsize, to_hbm=False,
+                            from_hbm=True)
+    return out
+
+
 def static_cast(arr: np.ndarray, dtype: Any) -> np.ndarray:
     """Host helper: cast a numpy array to an NKI dtype (e.g. bfloat16) with round-to-nearest."""
     return np.asarray(arr).astype(_dt.as_dtype(dtype))
