@@ -261,6 +261,20 @@ def test_tensor_scalar_reduce_rules() -> None:
     expecttest.assert_expected_inline(message(k, a, False, nisa.reduce_cmd.load_reduce, None), """'tensor_scalar_reduce' with reduce_cmd=load_reduce needs the initial value (reduce_init) [err_missing_argument]""")
 
 
+def test_tensor_scalar_reduce_unary_op0_takes_no_operand() -> None:
+    @nki.jit
+    def k(a, operand0):
+        t = load(a)
+        y = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        r = nl.ndarray((a.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar_reduce(dst=y, data=t, op0=nl.abs, operand0=operand0, reduce_op=nl.maximum, reduce_res=r)
+        return store(r)
+
+    a = f32(4, 8)
+    np.testing.assert_array_equal(k(a, None), np.abs(a).max(1, keepdims=True))
+    expecttest.assert_expected_inline(message(k, a, 2.0), """'tensor_scalar_reduce': operand0 must be None or 0 with the unary op0 abs, got 2.0 [err_invalid_argument]""")
+
+
 def test_tensor_scalar_cumulative_scans_and_chains() -> None:
     @nki.jit
     def k(a, b, start):

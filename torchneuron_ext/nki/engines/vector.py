@@ -268,6 +268,10 @@ def _tensor_scalar_op(x: np.ndarray, op0: Any, operand0: Any, reverse0: bool, da
             v = per_partition(operand0, data, api, "operand0")
             y = BINARY[name](v, x) if reverse0 else BINARY[name](x, v)
         else:
+            # AWS: operand0 "must be None or 0 when op0 is a unary operator (e.g., nl.abs)".
+            if operand0 is not None and (isinstance(operand0, NKITensor) or float(operand0) != 0.0):
+                fail("err_invalid_argument", f"'{api}': operand0 must be None or 0 with the unary op0 {name}, got "
+                                             f"{operand0!r}")
             y = UNARY[name][1](x)
     return np.asarray(y, dtype=np.float32)
 
@@ -379,6 +383,9 @@ def exponential(src: NKITensor, *, max_value: Any = 0.0, reduce_res: Optional[NK
         if reduce_res.shape[0] != src.shape[0] or free_size(reduce_res.shape) != 1:
             fail("err_num_partition_mismatch",
                  f"'{api}': reduce_res must be ({src.shape[0]}, 1), got {reduce_res.shape}")
+        if not dtypes.is_float(reduce_res.dtype):
+            fail("err_unsupported_dtype", f"'{api}': reduce_res must be a float tile, got "
+                                          f"{dtypes.name(reduce_res.dtype)}")
         store_into(reduce_res, acc.reshape(reduce_res.shape), api)
     charge("vector", api, src.shape)
     store_into(dst, y.reshape(dst.shape), api)
