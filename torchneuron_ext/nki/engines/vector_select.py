@@ -166,12 +166,13 @@ def match_replace8(data: NKITensor, vals: NKITensor, imm: Any, *, dst_idx: Optio
     # replaced, so duplicate vals pair with their matches in descending order across dst_idx. A value that
     # matches nothing leaves the all-ones sentinel nc_find_index8 documents.
     idx = np.full((p, TOP_K), np.iinfo(np.uint32).max, dtype=np.int64)
-    for r in range(p):
-        for j in range(TOP_K - 1, -1, -1):
-            hits = np.flatnonzero((x[r] == v[r, j]) & allowed[r])
-            if hits.size:
-                idx[r, j] = hits[0]
-                x[r, hits[0]] = np.float32(imm)
+    rows = np.arange(p)
+    for j in range(TOP_K - 1, -1, -1):   # all partitions at once, one of the 8 values at a time
+        hits = (x == v[:, j:j + 1]) & allowed
+        found = hits.any(axis=1)
+        first = hits.argmax(axis=1)
+        idx[found, j] = first[found]
+        x[rows[found], first[found]] = np.float32(imm)
     if dst_idx is not None:
         check_tile(dst_idx, api, "dst_idx")
         store_into(dst_idx, idx.reshape(dst_idx.shape), api)
