@@ -71,19 +71,20 @@ def test_matmul_hints_are_held_to_their_promise() -> None:
 
 def test_an_option_aws_takes_that_is_not_modelled_is_refused_by_name() -> None:
     @nki.jit
-    def k(a, max_value):
+    def k(a, reduce_op):
         out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
         t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
         nisa.dma_copy(dst=t, src=a)
         e = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
-        nisa.exponential(dst=e, src=t, max_value=max_value)
+        nisa.scalar_tensor_tensor(dst=e, data=t, op0=nl.multiply, operand0=2.0, op1=nl.add, operand1=t,
+                                  reduce_op=reduce_op)
         nisa.dma_copy(dst=out, src=e)
         return out
 
     a = f32(8, 8)
-    np.testing.assert_allclose(k(a, 0.0), np.exp(a), rtol=1e-6)
-    with pytest.raises(NKIUnsupportedError, match=r"nki.isa.exponential\(max_value=...\)"):
-        k(a, 1.0)
+    np.testing.assert_allclose(k(a, None), 3 * a, rtol=1e-6)
+    with pytest.raises(NKIUnsupportedError, match=r"nki.isa.scalar_tensor_tensor\(reduce_op=...\)"):
+        k(a, nl.add)
 
 
 @pytest.mark.parametrize("isa", [nisa, legacy_isa], ids=["new", "legacy"])

@@ -184,6 +184,18 @@ def shared_identity_matrix(n: int, dtype: Any = uint8) -> NKITensor:
     return shared_constant(np.eye(n), dtype)
 
 
+def _sbuf_identity_matrix(n: int, dtype: Any = uint8, dst: Optional[NKITensor] = None) -> NKITensor:
+    """NKI 0.2+'s ``nl.shared_identity_matrix``: the identity in SBUF (AWS's reference; the kernels feed it to
+    nc_matmul as is), written into ``dst`` when given. The compiler loads it from the binary: one DMA."""
+    out = dst if dst is not None else ndarray((n, n), dtype, buffer=sbuf)
+    if tuple(out.shape) != (n, n):
+        fail("err_shape_mismatch", f"shared_identity_matrix({n}) needs a ({n}, {n}) dst, got {out.shape}")
+    out.write(np.eye(n, dtype=np.float32).astype(out.dtype))
+    _rt.current().costs.dma("shared_identity_matrix", n * n * np.dtype(out.dtype).itemsize, to_hbm=False,
+                            from_hbm=True)
+    return out
+
+
 def static_cast(arr: np.ndarray, dtype: Any) -> np.ndarray:
     """Host helper: cast a numpy array to an NKI dtype (e.g. bfloat16) with round-to-nearest."""
     return np.asarray(arr).astype(_dt.as_dtype(dtype))
@@ -381,6 +393,22 @@ greater, greater_equal = _binary("greater"), _binary("greater_equal")
 logical_and, logical_or, logical_xor = (_binary(n) for n in ("logical_and", "logical_or", "logical_xor"))
 bitwise_and, bitwise_or, bitwise_xor = (_binary(n) for n in ("bitwise_and", "bitwise_or", "bitwise_xor"))
 left_shift, right_shift = _binary("left_shift"), _binary("right_shift")
+abs_max, abs_min = _binary("abs_max"), _binary("abs_min")
+
+
+def _isa_operator(name: str, doc: str) -> Any:
+    """An operator AWS defines only as an argument of ISA instructions (not callable on tiles)."""
+    def op(*args: Any, **kwargs: Any) -> Any:
+        raise TypeError(f"nl.{name} is an operator for nki.isa instructions (e.g. activate2's op0/op1 or op), "
+                        f"not a function to call")
+    op.__name__ = op.__qualname__ = name
+    op._nki_op = name
+    op.__doc__ = doc
+    return op
+
+
+bypass = _isa_operator("bypass", "No operation: skips a stage of a tensor-scalar pipeline (nisa.activate2).")
+prelu = _isa_operator("prelu", "Parametric ReLU for nisa.activate2: x if x >= 0 else relu_param * x.")
 
 
 # -- reductions ------------------------------------------------------------------------------------------

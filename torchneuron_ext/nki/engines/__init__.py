@@ -7,9 +7,12 @@ One module per hardware engine, matching cost_model.ENGINES, on shared operand h
 - dma.py: the DMA engine (load, store, dma_copy, atomic read-modify-write, DMA transposes).
 - tensor_engine.py: matmul into PSUM and the PE-array transpose.
 - scalar.py: the Scalar (activation) engine.
-- vector.py: the Vector engine's arithmetic, reductions, statistics, scans and dropout.
+- vector.py: the Vector engine's arithmetic, reductions, statistics, scans, running reductions, exponentials
+  and dropout.
+- accumulator.py: the Vector and Scalar engines' accumulation registers (``reduce_cmd``).
+- rng.py: the engines' XORWOW random number generators (rng, rand2, seeds and states).
 - vector_select.py: the Vector engine's selections, top-8 instructions and partition shuffles.
-- gpsimd.py: cross-partition instructions, iota and affine patterns, segment bounds.
+- gpsimd.py: cross-partition instructions, gathers, iota and affine patterns, segment bounds, nonzero positions.
 - mx.py: MX microscaling (NeuronCore-v4): QuantizeMX and the MX matmul, used as ``engines.mx``.
 - operators.py: NKITensor's operators, installed on it here.
 
@@ -25,12 +28,13 @@ from .dma import atomic_rmw, dma_copy, dma_transpose, load, store
 from .elementwise import (BINARY, INT_BINARY, INT_UNARY, UNARY, accumulate, assign, broadcast_to, copy, elementwise,
                           expand_dims, op_name, tensor_copy_predicated, where)
 from .gpsimd import (GPSIMD_PARTITIONS_PER_CORE, affine_pattern_values, affine_select, iota_expr, iota_pattern,
-                     local_gather, partition_reduce, sequence_bounds)
+                     local_gather, n_gather, nonzero_with_count, partition_reduce, sequence_bounds)
 from .operands import check_tile, dtype_of, new_tile, result_dtype, shape_of, store_into, value_of
-from .scalar import activation
+from .scalar import activate2, activation
 from .tensor_engine import matmul, matmul_hints, transpose
-from .vector import (bn_aggr, bn_stats, dropout, loop_reduce, memset, random_seed, reduce, scalar_tensor_tensor,
-                     tensor_scalar, tensor_scalar_reduce, tensor_tensor, tensor_tensor_scan)
+from .vector import (bn_aggr, bn_stats, dropout, exponential, loop_reduce, memset, random_seed, reduce,
+                     scalar_tensor_tensor, tensor_scalar, tensor_scalar_cumulative, tensor_scalar_reduce, tensor_tensor,
+                     tensor_tensor_scan)
 from .vector_select import find_index8, match_replace8, max8, range_select, select_reduce, stream_shuffle
 
 operators.install(NKITensor)
@@ -44,4 +48,5 @@ __all__ = [
     "reduce", "result_dtype", "scalar_tensor_tensor", "select_reduce", "sequence_bounds", "shape_of", "store",
     "store_into", "stream_shuffle", "tensor_copy_predicated", "tensor_scalar", "tensor_scalar_reduce",
     "tensor_tensor", "tensor_tensor_scan", "transpose", "value_of", "where",
+    "activate2", "exponential", "n_gather", "nonzero_with_count", "tensor_scalar_cumulative",
 ]

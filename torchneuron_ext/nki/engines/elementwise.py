@@ -81,6 +81,7 @@ BINARY: dict[str, Callable] = {
     "equal": np.equal, "not_equal": np.not_equal, "less": np.less, "less_equal": np.less_equal,
     "greater": np.greater, "greater_equal": np.greater_equal,
     "logical_and": np.logical_and, "logical_or": np.logical_or, "logical_xor": np.logical_xor,
+    "abs_max": lambda x, y: np.maximum(np.abs(x), np.abs(y)), "abs_min": lambda x, y: np.minimum(np.abs(x), np.abs(y)),
 }
 
 

@@ -1,5 +1,6 @@
-"""The GpSimd engine: cross-partition work (partition reductions, per-core gathers), iota and affine
-patterns (iota, affine_select) and segment bounds."""
+"""The GpSimd engine: cross-partition work (partition reductions, per-core gathers), gathers within a
+partition (nc_n_gather), iota and affine patterns (iota, affine_select), segment bounds and nonzero
+positions."""
 from __future__ import annotations
 
 from typing import Any, Optional, Sequence
@@ -10,7 +11,8 @@ from .. import dtypes, runtime
 from ..errors import fail, NKIUnsupportedError
 from ..indexing import as_mask
 from ..tensor import NKITensor
-from .operands import charge, check_tile, emit, fp32, free_size, quiet, result_dtype, store_into
+from .operands import (charge, check_tile, emit, fp32, free_size, quiet, require_generation, result_dtype,
+                       store_into)
 from .vector import REDUCTIONS
 
 
@@ -78,7 +80,12 @@ def sequence_bounds(segment_ids: NKITensor, *, dtype: Any = None, dst: Optional[
     check_tile(segment_ids, api, "segment_ids")
     if segment_ids.shape[0] != 1:
         fail("err_num_partition_mismatch", f"'{api}' takes one partition, got {segment_ids.shape}")
+    for arg, t in (("segment_ids", segment_ids), ("dst", dst)):
+        if t is not None and t.dtype not in (dtypes.float32, dtypes.int32):
+            fail("err_unsupported_dtype", f"'{api}': {arg} must be float32 or int32, got {dtypes.name(t.dtype)}")
     s = np.asarray(segment_ids.read()).reshape(-1)
+    if (s < 0).any():
+        fail("err_invalid_argument", f"'{api}': segment ids must be non-negative, got {s.min()}")
     n = s.size
     start, end = np.empty(n, np.int64), np.empty(n, np.int64)
     for i in range(n):
@@ -95,8 +102,16 @@ def sequence_bounds(segment_ids: NKITensor, *, dtype: Any = None, dst: Optional[
 GPSIMD_PARTITIONS_PER_CORE = 16
 
 
+# local_gather's limits (the NKI ISA reference): contiguous elements per index, and indices per core.
+LOCAL_GATHER_ELEMENTS = (1, 2, 4, 8, 16, 32)
+
+
+LOCAL_GATHER_MAX_INDICES = 4096
+
+
 def local_gather(src: NKITensor, index: NKITensor, num_elem_per_idx: int = 1,
-                 num_valid_indices: Optional[int] = None, *, mask: Any = None) -> NKITensor:
+                 num_valid_indices: Optional[int] = None, *, mask: Any = None,
+                 dst: Optional[NKITensor] = None) -> Optional[NKITensor]:
     """GpSimd gather within each core's 16 partitions: the core's index slice, flattened partition-first,
     gives element offsets into each partition's free data; ``num_elem_per_idx`` contiguous elements are
     read from each. Result (P, num_valid_indices, num_elem_per_idx) in src's dtype."""
@@ -105,8 +120,8 @@ def local_gather(src: NKITensor, index: NKITensor, num_elem_per_idx: int = 1,
     check_tile(index, api, "index", allow_psum=False)
     if mask is not None and as_mask(mask) is not None:
         raise NKIUnsupportedError("nki.isa.local_gather(mask=...) is not modelled by the simulator")
-    if dtypes.is_float(index.dtype):
-        fail("err_unsupported_dtype", f"'{api}': indices must be integers, got {dtypes.name(index.dtype)}")
+    if index.dtype != dtypes.uint16:
+        fail("err_unsupported_dtype", f"'{api}': indices must be uint16, got {dtypes.name(index.dtype)}")
     p, g = src.shape[0], GPSIMD_PARTITIONS_PER_CORE
     if index.shape[0] != p or p % g:
         fail("err_num_partition_mismatch", f"'{api}': src_buffer and index need the same multiple of {g} "
@@ -116,9 +131,14 @@ def local_gather(src: NKITensor, index: NKITensor, num_elem_per_idx: int = 1,
     per_core = idx.shape[1] * g
     nvi = int(num_valid_indices) if num_valid_indices else per_core
     n = int(num_elem_per_idx)
-    if not 0 < nvi <= per_core or n < 1:
-        fail("err_shape_mismatch", f"'{api}': num_valid_indices must be in 1..{per_core} and num_elem_per_idx "
-                                   f"positive, got {num_valid_indices} and {num_elem_per_idx}")
+    if n not in LOCAL_GATHER_ELEMENTS:
+        fail("err_invalid_argument", f"'{api}': num_elem_per_idx must be one of {list(LOCAL_GATHER_ELEMENTS)}, "
+                                     f"got {num_elem_per_idx}")
+    if not 0 < nvi <= min(per_core, LOCAL_GATHER_MAX_INDICES):
+        fail("err_size_of_dimension_exceed_arch_limit",
+             f"'{api}': num_valid_indices must be in 1..{min(per_core, LOCAL_GATHER_MAX_INDICES)} (the index "
+             f"slice of a core holds {per_core}; a core gathers at most {LOCAL_GATHER_MAX_INDICES}), got "
+             f"{num_valid_indices}")
     out = np.empty((p, nvi, n), dtype=src.dtype)
     for c in range(p // g):
         offsets = idx[c * g:(c + 1) * g].flatten(order="F")[:nvi]
@@ -128,4 +148,80 @@ def local_gather(src: NKITensor, index: NKITensor, num_elem_per_idx: int = 1,
                  f"elements of a partition")
         out[c * g:(c + 1) * g] = flat[c * g:(c + 1) * g][:, offsets[:, None] + np.arange(n)]
     charge("gpsimd", api, (p, nvi * n))
+    if dst is not None:
+        _same_dtype(api, "src_buffer", src, dst)
+        check_tile(dst, api, "dst", allow_psum=False)
+        if dst.shape[0] != p or free_size(dst.shape) != nvi * n:
+            fail("err_shape_mismatch", f"'{api}' gathers ({p}, {nvi}, {n}) elements; dst is {dst.shape}")
+        store_into(dst, out.reshape(dst.shape), api)
+        return None
     return emit(out, src.dtype, None, None, api)
+
+
+def _same_dtype(api: str, arg: str, src: NKITensor, dst: NKITensor) -> None:
+    if src.dtype != dst.dtype:
+        fail("err_unsupported_dtype", f"'{api}' copies without a cast: dst must have {arg}'s dtype "
+                                      f"({dtypes.name(src.dtype)}), got {dtypes.name(dst.dtype)}")
+
+
+def n_gather(data: NKITensor, indices: NKITensor, *, dst: NKITensor) -> None:
+    """``nc_n_gather``: in each partition, dst[p, j] = data[p, flat][indices[p, j]] (the free axes of data
+    flattened); indices uint32, every tile in SBUF, no cast."""
+    api = "nc_n_gather"
+    check_tile(data, api, "data", allow_psum=False)
+    check_tile(indices, api, "indices", allow_psum=False)
+    check_tile(dst, api, "dst", allow_psum=False)
+    _same_dtype(api, "data", data, dst)
+    if indices.dtype != dtypes.uint32:
+        fail("err_unsupported_dtype", f"'{api}': indices must be uint32, got {dtypes.name(indices.dtype)}")
+    p = data.shape[0]
+    if indices.shape[0] != p or dst.shape[0] != p:
+        fail("err_num_partition_mismatch", f"'{api}': data, indices and dst need the same partitions, got "
+                                           f"{data.shape}, {indices.shape} and {dst.shape}")
+    if free_size(indices.shape) != free_size(dst.shape):
+        fail("err_shape_mismatch", f"'{api}': dst {dst.shape} must hold as many elements per partition as "
+                                   f"indices {indices.shape}")
+    flat = np.asarray(data.read()).reshape(p, -1)
+    idx = np.asarray(indices.read()).astype(np.int64).reshape(p, -1)
+    if idx.size and (idx.min() < 0 or idx.max() >= flat.shape[1]):
+        fail("err_tensor_access_out_of_bound", f"'{api}': indices range [{idx.min()}, {idx.max()}] outside the "
+                                               f"{flat.shape[1]} elements of a partition of data")
+    out = np.take_along_axis(flat, idx, axis=1)
+    # The ISA runs one instruction group per 512 elements of a partition (the "n" of the name).
+    runtime.current().costs.compute("gpsimd", api, free_size(dst.shape) + free_size(data.shape))
+    store_into(dst, out.reshape(dst.shape), api)
+
+
+def nonzero_with_count(src: NKITensor, *, index_offset: int = 0, padding_val: int = -1, dst: NKITensor) -> None:
+    """On partitions 0, 16, ..., 112 (each GpSimd core's first): the positions of the nonzero elements
+    (+ index_offset), then padding_val, then their count, in T + 1 elements. Other partitions of dst are
+    left alone. NeuronCore-v3+."""
+    api = "nonzero_with_count"
+    require_generation(api, 3)
+    check_tile(src, api, "src", allow_psum=False)
+    check_tile(dst, api, "dst", allow_psum=False)
+    if src.dtype not in (dtypes.float32, dtypes.int32):
+        fail("err_unsupported_dtype", f"'{api}': src must be float32 or int32, got {dtypes.name(src.dtype)}")
+    if dst.dtype != dtypes.int32:
+        fail("err_unsupported_dtype", f"'{api}': dst must be int32, got {dtypes.name(dst.dtype)}")
+    for name, v in (("index_offset", index_offset), ("padding_val", padding_val)):
+        if not isinstance(v, (int, np.integer)) or not -2 ** 31 <= int(v) < 2 ** 31:
+            raise TypeError(f"'{api}': {name} must be an int32, got {v!r}")
+    p, t = src.shape[0], free_size(src.shape)
+    if dst.shape[0] != p:
+        fail("err_num_partition_mismatch", f"'{api}': src {src.shape} and dst {dst.shape} differ in partitions")
+    if free_size(dst.shape) != t + 1:
+        fail("err_shape_mismatch", f"'{api}': dst must hold one element more than src per partition ({t + 1}), "
+                                   f"got {free_size(dst.shape)}")
+    x = np.asarray(src.read()).reshape(p, t)
+    out = np.asarray(dst.read()).reshape(p, t + 1).astype(np.int64)
+    rows = np.zeros(p, dtype=bool)
+    for r in range(0, p, GPSIMD_PARTITIONS_PER_CORE):
+        hits = np.flatnonzero(x[r] != 0)
+        out[r, :] = int(padding_val)
+        out[r, :hits.size] = hits + int(index_offset)
+        out[r, t] = hits.size
+        rows[r] = True
+    charge("gpsimd", api, src.shape)
+    dst.write(out.reshape(dst.shape).astype(np.int32), np.broadcast_to(rows.reshape((p,) + (1,) * (dst.ndim - 1)),
+                                                                       dst.shape))

@@ -120,6 +120,15 @@ def free_size(shape: tuple) -> int:
     return int(math.prod(shape[1:])) if len(shape) > 1 else 1
 
 
+def require_generation(api: str, generation: int, where: str = "") -> None:
+    """Instructions AWS documents for NeuronCore-v``generation`` and later (``where``: e.g. " on the GpSimd
+    engine", when only that form is newer)."""
+    target = runtime.current().target
+    if target.generation < generation:
+        fail("err_unsupported_instruction", f"'{api}'{where} needs NeuronCore-v{generation} or later; the target is "
+                                            f"{target.name} (NeuronCore-v{target.generation})")
+
+
 def charge(engine: str, name: str, shape: tuple) -> None:
     runtime.current().costs.compute(engine, name, free_size(shape))
 

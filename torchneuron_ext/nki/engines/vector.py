@@ -1,5 +1,6 @@
 """The Vector engine's arithmetic: tensor-tensor and tensor-scalar operations, free-axis reductions
-(with fused variants), batch-norm statistics, scans, memset, and the random numbers of dropout."""
+(with fused variants and the accumulation registers), batch-norm statistics, scans and running
+(cumulative) reductions, exponentials, memset, and the random numbers of dropout."""
 from __future__ import annotations
 
 import math
@@ -13,10 +14,12 @@ from ..indexing import as_mask
 from ..memory import Buffer, psum, sbuf
 from ..rules import instructions as _instr
 from ..tensor import NKITensor
+from . import accumulator
 from .elementwise import BINARY, INT_BINARY, UNARY, copy, elementwise, op_name
 from .operands import as_shape
 from .operands import (charge, check_tile, dtype_of, emit, fp32, free_size, mask_for, new_tile, operand_pair,
-                       per_partition, quiet, result_dtype, same_partitions, store_into, value_of)
+                       per_partition, quiet, require_generation, result_dtype, same_partitions, store_into,
+                       value_of)
 
 
 def dropout(data: NKITensor, prob: Any, *, dtype: Any = None, mask: Any = None,
@@ -256,38 +259,140 @@ _REDUCE_OPS = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, 
                "minimum": np.minimum}
 
 
-def _reduce_free(values: np.ndarray, op: Any, api: str) -> np.ndarray:
-    """Reduce every free axis of ``values`` with ``op`` (nl.add, nl.max, ...): (P, 1)."""
-    name = op_name(op)
-    if name not in _REDUCE_OPS:
-        fail("err_unsupported_op", f"'{api}' reduces with add, subtract, multiply, max or min, got {name}")
-    flat = values.reshape(values.shape[0], -1)
-    return _REDUCE_OPS[name].reduce(flat, axis=1, keepdims=True).astype(np.float32)
-
-
-def tensor_scalar_reduce(data: NKITensor, op0: Any, operand0: Any, reduce_op: Any, reduce_res: NKITensor, *,
-                         reverse0: bool = False, dtype: Any = None, mask: Any = None,
-                         dst: Optional[NKITensor] = None) -> Optional[NKITensor]:
-    """``data op0 operand0``, and its reduction over all free axes into ``reduce_res`` (P, 1)."""
-    api = "tensor_scalar_reduce"
-    check_tile(data, api, "data")
-    check_tile(reduce_res, api, "reduce_res")
-    if reduce_res.shape[0] != data.shape[0] or free_size(reduce_res.shape) != 1:
-        fail("err_num_partition_mismatch", f"'{api}': reduce_res must be ({data.shape[0]}, 1), got {reduce_res.shape}")
+def _tensor_scalar_op(x: np.ndarray, op0: Any, operand0: Any, reverse0: bool, data: NKITensor,
+                      api: str) -> np.ndarray:
+    """``x op0 operand0`` (or reversed) in fp32 for an arithmetic ``op0``; a unary op0 ignores its operand."""
     name = op_name(op0)
     if name in INT_BINARY:
         fail("err_unsupported_op", f"'{api}' takes an arithmetic op0, not the bitvec operation {name}")
+    if name not in BINARY and name not in UNARY:
+        fail("err_unsupported_op", f"'{api}' takes an arithmetic op0, got {name}")
+    with quiet():
+        if name in BINARY:
+            v = per_partition(operand0, data, api, "operand0")
+            y = BINARY[name](v, x) if reverse0 else BINARY[name](x, v)
+        else:
+            # AWS: operand0 "must be None or 0 when op0 is a unary operator (e.g., nl.abs)".
+            if operand0 is not None and (isinstance(operand0, NKITensor) or float(operand0) != 0.0):
+                fail("err_invalid_argument", f"'{api}': operand0 must be None or 0 with the unary op0 {name}, got "
+                                             f"{operand0!r}")
+            y = UNARY[name][1](x)
+    return np.asarray(y, dtype=np.float32)
+
+
+def tensor_scalar_reduce(data: NKITensor, op0: Any, operand0: Any, reduce_op: Any,
+                         reduce_res: Optional[NKITensor], *, reverse0: bool = False, reduce_cmd: Any = None,
+                         reduce_init: Any = None, reduce_res_negate: bool = False, dtype: Any = None,
+                         mask: Any = None, dst: Optional[NKITensor] = None) -> Optional[NKITensor]:
+    """``data op0 operand0``, and its reduction over all free axes folded into the Vector engine's
+    accumulation registers by ``reduce_cmd`` (reset_reduce when None); ``reduce_res`` (P, 1) receives the
+    registers, negated with ``reduce_res_negate`` (the registers keep their sign)."""
+    api = "tensor_scalar_reduce"
+    check_tile(data, api, "data")
+    if reduce_res is not None:
+        check_tile(reduce_res, api, "reduce_res")
+        if reduce_res.shape[0] != data.shape[0] or free_size(reduce_res.shape) != 1:
+            fail("err_num_partition_mismatch",
+                 f"'{api}': reduce_res must be ({data.shape[0]}, 1), got {reduce_res.shape}")
+    red_op = accumulator.fold_name(reduce_op, ("add", "subtract", "multiply", "maximum", "minimum"), api)
+    cmd = accumulator.command_name(reduce_cmd if reduce_cmd is not None else "reset_reduce", api)
+    if cmd not in ("reset_reduce", "reduce", "load_reduce"):
+        fail("err_unsupported_op", f"'{api}' takes reduce_cmd reset_reduce, reduce or load_reduce, got {cmd}")
+    if reduce_init is not None and cmd != "load_reduce":
+        fail("err_invalid_argument", f"'{api}': reduce_init is only read with reduce_cmd=load_reduce, got {cmd}")
     m = as_mask(mask)
     x = fp32(np.asarray(data.read(m)))
-    v = per_partition(operand0, data, api, "operand0")
-    with quiet():
-        fn = BINARY[name] if name in BINARY else UNARY[name][1]
-        y = (fn(v, x) if reverse0 else fn(x, v)) if name in BINARY else fn(x)
-        y = np.asarray(y, dtype=np.float32)
-        red = _reduce_free(y, reduce_op, api)
-    store_into(reduce_res, red.reshape(reduce_res.shape), api)
+    y = _tensor_scalar_op(x, op0, operand0, reverse0, data, api)
+    init = None if reduce_init is None else per_partition(reduce_init, data, api, "reduce_init")
+    acc = accumulator.accumulate("vector", api, y, red_op, cmd, init)
+    if reduce_res is not None:
+        store_into(reduce_res, (-acc if reduce_res_negate else acc).reshape(reduce_res.shape), api)
     charge("vector", api, data.shape)
     return emit(y, result_dtype(dtype, data.dtype), dst, m, api)
+
+
+# tensor_scalar_cumulative's documented dtypes: 32-bit integers are an ISA limitation.
+_CUMULATIVE_DTYPES = ("bfloat16", "float16", "float32", "float8_e4m3", "float8_e5m2", "uint8", "uint16", "int8",
+                      "int16")
+
+
+def tensor_scalar_cumulative(src: NKITensor, op0: Any, op1: Any, imm0: Any, imm1: Any = None, *,
+                             reduce_cmd: Any = None, dst: NKITensor) -> None:
+    """A running ``op1`` over each partition's elements of ``src op0 imm0``: reg = op1(op0(x[i], imm0), reg),
+    dst[i] = reg, with reg started by ``reduce_cmd`` (reset_reduce: op1's identity; load_reduce: imm1;
+    reduce: the registers). The final reg stays in the Vector engine's registers."""
+    api = "tensor_scalar_cumulative"
+    check_tile(src, api, "src")
+    check_tile(dst, api, "dst")
+    same_partitions(api, ("src", src), ("dst", dst))
+    for arg, t in (("src", src), ("dst", dst)):
+        if dtypes.name(t.dtype) not in _CUMULATIVE_DTYPES:
+            fail("err_unsupported_dtype", f"'{api}': {arg} must be one of {', '.join(_CUMULATIVE_DTYPES)}, got "
+                                          f"{dtypes.name(t.dtype)}")
+    fold = accumulator.fold_name(op1, ("add", "subtract", "multiply", "maximum", "minimum"), api)
+    cmd = accumulator.command_name(reduce_cmd if reduce_cmd is not None else "reset_reduce", api)
+    if cmd not in ("reset_reduce", "reduce", "load_reduce"):
+        fail("err_unsupported_op", f"'{api}' takes reduce_cmd reset_reduce, reduce or load_reduce, got {cmd}")
+    if cmd == "load_reduce" and imm1 is None:
+        fail("err_missing_argument", f"'{api}' with reduce_cmd=load_reduce needs imm1, the accumulator's start")
+    p = src.shape[0]
+    x = _tensor_scalar_op(fp32(np.asarray(src.read())), op0, imm0, False, src, api).reshape(p, -1)
+    init = None if imm1 is None else per_partition(imm1, src, api, "imm1")
+    reg = accumulator.start("vector", cmd, fold, p, init).reshape(p)
+    fn = accumulator.FOLDS[fold][0]
+    out = np.empty_like(x)
+    with quiet():
+        if fold == "add":
+            out = np.cumsum(x, axis=1, dtype=np.float32) + reg[:, None]
+        elif fold in ("maximum", "minimum"):
+            out = fn.accumulate(np.concatenate([reg[:, None], x], axis=1), axis=1)[:, 1:]
+        else:  # the order matters (subtract) or rounding would differ from a sequential product
+            for i in range(x.shape[1]):
+                reg = fn(x[:, i], reg)
+                out[:, i] = reg
+    out = np.asarray(out, dtype=np.float32)
+    if out.shape[1]:
+        accumulator.set_registers("vector", out[:, -1])
+    charge("vector", api, src.shape)
+    store_into(dst, out.reshape(dst.shape), api)
+
+
+def exponential(src: NKITensor, *, max_value: Any = 0.0, reduce_res: Optional[NKITensor] = None,
+                reduce_cmd: Any = None, reduce_init: Any = 0.0, dst: NKITensor) -> None:
+    """dst = exp(src - max_value) (max_value a scalar or one per partition); with a reduce_cmd other than
+    idle, the sum of the results is folded into the Vector engine's registers and ``reduce_res`` (P, 1)
+    receives them."""
+    api = "exponential"
+    require_generation(api, 4)
+    check_tile(src, api, "src")
+    check_tile(dst, api, "dst")
+    same_partitions(api, ("src", src), ("dst", dst))
+    cmd = accumulator.command_name(reduce_cmd if reduce_cmd is not None else "idle", api)
+    if cmd == "reset":
+        fail("err_unsupported_op", f"'{api}' takes reduce_cmd idle, reset_reduce, reduce or load_reduce")
+    init_given = isinstance(reduce_init, NKITensor) or float(reduce_init) != 0.0
+    if init_given and cmd != "load_reduce":
+        fail("err_invalid_argument", f"'{api}': reduce_init is only read with reduce_cmd=load_reduce, got {cmd}")
+    x = fp32(np.asarray(src.read()))
+    shift = per_partition(max_value, src, api, "max_value")
+    with quiet():
+        y = np.exp(x - shift, dtype=np.float32)
+    if cmd != "idle":
+        init = per_partition(reduce_init, src, api, "reduce_init") if cmd == "load_reduce" else None
+        acc = accumulator.accumulate("vector", api, y, "add", cmd, init)
+    else:
+        acc = accumulator.read("vector", src.shape[0])
+    if reduce_res is not None:
+        check_tile(reduce_res, api, "reduce_res")
+        if reduce_res.shape[0] != src.shape[0] or free_size(reduce_res.shape) != 1:
+            fail("err_num_partition_mismatch",
+                 f"'{api}': reduce_res must be ({src.shape[0]}, 1), got {reduce_res.shape}")
+        if not dtypes.is_float(reduce_res.dtype):
+            fail("err_unsupported_dtype", f"'{api}': reduce_res must be a float tile, got "
+                                          f"{dtypes.name(reduce_res.dtype)}")
+        store_into(reduce_res, acc.reshape(reduce_res.shape), api)
+    charge("vector", api, src.shape)
+    store_into(dst, y.reshape(dst.shape), api)
 
 
 def loop_reduce(x: NKITensor, op: Any, loop_indices: Any, *, dtype: Any = None, mask: Any = None) -> NKITensor:

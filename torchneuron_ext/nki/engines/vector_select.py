@@ -6,13 +6,14 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from .. import dtypes, runtime
+from .. import dtypes
 from ..errors import fail
 from ..indexing import as_mask
 from ..tensor import NKITensor
+from . import accumulator
 from .elementwise import BINARY, op_name
-from .operands import (charge, check_tile, emit, fp32, free_size, mask_for, operand_pair, per_partition, result_dtype,
-                       store_into)
+from .operands import (charge, check_tile, emit, fp32, free_size, mask_for, operand_pair, per_partition,
+                       require_generation, result_dtype, same_partitions, store_into)
 
 
 # The Vector engine's top-k instructions (max8, nc_find_index8, nc_match_replace8) work on 8 values per
@@ -53,47 +54,59 @@ def find_index8(data: NKITensor, vals: NKITensor, *, dtype: Any = None,
     return emit(idx, result_dtype(dtype, dtypes.uint32), dst, None, api)
 
 
-def _vector_accumulate(result: np.ndarray, reduce_cmd: Any, reduce_op: Any, reduce_res: Optional[NKITensor],
-                       api: str) -> None:
-    """The Vector engine's per-partition max accumulators: reset_reduce starts them over from this result,
-    reduce folds this result in, idle leaves them; ``reduce_res`` receives their value."""
-    if reduce_op is not None and op_name(reduce_op) != "maximum":
-        fail("err_unsupported_op", f"'{api}' reduces with max only, got {op_name(reduce_op)}")
-    cmd = getattr(reduce_cmd, "name", reduce_cmd) or "idle"
-    launch = runtime.current()
-    acc = getattr(launch, "vector_accumulators", None)
-    block_max = result.reshape(result.shape[0], -1).max(axis=1, keepdims=True).astype(np.float32)
-    if cmd in ("reset_reduce", "reset"):
-        acc = block_max if cmd == "reset_reduce" else np.full_like(block_max, -np.inf)
-    elif cmd == "reduce":
-        acc = block_max if acc is None or acc.shape != block_max.shape else np.maximum(acc, block_max)
-    elif cmd != "idle":
-        raise ValueError(f"'{api}': reduce_cmd must be a nisa.reduce_cmd, got {reduce_cmd!r}")
-    launch.vector_accumulators = acc
+def _running_max(result: np.ndarray, reduce_cmd: Any, reduce_op: Any, reduce_res: Optional[NKITensor],
+                 api: str) -> None:
+    """Fold each partition's max of ``result`` into the Vector engine's registers as ``reduce_cmd`` says
+    (engines/accumulator.py); ``reduce_res`` receives the registers."""
+    if reduce_op is not None:
+        accumulator.fold_name(reduce_op, ("maximum",), api)
+    cmd = accumulator.command_name(reduce_cmd, api)
+    if cmd == "idle" and reduce_res is None:
+        return
+    acc = accumulator.accumulate("vector", api, result, "maximum", cmd)
     if reduce_res is not None:
         check_tile(reduce_res, api, "reduce_res")
-        if acc is None:
-            acc = block_max
+        if reduce_res.shape[0] != result.shape[0] or free_size(reduce_res.shape) != 1:
+            fail("err_num_partition_mismatch",
+                 f"'{api}': reduce_res must be ({result.shape[0]}, 1), got {reduce_res.shape}")
+        if not dtypes.is_float(reduce_res.dtype):
+            fail("err_unsupported_dtype", f"'{api}': reduce_res must be a float tile, got "
+                                          f"{dtypes.name(reduce_res.dtype)}")
         store_into(reduce_res, acc.reshape(reduce_res.shape), api)
+
+
+# select_reduce's documented dtypes: on_true may not be a 32-bit integer or tf32; predicate is a narrow integer.
+_SELECT_REFUSED = ("tfloat32", "int32", "uint32")
+
+
+_PREDICATE_DTYPES = ("int8", "uint8", "int16", "uint16", "bool")
 
 
 def select_reduce(predicate: NKITensor, on_true: NKITensor, on_false: Any, *, dst: Optional[NKITensor] = None,
                   reduce_res: Optional[NKITensor] = None, reduce_cmd: Any = None, reduce_op: Any = None,
                   reverse_pred: bool = False, dtype: Any = None, mask: Any = None) -> Optional[NKITensor]:
-    """``where(predicate, on_true, on_false)`` (on_false a scalar or (P, 1)), with an optional running max."""
+    """``where(predicate, on_true, on_false)`` (on_false a scalar or (P, 1)), with the Vector engine's running
+    max. ``reduce_cmd`` None (the legacy dialect's default) folds when ``reduce_res`` is given, as reset_reduce."""
     api = "select_reduce"
     operand_pair(api, ("on_true", on_true), ("predicate", predicate))
-    if dtypes.is_float(predicate.dtype):
-        fail("err_unsupported_dtype", f"'{api}': predicate must hold integers, got {dtypes.name(predicate.dtype)}")
+    if dtypes.name(predicate.dtype) not in _PREDICATE_DTYPES:
+        fail("err_unsupported_dtype", f"'{api}': predicate must be int8, uint8, int16 or uint16, got "
+                                      f"{dtypes.name(predicate.dtype)}")
+    if dtypes.name(on_true.dtype) in _SELECT_REFUSED:
+        fail("err_unsupported_dtype", f"'{api}': on_true cannot be {dtypes.name(on_true.dtype)} (tfloat32, int32 "
+                                      f"and uint32 are not supported)")
+    if dst is not None:
+        same_partitions(api, ("on_true", on_true), ("dst", dst))
     pred = np.asarray(predicate.read()).reshape(on_true.shape) != 0
     if reverse_pred:
         pred = ~pred
     f = per_partition(on_false, on_true, api, "on_false")
     result = np.where(pred, fp32(np.asarray(on_true.read())), f).astype(np.float32)
-    _vector_accumulate(result, reduce_cmd, reduce_op, reduce_res, api)
+    cmd = reduce_cmd if reduce_cmd is not None else ("reset_reduce" if reduce_res is not None else "idle")
+    _running_max(result, cmd, reduce_op, reduce_res, api)
     charge("vector", api, on_true.shape)
     out_dtype = result_dtype(dtype, dst.dtype if dst is not None else on_true.dtype)
-    return emit(result, out_dtype, dst, as_mask(mask), api)
+    return emit(result if dst is None else result.reshape(dst.shape), out_dtype, dst, as_mask(mask), api)
 
 
 def range_select(on_true: NKITensor, comp_op0: Any, comp_op1: Any, bound0: Any, bound1: Any, *,
@@ -101,16 +114,20 @@ def range_select(on_true: NKITensor, comp_op0: Any, comp_op1: Any, bound0: Any, 
                  range_start: Any = 0, on_false_value: Any = None, dtype: Any = None, mask: Any = None,
                  dst: Optional[NKITensor] = None) -> Optional[NKITensor]:
     """Keep the elements whose free index + range_start satisfies both comparisons with the per-partition
-    bounds, ``on_false_value`` elsewhere; with an optional running max (NeuronCore-v3+)."""
+    bounds, ``on_false_value`` (fp32's lowest by default) elsewhere; the max of the result is folded into the
+    Vector engine's registers (``reduce_cmd``, reset_reduce by default). NeuronCore-v3+."""
     api = "range_select"
     check_tile(on_true, api, "on_true_tile")
-    if runtime.current().target.name in ("trn1", "inf2"):
-        fail("err_unsupported_instruction", f"'{api}' needs NeuronCore-v3 (trn2) or later")
+    require_generation(api, 3)
+    if not dtypes.is_float(on_true.dtype):
+        fail("err_unsupported_dtype", f"'{api}': on_true_tile must be a float tile, got {dtypes.name(on_true.dtype)}")
     names = {"equal", "less", "less_equal", "greater", "greater_equal"}
     ops = [op_name(comp_op0), op_name(comp_op1)]
     if any(o not in names for o in ops):
         fail("err_unsupported_op", f"'{api}' compares with equal, less, less_equal, greater or greater_equal, "
                                    f"got {ops}")
+    if dst is not None:
+        same_partitions(api, ("on_true_tile", on_true), ("dst", dst))
     p = on_true.shape[0]
     idx = (np.arange(free_size(on_true.shape), dtype=np.float32) + np.float32(range_start)).reshape(1, -1)
     b0 = per_partition(bound0, on_true, api, "bound0")
@@ -121,10 +138,10 @@ def range_select(on_true: NKITensor, comp_op0: Any, comp_op1: Any, bound0: Any, 
     fill = np.float32(np.finfo(np.float32).min if on_false_value is None else on_false_value)
     x = fp32(np.asarray(on_true.read())).reshape(p, -1)
     result = np.where(keep, x, fill).astype(np.float32).reshape(on_true.shape)
-    _vector_accumulate(result, reduce_cmd, reduce_op, reduce_res, api)
+    _running_max(result, reduce_cmd if reduce_cmd is not None else "reset_reduce", reduce_op, reduce_res, api)
     charge("vector", api, on_true.shape)
     out_dtype = result_dtype(dtype, dst.dtype if dst is not None else on_true.dtype)
-    return emit(result, out_dtype, dst, as_mask(mask), api)
+    return emit(result if dst is None else result.reshape(dst.shape), out_dtype, dst, as_mask(mask), api)
 
 
 def match_replace8(data: NKITensor, vals: NKITensor, imm: Any, *, dst_idx: Optional[NKITensor] = None,
@@ -145,13 +162,17 @@ def match_replace8(data: NKITensor, vals: NKITensor, imm: Any, *, dst_idx: Optio
     m = as_mask(mask)
     allowed = np.ones_like(x, dtype=bool) if m is None else np.broadcast_to(
         mask_for(m, data.shape), data.shape).reshape(p, -1)
-    idx = np.zeros((p, TOP_K), dtype=np.int64)
-    for r in range(p):
-        for j in range(TOP_K):
-            hits = np.flatnonzero((x[r] == v[r, j]) & allowed[r])
-            if hits.size:
-                idx[r, j] = hits[0]
-                x[r, hits[0]] = np.float32(imm)
+    # AWS's reference: vals are matched from the last to the first, each taking the first position not yet
+    # replaced, so duplicate vals pair with their matches in descending order across dst_idx. A value that
+    # matches nothing leaves the all-ones sentinel nc_find_index8 documents.
+    idx = np.full((p, TOP_K), np.iinfo(np.uint32).max, dtype=np.int64)
+    rows = np.arange(p)
+    for j in range(TOP_K - 1, -1, -1):   # all partitions at once, one of the 8 values at a time
+        hits = (x == v[:, j:j + 1]) & allowed
+        found = hits.any(axis=1)
+        first = hits.argmax(axis=1)
+        idx[found, j] = first[found]
+        x[rows[found], first[found]] = np.float32(imm)
     if dst_idx is not None:
         check_tile(dst_idx, api, "dst_idx")
         store_into(dst_idx, idx.reshape(dst_idx.shape), api)

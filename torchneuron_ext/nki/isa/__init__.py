@@ -12,6 +12,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from .. import dtypes as _dtypes
 from .. import engines as _eng
 from .._isa_common import check_dge_mode as _isa_dge
 from .._isa_common import reduce_cmd as _reduce_cmd
@@ -51,7 +52,7 @@ def nc_transpose(dst: NKITensor, data: NKITensor, engine: Any = None, name: Opti
 
 
 def activation(dst: NKITensor, op: Any, data: NKITensor, bias: Any = None, scale: Any = 1.0,
-               reduce_op: Any = None, reduce_res: Optional[NKITensor] = None, reduce_cmd: Any = None,
+               reduce_op: Any = None, reduce_res: Optional[NKITensor] = None, reduce_cmd: Any = _reduce_cmd.idle,
                engine: Any = None, name: Optional[str] = None) -> None:
     # NeuronCore-v4 can run activation on the GpSimd engine; the simulator models the Scalar engine's.
     _refuse("activation", engine=None if engine_name(engine, "scalar") == "scalar" else engine)
@@ -95,16 +96,11 @@ def reciprocal(dst: NKITensor, data: NKITensor, name: Optional[str] = None) -> N
 
 
 def exponential(dst: NKITensor, src: NKITensor, max_value: Any = 0.0, reduce_res: Optional[NKITensor] = None,
-                reduce_cmd: Any = None, reduce_init: Any = 0.0, name: Optional[str] = None) -> None:
-    """dst = exp(src); the max_value shift and the running sum of NeuronCore-v4's instruction are refused."""
-    _refuse("exponential", max_value=None if _is_zero(max_value) else max_value, reduce_res=reduce_res,
-            reduce_cmd=None if reduce_cmd in (None, _reduce_cmd.idle) else reduce_cmd,
-            reduce_init=None if _is_zero(reduce_init) else reduce_init)
-    _eng.elementwise("exp", (src,), dst=dst, api="exponential")
-
-
-def _is_zero(value: Any) -> bool:
-    return not isinstance(value, NKITensor) and float(value) == 0.0
+                reduce_cmd: Any = _reduce_cmd.idle, reduce_init: Any = 0.0, name: Optional[str] = None) -> None:
+    """dst = exp(src - max_value) on the Vector engine (NeuronCore-v4+), the sum folded into the engine's
+    accumulation registers by reduce_cmd and read into reduce_res."""
+    _eng.exponential(src, max_value=max_value, reduce_res=reduce_res, reduce_cmd=reduce_cmd, reduce_init=reduce_init,
+                     dst=dst)
 
 
 def memset(dst: NKITensor, value: Any, engine: Any = None, name: Optional[str] = None) -> None:
@@ -137,8 +133,8 @@ def dma_copy(dst: NKITensor, src: NKITensor, dst_rmw_op: Any = None, oob_mode: A
     _eng.dma_copy(dst, src, dst_rmw_op=dst_rmw_op, oob_mode=oob_mode)
 
 
-def affine_select(dst: NKITensor, pattern: Sequence[Sequence[int]], offset: int, channel_multiplier: int,
-                  on_true_tile: NKITensor, on_false_value: Any, cmp_op: Any = None,
+def affine_select(dst: NKITensor, pattern: Sequence[Sequence[int]], channel_multiplier: int,
+                  on_true_tile: NKITensor, on_false_value: Any, cmp_op: Any = None, offset: int = 0,
                   name: Optional[str] = None) -> None:
     """dst = on_true_tile where cmp_op(offset + p * channel_multiplier + pattern . idx, 0), else on_false_value."""
     values = _eng.affine_pattern_values(dst.shape[0], pattern, offset, channel_multiplier)
@@ -150,10 +146,14 @@ def affine_select(dst: NKITensor, pattern: Sequence[Sequence[int]], offset: int,
 def scalar_tensor_tensor(dst: NKITensor, data: NKITensor, op0: Any, operand0: Any, op1: Any, operand1: NKITensor,
                          reverse0: bool = False, reverse1: bool = False, reduce_cmd: Any = None,
                          reduce_op: Any = None, reduce_res: Optional[NKITensor] = None,
-                         name: Optional[str] = None) -> None:
+                         name: Optional[str] = None, dtype: Any = None) -> None:
     # Neuron 2.33 adds a fused reduction of the result; the simulator models the two operators alone.
     _refuse("scalar_tensor_tensor", reduce_cmd=reduce_cmd, reduce_op=None if reduce_op is Ellipsis else reduce_op,
             reduce_res=reduce_res)
+    # AWS's NKI Library passes dtype= (the destination's); another dtype would be a cast the ISA cannot do.
+    if dtype is not None and _dtypes.as_dtype(dtype) != dst.dtype:
+        raise NKIUnsupportedError(f"nki.isa.scalar_tensor_tensor(dtype=...) must be dst's dtype ({dst.dtype}), "
+                                  f"got {dtype!r}")
     _eng.scalar_tensor_tensor(data, op0, operand0, op1, operand1, reverse0=reverse0, reverse1=reverse1, dst=dst)
 
 
@@ -174,3 +174,4 @@ __getattr__ = _unmodelled_instructions(__name__)
 from .cross_core import *  # noqa
 from .registers import *  # noqa
 from .mx import *  # noqa
+from .vector_ops import *  # noqa

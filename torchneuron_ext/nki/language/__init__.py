@@ -6,6 +6,7 @@ from typing import Any
 from .._lang import *  # noqa: F401,F403
 from .._lang import (abs, all, max, min, sum, par_dim, tile, fori_loop, while_loop, dynamic_range,  # noqa: F401
                     bitwise_not)
+from .._lang import _sbuf_identity_matrix as shared_identity_matrix  # noqa: F401 (SBUF in NKI 0.2+)
 
 _LEGACY_ONLY = {"arange", "mgrid"}
 
