@@ -1,0 +1,155 @@
+"""NKI 0.2 language surface the NKI Library relies on: nl.ndarray(address=...) manual placement and
+nl.shared_identity_matrix in SBUF."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from expecttest import TestCase
+
+import torchneuron_ext.nki as nki
+import torchneuron_ext.nki.isa as nisa
+import torchneuron_ext.nki.language as nl
+from torchneuron_ext.nki import NKIError
+
+PSUM_BANK = 2048
+
+
+def f32(*shape: int) -> np.ndarray:
+    return np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+
+
+def _copy_out(t):
+    out = nl.ndarray(t.shape, dtype=t.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_sbuf_tensors_at_one_address_share_memory() -> None:
+    # Addresses are bytes in each partition: b starts 4 float32 into a, c is elsewhere.
+    @nki.jit
+    def k(x):
+        a = nl.ndarray((8, 8), dtype=nl.float32, buffer=nl.sbuf, address=(0, 0))
+        b = nl.ndarray((8, 4), dtype=nl.float32, buffer=nl.sbuf, address=(0, 16))
+        c = nl.ndarray((8, 8), dtype=nl.float32, buffer=nl.sbuf, address=(0, 4096))
+        nisa.dma_copy(dst=a, src=x)
+        nisa.dma_copy(dst=c, src=x)
+        nisa.memset(dst=b, value=0.0)
+        return _copy_out(a), _copy_out(c)
+
+    x = f32(8, 8)
+    a, c = k(x)
+    ref = x.copy()
+    ref[:, 4:] = 0
+    np.testing.assert_array_equal(a, ref)
+    np.testing.assert_array_equal(c, x)
+
+
+def test_sbuf_address_partition_offset() -> None:
+    @nki.jit
+    def k(x):
+        whole = nl.ndarray((64, 4), dtype=nl.float32, buffer=nl.sbuf, address=(0, 0))
+        upper = nl.ndarray((32, 4), dtype=nl.float32, buffer=nl.sbuf, address=(32, 0))
+        nisa.dma_copy(dst=whole, src=x)
+        return _copy_out(upper)
+
+    x = f32(64, 4)
+    np.testing.assert_array_equal(k(x), x[32:])
+
+
+def test_psum_matmul_at_a_bank() -> None:
+    @nki.jit
+    def k(a, b):
+        ta = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        tb = nl.ndarray(b.shape, dtype=b.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=ta, src=a)
+        nisa.dma_copy(dst=tb, src=b)
+        outs = [nl.ndarray((a.shape[1], b.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm) for _ in range(2)]
+        for i, bank in enumerate((2, 5)):
+            acc = nl.ndarray((a.shape[1], b.shape[1]), dtype=nl.float32, buffer=nl.psum,
+                             address=(0, bank * PSUM_BANK))
+            nisa.nc_matmul(dst=acc, stationary=ta, moving=tb)
+            res = nl.ndarray(acc.shape, dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=res, src=acc)
+            nisa.dma_copy(dst=outs[i], src=res)
+        return outs
+
+    a, b = f32(32, 16), f32(32, 24)
+    for out in k(a, b):
+        np.testing.assert_allclose(out, a.T @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_shared_identity_matrix_is_in_sbuf() -> None:
+    @nki.jit
+    def k(x):
+        ident = nl.shared_identity_matrix(16, dtype=nl.float32)
+        assert ident.buffer is nl.sbuf
+        # The identity as stationary operand of a matmul gives x back: I.T @ x == x.
+        tx = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=tx, src=x)
+        acc = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=acc, stationary=ident, moving=tx)
+        res = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=res, src=acc)
+        into = nl.ndarray((8, 8), dtype=nl.bfloat16, buffer=nl.sbuf)
+        same = nl.shared_identity_matrix(8, dtype=nl.bfloat16, dst=into)
+        assert same is into
+        return _copy_out(res), _copy_out(ident), _copy_out(into)
+
+    x = f32(16, 8)
+    res, ident, into = k(x)
+    np.testing.assert_array_equal(res, x)
+    np.testing.assert_array_equal(ident, np.eye(16, dtype=np.float32))
+    np.testing.assert_array_equal(into.astype(np.float32), np.eye(8, dtype=np.float32))
+
+
+def _run(body) -> None:
+    @nki.jit
+    def k(x):
+        body()
+        return _copy_out(nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.sbuf, address=(0, 0)))
+
+    k(np.zeros((1, 1), np.float32))
+
+
+class TestAddressErrors(TestCase):
+    def _msg(self, body, exc=NKIError) -> str:
+        with pytest.raises(exc) as e:
+            _run(body)
+        return str(e.value).split("\n")[0]
+
+    def test_psum_not_at_bank_start(self) -> None:
+        self.assertExpectedInline(self._msg(lambda: nl.ndarray((4, 4), nl.float32, buffer=nl.psum,
+                                                                address=(0, 1024))), """\
+a tensor of shape (4, 4) at address=(0, 1024) in psum: a PSUM tensor must start at the beginning of a bank (a multiple of 2048 bytes), got byte 1024 [err_invalid_psum_address]""")
+
+    def test_psum_past_the_partition(self) -> None:
+        self.assertExpectedInline(self._msg(lambda: nl.ndarray((4, 1024), nl.float32, buffer=nl.psum,
+                                                                address=(0, 7 * PSUM_BANK))), """\
+a tensor of shape (4, 1024) at address=(0, 14336) in psum: 4096 bytes per partition from byte 14336 run past the 16384 bytes of a PSUM partition [err_psum_capacity_exceeded]""")
+
+    def test_sbuf_out_of_range(self) -> None:
+        msg = self._msg(lambda: nl.ndarray((4, 4), nl.float32, buffer=nl.sbuf, address=(0, -16)))
+        self.assertIn("bytes [-16, 0) of each partition are outside", msg)
+        self.assertIn("[err_sbuf_capacity_exceeded]", msg)
+
+    def test_bad_start_partition(self) -> None:
+        self.assertExpectedInline(self._msg(lambda: nl.ndarray((64, 4), nl.float32, buffer=nl.sbuf,
+                                                                address=(32, 0))), """\
+a tensor of shape (64, 4) at address=(32, 0) in sbuf: a tile of 64 partitions must start at partition 0 or 64, got 32 [err_invalid_start_partition]""")
+
+    def test_address_in_hbm(self) -> None:
+        self.assertExpectedInline(self._msg(lambda: nl.ndarray((4, 4), nl.float32, buffer=nl.hbm,
+                                                                address=(0, 0)), TypeError), """\
+nl.ndarray: address= places a tensor in SBUF or PSUM, not in private_hbm""")
+
+    def test_address_not_a_pair(self) -> None:
+        self.assertExpectedInline(self._msg(lambda: nl.ndarray((4, 4), nl.float32, address=(0, 1.5)),
+                                            TypeError), """\
+nl.ndarray: address= is (partition_offset, free_offset), two integers, got (0, 1.5)""")
+
+    def test_identity_errors(self) -> None:
+        self.assertExpectedInline(self._msg(lambda: nl.shared_identity_matrix(0), TypeError), """\
+nl.shared_identity_matrix: n must be a positive integer, got 0""")
+        self.assertExpectedInline(self._msg(
+            lambda: nl.shared_identity_matrix(4, dst=nl.ndarray((4, 8), nl.float32)), TypeError), """\
+nl.shared_identity_matrix: dst= must be an (4, 4) SBUF tensor, got (4, 8) in sbuf""")
