@@ -153,3 +153,25 @@ nl.shared_identity_matrix: n must be a positive integer, got 0""")
         self.assertExpectedInline(self._msg(
             lambda: nl.shared_identity_matrix(4, dst=nl.ndarray((4, 8), nl.float32)), TypeError), """\
 nl.shared_identity_matrix: dst= must be an (4, 4) SBUF tensor, got (4, 8) in sbuf""")
+
+
+def test_integer_indexing_keeps_on_chip_tiles_two_dimensional() -> None:
+    # AWS's language guide: the partition dimension stays (size 1); a free-dim integer drops its axis unless
+    # that would leave fewer than 2 dimensions, then the last one stays at size 1. HBM drops as numpy does.
+    @nki.jit
+    def k(x):
+        t = nl.ndarray((16, 4, 8), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        h = nl.ndarray((2, 16, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+        shapes = [t[0, 0, 5].shape, t[:, 1].shape, t[:, 1, 5].shape, t[3].shape, t[:, :, 2].shape,
+                  h[0].shape, h[1, 2, 3].shape, h[1, 2].shape]
+        col = t[:, 1, 5]
+        nisa.dma_copy(dst=h[0, :, 0:1], src=col)
+        nisa.dma_copy(dst=h[1, :, :], src=t[:, 2])
+        return h, shapes
+
+    x = f32(16, 4, 8)
+    h, shapes = k(x)
+    assert [tuple(s) for s in shapes] == [(1, 1), (16, 8), (16, 1), (1, 4, 8), (16, 4), (16, 8), (1,), (8,)]
+    np.testing.assert_array_equal(h[0][:, 0], x[:, 1, 5])
+    np.testing.assert_array_equal(h[1], x[:, 2])
