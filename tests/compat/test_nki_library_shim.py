@@ -38,7 +38,7 @@ def no_target_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
 
 def test_harness_module_names_are_the_simulators_modules() -> None:
     r = run_python("""
-        import builtins, importlib
+        import builtins, importlib, sys
         import torchneuron_ext.nki as tn
         # What AWS's test/utils/simulation_setup.py imports, in its words.
         import nki_cpu_simulator.nki.builtin as sim_builtin
@@ -59,6 +59,10 @@ def test_harness_module_names_are_the_simulators_modules() -> None:
                  (nki.tensor, tn.tensor), (nki.builtin, tn.builtin), (nki.simulator, tn.simulator),
                  (neuron_dtypes, importlib.import_module("torchneuron_ext.compat.neuron_dtypes")),
                  (static_cast, neuron_dtypes.static_cast)]
+        # test/utils/kernel_tracer.py (trace_only tests): after simulation_setup made nki.compiler the simulator's
+        sys.modules["nki.compiler"] = sim_ncc
+        from nki.compiler.frontend import NKIFrontend, ParserFrontend
+        pairs.append((ParserFrontend, importlib.import_module("torchneuron_ext.nki.frontend").ParserFrontend))
         print([i for i, (a, b) in enumerate(pairs) if a is not b])
         print(nki.dtype.float8_e4m3, nki.cpu_simulate is nki.simulate)
         try:

@@ -175,3 +175,55 @@ def test_integer_indexing_keeps_on_chip_tiles_two_dimensional() -> None:
     assert [tuple(s) for s in shapes] == [(1, 1), (16, 8), (16, 1), (1, 4, 8), (16, 4), (16, 8), (1,), (8,)]
     np.testing.assert_array_equal(h[0][:, 0], x[:, 1, 5])
     np.testing.assert_array_equal(h[1], x[:, 2])
+
+
+# --- nki.compiler.frontend: a checking run, no MLIR ---------------------------------------------------------
+
+def _double(x):
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=2.0)
+    return _copy_out(t)
+
+
+def _broken(x):
+    t = nl.ndarray((256, 4), dtype=x.dtype, buffer=nl.sbuf)  # more partitions than the hardware has
+    return _copy_out(t)
+
+
+class TestFrontend(TestCase):
+    def test_compile_runs_the_kernel_once(self) -> None:
+        from torchneuron_ext.nki.frontend import ParserFrontend
+        x = f32(8, 4)
+        result = ParserFrontend().compile(nki.jit(_double), inputs={"x": x}, target="trn2", lnc=1,
+                                          output_names=["out"])
+        self.assertEqual((result.kernel_name, result.target, result.lnc), ("_double", "trn2", 1))
+        np.testing.assert_allclose(result.outputs[0], 2 * x)
+        with pytest.raises(nki.NKIUnsupportedError) as e:
+            result.module
+        self.assertExpectedInline(str(e.value), """\
+nki.compiler.frontend: no MLIR module for _double: the torchneuron_ext NKI simulator runs kernels instead of lowering them, so it has no MLIR to print or compile to a NEFF""")
+
+    def test_compile_rejects_what_the_simulator_rejects(self) -> None:
+        from torchneuron_ext.nki.frontend import ParserFrontend, TracerFrontend
+        with pytest.raises(NKIError, match="exceeds architecture limitation of 128"):
+            ParserFrontend().compile(_broken, inputs={"x": f32(8, 4)}, target="gen3")
+        with pytest.raises(ValueError) as e:
+            TracerFrontend().compile(_double, inputs={"x": f32(8, 4)}, target="trn2", output_names=["a", "b"])
+        self.assertExpectedInline(str(e.value), """\
+nki.compiler.frontend: _double returns 1 output(s), but 2 output names were given: ['a', 'b']""")
+        with pytest.raises(ValueError) as e:
+            ParserFrontend().compile(_double, inputs={"x": f32(8, 4)}, target="trn9")
+        self.assertExpectedInline(str(e.value), """\
+nki.compiler.frontend: unknown target 'trn9' (known: trn1, inf2, trn2, trn3)""")
+
+    def test_dump_python_ast(self) -> None:
+        import tempfile
+        from torchneuron_ext.nki.frontend import ParserFrontend
+        with tempfile.TemporaryDirectory() as tmp:
+            ParserFrontend().compile(_double, inputs={"x": f32(8, 4)}, target="trn2", artifacts_dir=tmp,
+                                     dump_python_ast=True)
+            with open(f"{tmp}/_double.python_ast.txt") as f:
+                self.assertIn("FunctionDef(\n      name='_double'", f.read())
+        with pytest.raises(ValueError, match="writes into artifacts_dir"):
+            ParserFrontend().compile(_double, inputs={"x": f32(8, 4)}, target="trn2", dump_python_ast=True)
