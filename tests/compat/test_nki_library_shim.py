@@ -38,7 +38,7 @@ def no_target_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
 
 def test_harness_module_names_are_the_simulators_modules() -> None:
     r = run_python("""
-        import builtins, importlib
+        import builtins, importlib, sys
         import torchneuron_ext.nki as tn
         # What AWS's test/utils/simulation_setup.py imports, in its words.
         import nki_cpu_simulator.nki.builtin as sim_builtin
@@ -59,6 +59,10 @@ def test_harness_module_names_are_the_simulators_modules() -> None:
                  (nki.tensor, tn.tensor), (nki.builtin, tn.builtin), (nki.simulator, tn.simulator),
                  (neuron_dtypes, importlib.import_module("torchneuron_ext.compat.neuron_dtypes")),
                  (static_cast, neuron_dtypes.static_cast)]
+        # test/utils/kernel_tracer.py (trace_only tests): after simulation_setup made nki.compiler the simulator's
+        sys.modules["nki.compiler"] = sim_ncc
+        from nki.compiler.frontend import NKIFrontend, ParserFrontend
+        pairs.append((ParserFrontend, importlib.import_module("torchneuron_ext.nki.frontend").ParserFrontend))
         print([i for i, (a, b) in enumerate(pairs) if a is not b])
         print(nki.dtype.float8_e4m3, nki.cpu_simulate is nki.simulate)
         try:
@@ -446,3 +450,31 @@ def test_the_command_line_subcommand(tmp_path: Path, capsys: pytest.CaptureFixtu
         ["x", "--select", "a"], ["-m", "not fast", "--"])
     assert cli.main(["nki-library", str(tmp_path), "--slowest", "3", "--", "-k", "x"]) == 2
     assert f"torchneuron-ext nki-library: {tmp_path} is not a checkout" in capsys.readouterr().err
+
+
+class TestRunnerSourceProblems(TestCase):
+    def test_a_file_that_does_not_parse_is_named_with_its_line(self) -> None:
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            _write(Path(tmp), {
+                "pyproject.toml": '[project]\nname = "x"\nrequires-python = ">=3.10"\n',
+                "src/pkg/good.py": "x = 1\n",
+                "src/pkg/bad.py": 'def f():\n    """doc"""\n\n        more doc\n',
+                "test/integration/t/test_z.py": "import pytest\n",
+            })
+            problems = runner.source_problems(tmp)
+            self.assertEqual(problems, [runner.SourceProblem("src/pkg/bad.py", 4, "IndentationError: unexpected indent")])
+            self.assertEqual(runner.requires_python(tmp), ">=3.10")
+            self.assertExpectedInline(runner.format_source_problems(problems, ">=3.10", (3, 11, 7)), """\
+1 source file(s) do not parse with Python 3.11.7 (Python 3.11.7 meets the checkout's requires-python '>=3.10', so these files are at fault, not the Python version); tests importing them are collection errors:
+  src/pkg/bad.py:4: IndentationError: unexpected indent
+""")
+            self.assertExpectedInline(runner.format_source_problems(problems, ">=3.12", (3, 11, 7)), """\
+1 source file(s) do not parse with Python 3.11.7 (Python 3.11.7 does not meet the checkout's requires-python '>=3.12': run with a Python that does); tests importing them are collection errors:
+  src/pkg/bad.py:4: IndentationError: unexpected indent
+""")
+            self.assertIn("states no requires-python this runner can read ('~=3.12')",
+                          runner.format_source_problems(problems, "~=3.12", (3, 11, 7)))
+            self.assertEqual(runner.format_source_problems([], ">=3.10"), "")
+            # only the selection (and src) is parsed
+            self.assertEqual(runner.source_problems(tmp, ["test/integration/t"])[0].file, "src/pkg/bad.py")

@@ -63,6 +63,7 @@ _PRODUCTS: dict[str, Optional[str]] = {
     "nki.language.dtypes": "torchneuron_ext.nki.language.dtypes",
     "nki.typing": "torchneuron_ext.nki.typing",
     "nki.compiler": "torchneuron_ext.nki.compiler",
+    "nki.compiler.frontend": "torchneuron_ext.nki.frontend",
     "nki.collectives": "torchneuron_ext.nki.collectives",
     # AWS's NKI Library harness (docs/nki.md, "Running AWS's NKI Library"): the module names it imports the
     # simulator by (its internal package nki_cpu_simulator, whose nki is this nki), the modules it aliases

@@ -7,12 +7,19 @@ with the plugin compat/nki_library.py, the checkout and its ``src`` on PYTHONPAT
 TORCHNEURON_EXT_NKI_COMPAT=1. Outcomes come from pytest's JUnit XML (not from its console output); the
 report gives passed/failed/errors/skipped per folder (``core/attention``, ``experimental/conv``...), the
 total time and the slowest tests. The exit status is pytest's.
+
+Before the run, every Python file of the selection and of the library's ``src`` is parsed with this
+interpreter: a file that does not parse makes every test importing it a collection error, so the report
+names each such file, its line and error, and says whether this Python meets the checkout's
+``requires-python`` (then the file itself is at fault, not the Python version).
 """
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -20,8 +27,9 @@ import time
 import xml.etree.ElementTree as ET
 from typing import Optional, Sequence
 
-__all__ = ["Outcome", "FolderCounts", "build_command", "folder_of", "read_junit", "count_by_folder",
-           "format_report", "run", "main"]
+__all__ = ["Outcome", "FolderCounts", "SourceProblem", "build_command", "folder_of", "read_junit",
+           "count_by_folder", "format_report", "source_problems", "requires_python", "format_source_problems",
+           "run", "main"]
 
 PLUGIN = "torchneuron_ext.compat.nki_library"
 INTEGRATION = os.path.join("test", "integration")
@@ -148,6 +156,80 @@ def format_report(outcomes: Sequence[Outcome], wall_seconds: float, *, depth: in
     return "\n".join(lines) + "\n"
 
 
+@dataclasses.dataclass(frozen=True)
+class SourceProblem:
+    """A Python file of the checkout this interpreter cannot parse."""
+
+    file: str       # relative to the checkout
+    line: int
+    error: str      # e.g. "IndentationError: unexpected indent"
+
+
+def source_problems(checkout: str, select: Sequence[str] = ()) -> list:
+    """The files under the selected paths (default test/integration) and the library's src that do not parse
+    with this interpreter's grammar."""
+    roots = [os.path.join(checkout, p) for p in (select or [INTEGRATION])] + [os.path.join(checkout, "src")]
+    files: set = set()
+    for root in roots:
+        if os.path.isfile(root) and root.endswith(".py"):
+            files.add(os.path.abspath(root))
+        for dirpath, _, names in os.walk(root):
+            files.update(os.path.abspath(os.path.join(dirpath, n)) for n in names if n.endswith(".py"))
+    problems = []
+    for path in sorted(files):
+        try:
+            with open(path, "rb") as f:
+                ast.parse(f.read(), path)
+        except SyntaxError as e:
+            problems.append(SourceProblem(os.path.relpath(path, checkout), e.lineno or 0,
+                                          f"{type(e).__name__}: {e.msg}"))
+        except (OSError, ValueError) as e:  # unreadable, or NUL bytes in the source
+            problems.append(SourceProblem(os.path.relpath(path, checkout), 0, f"{type(e).__name__}: {e}"))
+    return problems
+
+
+def requires_python(checkout: str) -> Optional[str]:
+    """The ``requires-python`` of the checkout's pyproject.toml (e.g. ">=3.10"), if it states one."""
+    try:
+        with open(os.path.join(checkout, "pyproject.toml"), encoding="utf-8") as f:
+            m = re.search(r"""^\s*requires-python\s*=\s*["']([^"']+)["']""", f.read(), re.M)
+    except OSError:
+        return None
+    return m.group(1).strip() if m else None
+
+
+def _meets(spec: str, version: tuple) -> Optional[bool]:
+    """Whether ``version`` satisfies a requirement made of >=, >, <=, <, ==, != clauses on X.Y[.Z]; None
+    when a clause has another form (then the report says it could not tell)."""
+    ops = {">=": tuple.__ge__, ">": tuple.__gt__, "<=": tuple.__le__, "<": tuple.__lt__,
+           "==": tuple.__eq__, "!=": tuple.__ne__}
+    for clause in filter(None, (c.strip() for c in spec.split(","))):
+        m = re.fullmatch(r"(>=|<=|==|!=|>|<)\s*(\d+(?:\.\d+){0,2})", clause)
+        if m is None:
+            return None
+        want = tuple(int(x) for x in m.group(2).split("."))
+        if not ops[m.group(1)](version[:len(want)], want):
+            return False
+    return True
+
+
+def format_source_problems(problems: Sequence[SourceProblem], spec: Optional[str],
+                           version: tuple = tuple(sys.version_info[:3])) -> str:
+    if not problems:
+        return ""
+    py = ".".join(map(str, version))
+    meets = _meets(spec, version) if spec else None
+    why = (f"Python {py} meets the checkout's requires-python {spec!r}, so these files are at fault, not the "
+           f"Python version" if meets else
+           f"Python {py} does not meet the checkout's requires-python {spec!r}: run with a Python that does"
+           if meets is False else
+           f"the checkout states no requires-python this runner can read{f' ({spec!r})' if spec else ''}")
+    lines = [f"{len(problems)} source file(s) do not parse with Python {py} ({why}); tests importing them are "
+             f"collection errors:"]
+    lines += [f"  {p.file}:{p.line}: {p.error}" for p in problems]
+    return "\n".join(lines) + "\n"
+
+
 def _package_root() -> str:
     import torchneuron_ext
     return os.path.dirname(os.path.dirname(os.path.abspath(torchneuron_ext.__file__)))
@@ -176,6 +258,7 @@ def run(checkout: str, select: Sequence[str] = (), extra: Sequence[str] = (), *,
         return 2
     with tempfile.TemporaryDirectory(prefix="nki-library-") as tmp:
         report = junit_xml or os.path.join(tmp, "junit.xml")
+        problems = format_source_problems(source_problems(checkout, select), requires_python(checkout))
         argv, env = build_command(checkout, os.path.abspath(report), select, extra)
         start = time.perf_counter()
         status = subprocess.call(argv, cwd=checkout, env=env)
@@ -186,6 +269,7 @@ def run(checkout: str, select: Sequence[str] = (), extra: Sequence[str] = (), *,
             return status or 1
         outcomes = read_junit(report, checkout)
     print(format_report(outcomes, wall, depth=depth, slowest=slowest, markdown=markdown), end="", file=out)
+    print(problems, end="", file=out)
     return status
 
 

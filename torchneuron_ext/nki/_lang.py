@@ -93,11 +93,33 @@ def _allocate(shp: tuple, dtype: Any, buffer: Any, name: str, par_axis: int, fil
     return _rt.current().allocate(shp, _dt.as_dtype(dtype), b, name, par_axis, fill=fill)
 
 
-def ndarray(shape: Any, dtype: Any, buffer: Any = None, *, name: str = "",
-        lazy_initialization: bool = False) -> NKITensor:
-    """A new, uninitialised tensor (NaN-filled, as AWS's simulator does, so reads of it show)."""
+def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str = "", address: Optional[Sequence[int]] = None,
+            *, lazy_initialization: bool = False) -> NKITensor:
+    """A new, uninitialised tensor (NaN-filled, as AWS's simulator does, so reads of it show).
+    ``address=(partition_offset, free_offset)`` places an SBUF or PSUM tensor by hand (NKI 0.2)."""
     shp, par_axis = _parse_shape(shape)
+    if address is not None:
+        return _placed(shp, par_axis, dtype, buffer, name, address)
     storage = _allocate(shp, dtype, buffer, name, par_axis)
+    return NKITensor(storage, storage.array, None, storage.par_axis)
+
+
+def _placed(shp: tuple, par_axis: int, dtype: Any, buffer: Any, name: str, address: Any) -> NKITensor:
+    from .compiler import DirectAllocation
+    if (not isinstance(address, (tuple, list)) or len(address) != 2
+            or any(isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)) for a in address)):
+        raise TypeError(f"nl.ndarray: address= is (partition_offset, free_offset), two integers, got {address!r}")
+    b = _buffer(buffer)
+    if isinstance(b, DirectAllocation):
+        raise TypeError(f"nl.ndarray: address= places the tensor itself; it cannot be combined with the "
+                        f"allocation buffer={b!r}")
+    if not b.on_chip:
+        raise TypeError(f"nl.ndarray: address= places a tensor in SBUF or PSUM, not in {b.name}")
+    if par_axis != 0:
+        raise TypeError(f"nl.ndarray: a tensor with address= has its partition dimension first (no block "
+                        f"dimensions), got shape {shp} with the partition dimension at {par_axis}")
+    _alloc_rules.check_creation(shp, par_axis, b, "uninit", _rt.current().dialect)
+    storage = _rt.current().allocate_at(shp, _dt.as_dtype(dtype), b, tuple(int(a) for a in address), name)
     return NKITensor(storage, storage.array, None, storage.par_axis)
 
 
@@ -180,8 +202,20 @@ def shared_constant(constant: Any, dtype: Any = None) -> NKITensor:
     return t
 
 
-def shared_identity_matrix(n: int, dtype: Any = uint8) -> NKITensor:
-    return shared_constant(np.eye(n), dtype)
+def shared_identity_matrix(n: int, dtype: Any = uint8, dst: Optional[NKITensor] = None) -> NKITensor:
+    """An ``n`` x ``n`` identity matrix in SBUF (AWS documents SBUF: the compiler keeps one per dtype there
+    and hands it out), written into ``dst`` when given."""
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise TypeError(f"nl.shared_identity_matrix: n must be a positive integer, got {n!r}")
+    if dst is None:
+        dst = ndarray((int(n), int(n)), dtype, buffer=sbuf, name="shared_identity_matrix")
+    elif not isinstance(dst, NKITensor):
+        raise TypeError(f"nl.shared_identity_matrix: dst= must be a tensor, got {type(dst).__name__}")
+    elif dst.buffer is not sbuf or tuple(dst.shape) != (n, n):
+        raise TypeError(f"nl.shared_identity_matrix: dst= must be an ({n}, {n}) SBUF tensor, got "
+                        f"{tuple(dst.shape)} in {dst.buffer.name}")
+    dst.write(_dt.cast(np.eye(int(n)), dst.dtype))
+    return dst
 
 
 def _sbuf_identity_matrix(n: int, dtype: Any = uint8, dst: Optional[NKITensor] = None) -> NKITensor:

@@ -4,8 +4,9 @@ AWS's harness sets ``builtins.builtin`` to its simulator's ``nki.builtin`` modul
 of the 2025-12 to 2026-02 releases call ``builtin.lang.shared_constant(...)`` and
 ``builtin.lang.identity(n, dtype)`` without importing anything: a constant the compiler places in
 shared HBM once, from a host array or from an ``.npy`` file the kernel's configuration wrote (the rotational
-top-k kernel saves its permutation matrices that way). Both are the same operations as
-``nl.shared_constant`` and ``nl.shared_identity_matrix``.
+top-k kernel saves its permutation matrices that way). ``shared_constant`` is ``nl.shared_constant``;
+``identity`` is the host array it is given, so ``shared_constant(identity(n))`` is in shared HBM, unlike
+``nl.shared_identity_matrix``, which AWS documents in SBUF.
 """
 from __future__ import annotations
 

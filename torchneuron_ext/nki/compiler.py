@@ -101,6 +101,10 @@ class _Psum(_Memory):
                                                       f"num_bank_tiles={tuple(num_bank_tiles)})")
 
 
+# A package's attribute, so that ``nki.compiler.frontend`` (an import alias of nki/frontend.py, see
+# compat/aliases.py) imports as this module's submodule.
+__path__: list = []
+
 sbuf = _Sbuf(_sbuf_buffer)
 psum = _Psum(_psum_buffer)
 

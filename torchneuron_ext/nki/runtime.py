@@ -283,6 +283,12 @@ class Launch:
                      f"{where}: bytes [{start}, {start + fbytes}) of each partition are outside the "
                      f"{usable} bytes of {self.target.name} SBUF a kernel can allocate"
                      + (f" (the last {reserved // 1024} KiB are the compiler's)" if reserved else ""))
+        return self._place(buffer, start_p, start, p, free, fbytes, dtype, name, where)
+
+    def _place(self, buffer: Buffer, start_p: int, start: int, p: int, free: tuple, fbytes: int,
+               dtype: np.dtype, name: str, where: str) -> Storage:
+        """The tile of ``p`` partitions from ``start_p``, ``fbytes`` bytes per partition from byte ``start`` of
+        the instance's SBUF or PSUM: every tensor placed on those bytes shares them, as on the device."""
         allowed = (0,) if p > 64 else (0, 64) if p > 32 else (0, 32, 64, 96)
         if start_p not in allowed:
             fail("err_invalid_start_partition",
@@ -295,6 +301,56 @@ class Launch:
             array = data[start_p:start_p + p, start:start + fbytes].view(dtype).reshape((p,) + free)
             tile = Storage(array, buffer, name, 0, None, flags, data.__array_interface__["data"][0], defined)
             self._direct_tiles[key] = tile
+        return tile
+
+    def allocate_at(self, shape: tuple, dtype: np.dtype, buffer: Buffer, address: tuple, name: str = "",
+                    fill: Any = "uninit") -> Storage:
+        """``nl.ndarray(..., address=(partition_offset, free_offset))``, NKI 0.2's manual allocation: the tensor
+        starts at that partition and at that byte of each partition (AWS's migration guide calls the free
+        offset an element offset in prose, but its examples and the NKI Library give bytes, e.g.
+        ``bank_id * 2048`` in PSUM and ``n * 2`` for bfloat16 in SBUF). PSUM is addressed as one 16 KiB run of
+        banks per partition and a tensor must start at a bank's first byte."""
+        if getattr(self.func, "_nki_force_auto_alloc", False):
+            return self.allocate(shape, dtype, buffer, name, fill=fill)
+        shape = tuple(int(s) for s in shape)
+        where = f"{name or 'a tensor'} of shape {shape} at address={tuple(address)} in {buffer.name}"
+        if len(shape) < 2:
+            fail("err_insufficient_rank",
+                 f"Insufficient rank: {where} needs a partition dimension and at least one free dimension")
+        p, free = shape[0], shape[1:]
+        if p > self.target.num_partitions:
+            fail("err_num_partition_exceed_arch_limit",
+                 f"Size of partition dimension {p} exceeds architecture limitation of {self.target.num_partitions}.")
+        start_p, start = (int(a) for a in address)
+        fbytes = math.prod(free) * np.dtype(dtype).itemsize
+        if buffer is psum:
+            bank_bytes, total = self.target.psum_bank_bytes, self.target.psum_partition_bytes
+            if start < 0 or start % bank_bytes:
+                fail("err_invalid_psum_address",
+                     f"{where}: a PSUM tensor must start at the beginning of a bank (a multiple of {bank_bytes} "
+                     f"bytes), got byte {start}")
+            if start + fbytes > total:
+                fail("err_psum_capacity_exceeded",
+                     f"{where}: {fbytes} bytes per partition from byte {start} run past the {total} bytes of a "
+                     f"PSUM partition")
+        else:
+            reserved = SBUF_COMPILER_RESERVED.get(self.target.name, 0)
+            usable = self.target.sbuf_partition_bytes - reserved
+            if start < 0 or start + fbytes > usable:
+                fail("err_sbuf_capacity_exceeded",
+                     f"{where}: bytes [{start}, {start + fbytes}) of each partition are outside the "
+                     f"{usable} bytes of {self.target.name} SBUF a kernel can allocate"
+                     + (f" (the last {reserved // 1024} KiB are the compiler's)" if reserved else ""))
+        tile = self._place(buffer, start_p, start, p, free, fbytes, np.dtype(dtype), name, where)
+        # Allocating writes nothing: a tensor placed on bytes another one uses (the NKI Library puts two
+        # tensors in one PSUM bank) sees that one's values. Memory nothing was ever written to is NaN from
+        # the arena. A new PSUM tensor has no matmul accumulation under way.
+        if fill != "uninit":
+            _fill(tile.array, fill)
+        if tile.psum_started is not None:
+            tile.flags(tile.array, "started")[...] = False
+            if fill != "uninit":
+                tile.flags(tile.array, "defined")[...] = True
         return tile
 
     # -- allocation ----------------------------------------------------------

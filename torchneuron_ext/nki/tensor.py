@@ -153,6 +153,13 @@ class NKITensor:
             if self.buffer.on_chip and int_axes[0] == 0:
                 out_key[0] = slice(out_key[0], out_key[0] + 1)
                 int_axes = int_axes[1:]
+            # On chip a tensor stays at least 2-D: when dropping every integer-indexed free axis would leave
+            # only the partitions, the last of them is kept at size 1 (AWS's language guide: ``t[:, 0, 10]``
+            # of a (64, 64, 64) tile is (64, 1)).
+            if self.buffer.on_chip and int_axes and self.arr.ndim - len(int_axes) < 2:
+                i = out_key[int_axes[-1]]
+                out_key[int_axes[-1]] = slice(i, i + 1)
+                int_axes = int_axes[:-1]
             if len(int_axes) == self.arr.ndim:
                 i = out_key[int_axes[-1]]
                 out_key[int_axes[-1]] = slice(i, i + 1)
