@@ -202,9 +202,15 @@ def shared_constant(constant: Any, dtype: Any = None) -> NKITensor:
     return t
 
 
-def shared_identity_matrix(n: int, dtype: Any = uint8, dst: Optional[NKITensor] = None) -> NKITensor:
-    """An ``n`` x ``n`` identity matrix in SBUF (AWS documents SBUF: the compiler keeps one per dtype there
-    and hands it out), written into ``dst`` when given."""
+def shared_identity_matrix(n: int, dtype: Any = uint8) -> NKITensor:
+    """The legacy dialect's identity: a shared-HBM constant (NKI 0.2+ has it in SBUF, _sbuf_identity_matrix)."""
+    return shared_constant(np.eye(n), dtype)
+
+
+def _sbuf_identity_matrix(n: int, dtype: Any = uint8, dst: Optional[NKITensor] = None) -> NKITensor:
+    """NKI 0.2+'s ``nl.shared_identity_matrix``: an ``n`` x ``n`` identity matrix in SBUF (AWS documents SBUF:
+    the compiler keeps one per dtype there and hands it out), written into ``dst`` when given. The compiler
+    loads it from the binary: one DMA."""
     if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 1:
         raise TypeError(f"nl.shared_identity_matrix: n must be a positive integer, got {n!r}")
     if dst is None:
@@ -215,19 +221,9 @@ def shared_identity_matrix(n: int, dtype: Any = uint8, dst: Optional[NKITensor] 
         raise TypeError(f"nl.shared_identity_matrix: dst= must be an ({n}, {n}) SBUF tensor, got "
                         f"{tuple(dst.shape)} in {dst.buffer.name}")
     dst.write(_dt.cast(np.eye(int(n)), dst.dtype))
-    return dst
-
-
-def _sbuf_identity_matrix(n: int, dtype: Any = uint8, dst: Optional[NKITensor] = None) -> NKITensor:
-    """NKI 0.2+'s ``nl.shared_identity_matrix``: the identity in SBUF (AWS's reference; the kernels feed it to
-    nc_matmul as is), written into ``dst`` when given. The compiler loads it from the binary: one DMA."""
-    out = dst if dst is not None else ndarray((n, n), dtype, buffer=sbuf)
-    if tuple(out.shape) != (n, n):
-        fail("err_shape_mismatch", f"shared_identity_matrix({n}) needs a ({n}, {n}) dst, got {out.shape}")
-    out.write(np.eye(n, dtype=np.float32).astype(out.dtype))
-    _rt.current().costs.dma("shared_identity_matrix", n * n * np.dtype(out.dtype).itemsize, to_hbm=False,
+    _rt.current().costs.dma("shared_identity_matrix", n * n * np.dtype(dst.dtype).itemsize, to_hbm=False,
                             from_hbm=True)
-    return out
+    return dst
 
 
 def static_cast(arr: np.ndarray, dtype: Any) -> np.ndarray:
