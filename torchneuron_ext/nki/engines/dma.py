@@ -258,8 +258,9 @@ def dma_compute(dst: NKITensor, srcs: Sequence[NKITensor], reduce_op: Any, *, sc
     if not 1 <= len(srcs) <= MAX_DMA_COMPUTE_SOURCES:
         fail("err_dma_compute_num_srcs", f"'{api}' takes 1 to {MAX_DMA_COMPUTE_SOURCES} source tensors, got "
                                          f"{len(srcs)}")
-    if op_name(reduce_op) != "add":
-        fail("err_unsupported_dma_compute_op", f"'{api}' supports reduce_op=nl.add only, got {reduce_op!r}")
+    op = op_name(reduce_op)
+    if op != "add":
+        fail("err_unsupported_dma_compute_op", f"'{api}' supports reduce_op=nl.add only, got {op}")
     if scales is not None:
         scales = list(scales)
         if len(scales) != len(srcs):

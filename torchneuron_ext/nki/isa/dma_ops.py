@@ -64,8 +64,9 @@ def dma_copy(dst: NKITensor, src: NKITensor, dst_rmw_op: Any = None, priority: O
     _check_hwdge_engine(api, engine, dge_mode)
     _dma.check_dma_copy_modes(api, dge_mode)
     if dst_rmw_op is not None:
-        if _op_name(dst_rmw_op) != "add":
-            fail("err_unsupported_dma_rmw_op", f"'{api}' supports dst_rmw_op=nl.add only, got {dst_rmw_op!r}")
+        op = _op_name(dst_rmw_op)
+        if op != "add":
+            fail("err_unsupported_dma_rmw_op", f"'{api}' supports dst_rmw_op=nl.add only, got {op}")
         if oob_mode is not None and oob_mode is not _oob_mode.error:
             fail("err_invalid_oob_mode", f"'{api}' with dst_rmw_op allows only oob_mode=nisa.oob_mode.error")
     _dma.dma_copy(dst, src, dst_rmw_op=dst_rmw_op, oob_mode=oob_mode)
