@@ -86,9 +86,16 @@ def _allocate(shp: tuple, dtype: Any, buffer: Any, name: str, par_axis: int, fil
 
 
 def ndarray(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "",
-        lazy_initialization: bool = False) -> NKITensor:
-    """A new, uninitialised tensor (NaN-filled, as AWS's simulator does, so reads of it show)."""
+        lazy_initialization: bool = False, address: Any = None) -> NKITensor:
+    """A new, uninitialised tensor (NaN-filled, as AWS's simulator does, so reads of it show); ``address=
+    (partition, byte)`` places an SBUF or PSUM tensor there (nki.compiler.at_address)."""
     shp, par_axis = _parse_shape(shape)
+    if address is not None:
+        from .compiler import at_address
+        launch = _rt.current()
+        alloc = at_address(_buffer(buffer), address, launch.target.psum_bank_bytes, shp[:par_axis])
+        storage = launch.allocate_at(shp, _dt.as_dtype(dtype), alloc, name, par_axis)
+        return NKITensor(storage, storage.array, None, storage.par_axis)
     storage = _allocate(shp, dtype, buffer, name, par_axis)
     return NKITensor(storage, storage.array, None, storage.par_axis)
 

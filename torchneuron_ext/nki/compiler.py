@@ -105,6 +105,25 @@ sbuf = _Sbuf(_sbuf_buffer)
 psum = _Psum(_psum_buffer)
 
 
+def at_address(memory: Buffer, address: Sequence[int], bank_bytes: int, blocks: Sequence[int] = ()) -> DirectAllocation:
+    """``nl.ndarray(..., address=(partition_offset, byte_offset))``, NKI 0.2+'s direct allocation: the tensor
+    starts at that partition and byte of each partition, its blocks (block dimensions ``blocks``) one after
+    another. PSUM's byte offset runs across its banks of ``bank_bytes``; a tile may not straddle two."""
+    if memory not in (_sbuf_buffer, _psum_buffer):
+        raise TypeError(f"address= places SBUF and PSUM tensors; {memory.name} tensors have no such address")
+    if len(tuple(address)) != 2:
+        raise TypeError(f"address= is (partition_offset, byte_offset), got {address!r}")
+    start_p, offset = (int(v) for v in address)
+    blocks = tuple(int(b) for b in blocks)
+
+    def locate(idx: tuple, pdim_size: int, fdim_size: int) -> tuple:
+        start = offset + _linearize(blocks, idx) * fdim_size
+        if memory is _psum_buffer:
+            return start // bank_bytes, start_p, start % bank_bytes
+        return start_p, start
+    return DirectAllocation(memory, locate, f"address=({start_p}, {offset})")
+
+
 def buffer_of(value: Any) -> Any:
     """``ncc.sbuf`` / ``ncc.psum`` given as ``buffer=`` are the automatic memories."""
     return value._target if isinstance(value, _Memory) else value

@@ -183,6 +183,15 @@ class Launch:
         self._direct_sites[site] = storage
         return storage
 
+    def allocate_at(self, shape: tuple, dtype: np.dtype, alloc: Any, name: str = "", par_axis: int = 0,
+                    fill: Any = "uninit") -> Storage:
+        """A tensor at an address the kernel states (``nl.ndarray(address=...)``): unlike an allocation
+        function, the address is evaluated on every call, so the same address is the same memory and another
+        address other memory, wherever the call is made."""
+        if getattr(self.func, "_nki_force_auto_alloc", False):
+            return self.allocate(shape, dtype, alloc.memory, name, par_axis, fill=fill)
+        return self._allocate_direct(tuple(int(s) for s in shape), dtype, alloc, name, par_axis, fill)
+
     def _allocate_direct(self, shape: tuple, dtype: np.dtype, alloc: Any, name: str, par_axis: int,
                          fill: Any) -> Storage:
         buffer = alloc.memory
