@@ -4,7 +4,6 @@ from __future__ import annotations
 import enum
 from typing import Any, Callable
 
-from ._lang import NKIObject
 from .errors import NkiValidationError  # noqa: F401  (nki.isa.NkiValidationError)
 
 
@@ -62,13 +61,13 @@ class nc_version(enum.IntEnum):  # ordered: kernels test get_nc_version() >= nc_
     gen4 = 4
 
 
-class NkiInstruction(NKIObject):
+class NkiInstruction:
     """The handle an instruction returns. ``depends_on`` orders this instruction after its producers on the
     device; the simulator runs every instruction in program order, so an edge to an instruction that already
-    ran always holds and only the arguments are checked."""
+    ran always holds and only the arguments are checked. (AWS derives it from nl.NKIObject; importing the
+    language here would make nki.isa and nki.language import each other.)"""
 
     def __init__(self, handle: Any) -> None:
-        super().__init__()
         self.handle = handle
 
     def depends_on(self, *producers: "NkiInstruction") -> "NkiInstruction":
