@@ -34,6 +34,21 @@ class NKIObject:
         for key, value in kwargs.items():
             setattr(self, key, value)
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # AWS's kernels declare @dataclass NKIObjects with plain class attributes (``section_idx = None``) and
+        # construct them by keyword; a plain dataclass would see no fields there. Such attributes become
+        # fields with their value as default (immutable values only: a dataclass refuses a list default).
+        super().__init_subclass__(**kwargs)
+        annotations = cls.__dict__.get("__annotations__")
+        if annotations is None:
+            annotations = {}
+            cls.__annotations__ = annotations
+        for name, value in list(cls.__dict__.items()):
+            if name.startswith("_") or name in annotations or callable(value) \
+                    or isinstance(value, (property, classmethod, staticmethod, list, dict, set)):
+                continue
+            annotations[name] = Any
+
 
 class par_dim:
     """``nl.par_dim(n)`` marks the partition dimension in a shape with block dimensions before it."""
