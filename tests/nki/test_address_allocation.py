@@ -39,25 +39,40 @@ def test_the_same_address_is_the_same_memory() -> None:
 
 
 def test_addresses_computed_in_a_loop_are_each_their_own() -> None:
-    # A double buffer picked by the loop index (attention_cte's PSUM tiles): unlike an allocation function,
-    # the address is evaluated on every call.
+    # A double buffer picked by the loop index: unlike an allocation function, the address is evaluated on
+    # every call.
     @nki.jit
     def k(a):
         tiles = []
         for i in range(4):
-            t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.psum, address=(0, (i % 2) * 2048))
+            t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf, address=(0, (i % 2) * 4096))
             nisa.memset(dst=t, value=float(i))
             tiles.append(t)
         out = nl.ndarray((2,) + a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
         for j in range(2):
-            s = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
-            nisa.tensor_copy(dst=s, src=tiles[j])
-            nisa.dma_copy(dst=out[j], src=s)
+            nisa.dma_copy(dst=out[j], src=tiles[j])
         return out
 
     out = k(f32(4, 8))
-    np.testing.assert_array_equal(out[0], np.full((4, 8), 2.0))  # tile 0 shares bank 0 with tile 2
+    np.testing.assert_array_equal(out[0], np.full((4, 8), 2.0))  # tile 0 shares its bytes with tile 2
     np.testing.assert_array_equal(out[1], np.full((4, 8), 3.0))
+
+
+def test_psum_addresses_are_allocated_automatically() -> None:
+    # Not modelled yet (docs/nki.md): two PSUM tensors at one address are two tensors.
+    @nki.jit
+    def k(a):
+        x = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.psum, address=(0, 0))
+        y = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.psum, address=(0, 0))
+        nisa.memset(dst=x, value=1.0)
+        nisa.memset(dst=y, value=2.0)
+        s = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=s, src=x)
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=s)
+        return out
+
+    np.testing.assert_array_equal(k(f32(4, 8)), np.ones((4, 8), np.float32))
 
 
 def test_address_errors() -> None:
@@ -69,9 +84,6 @@ def test_address_errors() -> None:
         return k
 
     a = f32(2, 2)
-    with pytest.raises(NKIError) as info:
-        kernel((128, 512), nl.psum, (0, 1024))(a)  # 2 KiB from the middle of bank 0 straddles bank 1
-    assert info.value.code == "err_size_of_dimension_exceed_arch_limit"
     with pytest.raises(NKIError) as info:
         kernel((128, 1024), nl.sbuf, (0, 10 ** 6))(a)
     assert info.value.code == "err_sbuf_capacity_exceeded"
