@@ -58,21 +58,32 @@ def test_addresses_computed_in_a_loop_are_each_their_own() -> None:
     np.testing.assert_array_equal(out[1], np.full((4, 8), 3.0))
 
 
-def test_psum_addresses_are_allocated_automatically() -> None:
-    # Not modelled yet (docs/nki.md): two PSUM tensors at one address are two tensors.
+def test_psum_tensors_at_one_address_share_memory_not_accumulation() -> None:
+    # attention_cte places transposes and matmuls in the same PSUM bank: the data is shared, but a tensor's
+    # first matmul overwrites whatever another tensor left there, as the compiler infers per tensor.
     @nki.jit
-    def k(a):
-        x = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.psum, address=(0, 0))
-        y = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.psum, address=(0, 0))
-        nisa.memset(dst=x, value=1.0)
-        nisa.memset(dst=y, value=2.0)
-        s = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
-        nisa.tensor_copy(dst=s, src=x)
-        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-        nisa.dma_copy(dst=out, src=s)
+    def k(a, b):
+        ta = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        tb = nl.ndarray(b.shape, dtype=b.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=ta, src=a)
+        nisa.dma_copy(dst=tb, src=b)
+        shape = (a.shape[1], b.shape[1])
+        x = nl.ndarray(shape, dtype=nl.float32, buffer=nl.psum, address=(0, 2048))
+        y = nl.ndarray(shape, dtype=nl.float32, buffer=nl.psum, address=(0, 2048))
+        nisa.nc_matmul(x, ta, tb)
+        nisa.nc_matmul(y, ta, tb)  # overwrites: y's first write
+        nisa.nc_matmul(y, ta, tb)  # accumulates
+        out = nl.ndarray((2,) + shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        for i, t in enumerate((x, y)):
+            s = nl.ndarray(shape, dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=s, src=t)
+            nisa.dma_copy(dst=out[i], src=s)
         return out
 
-    np.testing.assert_array_equal(k(f32(4, 8)), np.ones((4, 8), np.float32))
+    a, b = f32(16, 8), f32(16, 4, seed=1)
+    out = k(a, b)
+    np.testing.assert_allclose(out[0], 2 * (a.T @ b), rtol=1e-5)  # x is y's memory
+    np.testing.assert_allclose(out[1], 2 * (a.T @ b), rtol=1e-5)
 
 
 def test_address_errors() -> None:
@@ -84,6 +95,9 @@ def test_address_errors() -> None:
         return k
 
     a = f32(2, 2)
+    with pytest.raises(NKIError) as info:
+        kernel((128, 512), nl.psum, (0, 1024))(a)  # 2 KiB from the middle of bank 0 straddles bank 1
+    assert info.value.code == "err_size_of_dimension_exceed_arch_limit"
     with pytest.raises(NKIError) as info:
         kernel((128, 1024), nl.sbuf, (0, 10 ** 6))(a)
     assert info.value.code == "err_sbuf_capacity_exceeded"

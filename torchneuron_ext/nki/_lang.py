@@ -105,9 +105,7 @@ def ndarray(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "",
     """A new, uninitialised tensor (NaN-filled, as AWS's simulator does, so reads of it show); ``address=
     (partition, byte)`` places an SBUF or PSUM tensor there (nki.compiler.at_address)."""
     shp, par_axis = _parse_shape(shape)
-    # PSUM placements are allocated automatically: AWS's attention_cte gives wrong numbers with its PSUM tiles
-    # placed in the arena (its SBUF placements are right), which is not understood yet (docs/nki.md).
-    if address is not None and _buffer(buffer) is not psum:
+    if address is not None:
         from .compiler import at_address
         launch = _rt.current()
         alloc = at_address(_buffer(buffer), address, launch.target.psum_bank_bytes, shp[:par_axis])

@@ -190,7 +190,16 @@ class Launch:
         address other memory, wherever the call is made."""
         if getattr(self.func, "_nki_force_auto_alloc", False):
             return self.allocate(shape, dtype, alloc.memory, name, par_axis, fill=fill)
-        return self._allocate_direct(tuple(int(s) for s in shape), dtype, alloc, name, par_axis, fill)
+        storage = self._allocate_direct(tuple(int(s) for s in shape), dtype, alloc, name, par_axis, fill)
+        if alloc.memory is not psum:
+            return storage
+        # The compiler infers nc_matmul's overwrite-or-accumulate per tensor, not per memory location: a PSUM
+        # tensor placed where another was written still starts its accumulation with an overwrite. Its data
+        # is the arena's; its flags are its own.
+        if storage.blocks is None:
+            return _own_flags(storage)
+        storage.blocks = {idx: _own_flags(t) for idx, t in storage.blocks.items()}
+        return storage
 
     def _allocate_direct(self, shape: tuple, dtype: np.dtype, alloc: Any, name: str, par_axis: int,
                          fill: Any) -> Storage:
@@ -417,6 +426,14 @@ class Launch:
         if frame.f_lineno in self._nested_lines:
             fail("err_shared_hbm_must_in_kernel_level",
                  "shared_hbm tensors must be created at the kernel's top level, not inside a loop")
+
+
+def _own_flags(tile: Storage) -> Storage:
+    """A view of ``tile``'s memory with PSUM flags of its own, spanning exactly its bytes."""
+    arr = tile.array
+    span = sum((n - 1) * st for n, st in zip(arr.shape, arr.strides)) + arr.itemsize
+    return Storage(arr, tile.buffer, tile.name, tile.par_axis, None, np.zeros(span, dtype=bool),
+                   arr.__array_interface__["data"][0], np.zeros(span, dtype=bool))
 
 
 def _reset_psum_flags(tile: Storage, fill: Any) -> None:
