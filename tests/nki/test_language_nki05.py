@@ -117,15 +117,13 @@ class TestAddressErrors(TestCase):
             _run(body)
         return str(e.value).split("\n")[0]
 
-    def test_psum_not_at_bank_start(self) -> None:
-        self.assertExpectedInline(self._msg(lambda: nl.ndarray((4, 4), nl.float32, buffer=nl.psum,
-                                                                address=(0, 1024))), """\
-a tensor of shape (4, 4) at address=(0, 1024) in psum: a PSUM tensor must start at the beginning of a bank (a multiple of 2048 bytes), got byte 1024 [err_invalid_psum_address]""")
+    def test_psum_tile_straddles_two_banks(self) -> None:
+        self.assertExpectedInline(self._msg(lambda: nl.ndarray((4, 512), nl.float32, buffer=nl.psum,
+                                                                address=(0, 1024))), """block () of a tensor allocated with address=(0, 1024): 2048 bytes per partition at byte 1024 do not fit one PSUM bank of 2048 bytes (a physical PSUM tile cannot span banks) [err_size_of_dimension_exceed_arch_limit]""")
 
     def test_psum_past_the_partition(self) -> None:
         self.assertExpectedInline(self._msg(lambda: nl.ndarray((4, 1024), nl.float32, buffer=nl.psum,
-                                                                address=(0, 7 * PSUM_BANK))), """\
-a tensor of shape (4, 1024) at address=(0, 14336) in psum: 4096 bytes per partition from byte 14336 run past the 16384 bytes of a PSUM partition [err_psum_capacity_exceeded]""")
+                                                                address=(0, 7 * PSUM_BANK))), """block () of a tensor allocated with address=(0, 14336): 4096 bytes per partition at byte 0 do not fit one PSUM bank of 2048 bytes (a physical PSUM tile cannot span banks) [err_size_of_dimension_exceed_arch_limit]""")
 
     def test_sbuf_out_of_range(self) -> None:
         msg = self._msg(lambda: nl.ndarray((4, 4), nl.float32, buffer=nl.sbuf, address=(0, -16)))
@@ -134,18 +132,15 @@ a tensor of shape (4, 1024) at address=(0, 14336) in psum: 4096 bytes per partit
 
     def test_bad_start_partition(self) -> None:
         self.assertExpectedInline(self._msg(lambda: nl.ndarray((64, 4), nl.float32, buffer=nl.sbuf,
-                                                                address=(32, 0))), """\
-a tensor of shape (64, 4) at address=(32, 0) in sbuf: a tile of 64 partitions must start at partition 0 or 64, got 32 [err_invalid_start_partition]""")
+                                                                address=(32, 0))), """block () of a tensor allocated with address=(32, 0): a tile of 64 partitions must start at partition 0 or 64, got 32 [err_invalid_start_partition]""")
 
     def test_address_in_hbm(self) -> None:
         self.assertExpectedInline(self._msg(lambda: nl.ndarray((4, 4), nl.float32, buffer=nl.hbm,
-                                                                address=(0, 0)), TypeError), """\
-nl.ndarray: address= places a tensor in SBUF or PSUM, not in private_hbm""")
+                                                                address=(0, 0)), TypeError), """address= places SBUF and PSUM tensors; private_hbm tensors have no such address""")
 
     def test_address_not_a_pair(self) -> None:
         self.assertExpectedInline(self._msg(lambda: nl.ndarray((4, 4), nl.float32, address=(0, 1.5)),
-                                            TypeError), """\
-nl.ndarray: address= is (partition_offset, free_offset), two integers, got (0, 1.5)""")
+                                            TypeError), """address= is (partition_offset, byte_offset), two integers, got (0, 1.5)""")
 
     def test_identity_errors(self) -> None:
         self.assertExpectedInline(self._msg(lambda: nl.shared_identity_matrix(0), TypeError), """\

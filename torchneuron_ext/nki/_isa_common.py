@@ -4,15 +4,19 @@ from __future__ import annotations
 import enum
 from typing import Any, Callable
 
+from .errors import NkiValidationError  # noqa: F401  (nki.isa.NkiValidationError)
+
 
 class engine(enum.Enum):
+    """The NeuronCore's engines, with AWS's values (nki.isa.engine, Neuron 2.29+)."""
     unknown = 0
     tensor = 1
-    vector = 2
-    scalar = 3
-    gpsimd = 4
-    activation = 3
-    sync = 5
+    scalar = 2
+    gpsimd = 3
+    dma = 4
+    vector = 5
+    sync = 6
+    activation = 2  # the legacy dialect's name of the Scalar engine (nisa.activation_engine): an alias
 
 
 unknown_engine, tensor_engine, vector_engine = engine.unknown, engine.tensor, engine.vector
@@ -28,10 +32,11 @@ class reduce_cmd(enum.Enum):
 
 
 class dge_mode(enum.Enum):
+    """How a DMA's descriptors are generated (AWS's values)."""
     unknown = 0
-    none = 1
-    swdge = 2
-    hwdge = 3
+    swdge = 1
+    hwdge = 2
+    none = 3
 
 
 class oob_mode(enum.Enum):
@@ -39,10 +44,57 @@ class oob_mode(enum.Enum):
     skip = 1
 
 
+class matmul_perf_mode(enum.Enum):
+    none = "none"
+    double_row = "double_row"
+
+
+class dma_engine(enum.Enum):
+    """Which DMA queue moves a ``sendrecv``'s data: the shared DMA rings or GpSimd's own DMA (SBUF to SBUF)."""
+    dma = 1
+    gpsimd_dma = 2
+
+
 class nc_version(enum.IntEnum):  # ordered: kernels test get_nc_version() >= nc_version.gen3
     gen2 = 2
     gen3 = 3
     gen4 = 4
+
+
+class NkiInstruction:
+    """The handle an instruction returns. ``depends_on`` orders this instruction after its producers on the
+    device; the simulator runs every instruction in program order, so an edge to an instruction that already
+    ran always holds and only the arguments are checked. (AWS derives it from nl.NKIObject; importing the
+    language here would make nki.isa and nki.language import each other.)"""
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+
+    def depends_on(self, *producers: "NkiInstruction") -> "NkiInstruction":
+        for p in producers:
+            if not isinstance(p, NkiInstruction):
+                raise TypeError(f"NkiInstruction.depends_on takes the handles nki.isa instructions return, got "
+                                f"{type(p).__name__}")
+        return self
+
+    def __repr__(self) -> str:
+        return f"NkiInstruction({self.handle!r})"
+
+
+def get_nc_sub_version() -> int:
+    """The silicon revision within the target's NeuronCore generation: every target the simulator models is
+    the first revision (0)."""
+    return 0
+
+
+def perf_mode_name(mode: Any) -> Any:
+    """``nc_matmul``'s ``perf_mode`` as the Tensor engine names it: ``matmul_perf_mode.double_row`` is the
+    fp8 (K, 2, M) contraction the engine calls "double_row_gen3"; ``none`` is the default."""
+    if mode is matmul_perf_mode.none:
+        return None
+    if mode is matmul_perf_mode.double_row or mode == "double_row":
+        return "double_row_gen3"
+    return mode
 
 
 def get_nc_version() -> nc_version:
@@ -61,11 +113,20 @@ def check_dge_mode(mode: Any) -> None:
                          f"got {mode!r}")
 
 
+_COMPUTE_ENGINES = {engine.tensor: "tensor", engine.scalar: "scalar", engine.gpsimd: "gpsimd",
+                    engine.vector: "vector"}
+
+
 def engine_name(e: object, default: str = "vector") -> str:
+    """The compute engine an instruction's ``engine=`` names. The DMA and Sync engines compute nothing: an
+    instruction asked to run on one is refused."""
     if e is None or e is engine.unknown:
         return default
     if isinstance(e, engine):
-        return {1: "tensor", 2: "vector", 3: "scalar", 4: "gpsimd", 5: "vector"}[e.value]
+        if e not in _COMPUTE_ENGINES:
+            raise ValueError(f"engine=nisa.engine.{e.name} runs no compute instruction; use nisa.engine.vector, "
+                             f".scalar, .gpsimd or .tensor")
+        return _COMPUTE_ENGINES[e]
     return str(e)
 
 

@@ -41,6 +41,21 @@ class NKIObject:
         for key, value in kwargs.items():
             setattr(self, key, value)
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # AWS's kernels declare @dataclass NKIObjects with plain class attributes (``section_idx = None``) and
+        # construct them by keyword; a plain dataclass would see no fields there. Such attributes become
+        # fields with their value as default (immutable values only: a dataclass refuses a list default).
+        super().__init_subclass__(**kwargs)
+        annotations = cls.__dict__.get("__annotations__")
+        if annotations is None:
+            annotations = {}
+            cls.__annotations__ = annotations
+        for name, value in list(cls.__dict__.items()):
+            if name.startswith("_") or name in annotations or callable(value) \
+                    or isinstance(value, (property, classmethod, staticmethod, list, dict, set)):
+                continue
+            annotations[name] = Any
+
 
 class par_dim:
     """``nl.par_dim(n)`` marks the partition dimension in a shape with block dimensions before it."""
@@ -95,31 +110,16 @@ def _allocate(shp: tuple, dtype: Any, buffer: Any, name: str, par_axis: int, fil
 
 def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str = "", address: Optional[Sequence[int]] = None,
             *, lazy_initialization: bool = False) -> NKITensor:
-    """A new, uninitialised tensor (NaN-filled, as AWS's simulator does, so reads of it show).
-    ``address=(partition_offset, free_offset)`` places an SBUF or PSUM tensor by hand (NKI 0.2)."""
+    """A new, uninitialised tensor (NaN-filled, as AWS's simulator does, so reads of it show); ``address=
+    (partition, byte)`` places an SBUF or PSUM tensor there (nki.compiler.at_address)."""
     shp, par_axis = _parse_shape(shape)
     if address is not None:
-        return _placed(shp, par_axis, dtype, buffer, name, address)
+        from .compiler import at_address
+        launch = _rt.current()
+        alloc = at_address(_buffer(buffer), address, launch.target.psum_bank_bytes, shp[:par_axis])
+        storage = launch.allocate_at(shp, _dt.as_dtype(dtype), alloc, name, par_axis)
+        return NKITensor(storage, storage.array, None, storage.par_axis)
     storage = _allocate(shp, dtype, buffer, name, par_axis)
-    return NKITensor(storage, storage.array, None, storage.par_axis)
-
-
-def _placed(shp: tuple, par_axis: int, dtype: Any, buffer: Any, name: str, address: Any) -> NKITensor:
-    from .compiler import DirectAllocation
-    if (not isinstance(address, (tuple, list)) or len(address) != 2
-            or any(isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)) for a in address)):
-        raise TypeError(f"nl.ndarray: address= is (partition_offset, free_offset), two integers, got {address!r}")
-    b = _buffer(buffer)
-    if isinstance(b, DirectAllocation):
-        raise TypeError(f"nl.ndarray: address= places the tensor itself; it cannot be combined with the "
-                        f"allocation buffer={b!r}")
-    if not b.on_chip:
-        raise TypeError(f"nl.ndarray: address= places a tensor in SBUF or PSUM, not in {b.name}")
-    if par_axis != 0:
-        raise TypeError(f"nl.ndarray: a tensor with address= has its partition dimension first (no block "
-                        f"dimensions), got shape {shp} with the partition dimension at {par_axis}")
-    _alloc_rules.check_creation(shp, par_axis, b, "uninit", _rt.current().dialect)
-    storage = _rt.current().allocate_at(shp, _dt.as_dtype(dtype), b, tuple(int(a) for a in address), name)
     return NKITensor(storage, storage.array, None, storage.par_axis)
 
 

@@ -14,6 +14,7 @@ except ``force_auto_alloc``, which makes the kernel's direct allocations automat
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any, Callable, Optional, Sequence
 
 from .memory import Buffer
@@ -107,6 +108,26 @@ __path__: list = []
 
 sbuf = _Sbuf(_sbuf_buffer)
 psum = _Psum(_psum_buffer)
+
+
+def at_address(memory: Buffer, address: Sequence[int], bank_bytes: int, blocks: Sequence[int] = ()) -> DirectAllocation:
+    """``nl.ndarray(..., address=(partition_offset, byte_offset))``, NKI 0.2+'s direct allocation: the tensor
+    starts at that partition and byte of each partition, its blocks (block dimensions ``blocks``) one after
+    another. PSUM's byte offset runs across its banks of ``bank_bytes``; a tile may not straddle two."""
+    if memory not in (_sbuf_buffer, _psum_buffer):
+        raise TypeError(f"address= places SBUF and PSUM tensors; {memory.name} tensors have no such address")
+    if (not isinstance(address, (tuple, list)) or len(address) != 2
+            or any(isinstance(a, bool) or not isinstance(a, numbers.Integral) for a in address)):
+        raise TypeError(f"address= is (partition_offset, byte_offset), two integers, got {address!r}")
+    start_p, offset = (int(v) for v in address)
+    blocks = tuple(int(b) for b in blocks)
+
+    def locate(idx: tuple, pdim_size: int, fdim_size: int) -> tuple:
+        start = offset + _linearize(blocks, idx) * fdim_size
+        if memory is _psum_buffer:
+            return start // bank_bytes, start_p, start % bank_bytes
+        return start_p, start
+    return DirectAllocation(memory, locate, f"address=({start_p}, {offset})")
 
 
 def buffer_of(value: Any) -> Any:

@@ -16,7 +16,11 @@ from typing import Optional
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
-class NKIError(SyntaxError, AssertionError, ValueError):
+class NkiValidationError(Exception):
+    """``nki.isa.NkiValidationError``: AWS's error for a violated hardware constraint; every NKIError is one."""
+
+
+class NKIError(SyntaxError, AssertionError, ValueError, NkiValidationError):
     """A kernel broke a rule. ``code`` names the rule as the Neuron compiler does."""
 
     def __init__(self, code: str, message: str, *, frame: Optional[FrameType] = None) -> None:

@@ -222,6 +222,24 @@ class Launch:
         self._direct_sites[site] = storage
         return storage
 
+    def allocate_at(self, shape: tuple, dtype: np.dtype, alloc: Any, name: str = "", par_axis: int = 0,
+                    fill: Any = "uninit") -> Storage:
+        """A tensor at an address the kernel states (``nl.ndarray(address=...)``): unlike an allocation
+        function, the address is evaluated on every call, so the same address is the same memory and another
+        address other memory, wherever the call is made."""
+        if getattr(self.func, "_nki_force_auto_alloc", False):
+            return self.allocate(shape, dtype, alloc.memory, name, par_axis, fill=fill)
+        storage = self._allocate_direct(tuple(int(s) for s in shape), dtype, alloc, name, par_axis, fill)
+        if alloc.memory is not psum:
+            return storage
+        # The compiler infers nc_matmul's overwrite-or-accumulate per tensor, not per memory location: a PSUM
+        # tensor placed where another was written still starts its accumulation with an overwrite. Its data
+        # is the arena's; its flags are its own.
+        if storage.blocks is None:
+            return _own_flags(storage)
+        storage.blocks = {idx: _own_flags(t) for idx, t in storage.blocks.items()}
+        return storage
+
     def _allocate_direct(self, shape: tuple, dtype: np.dtype, alloc: Any, name: str, par_axis: int,
                          fill: Any) -> Storage:
         buffer = alloc.memory
@@ -301,56 +319,6 @@ class Launch:
             array = data[start_p:start_p + p, start:start + fbytes].view(dtype).reshape((p,) + free)
             tile = Storage(array, buffer, name, 0, None, flags, data.__array_interface__["data"][0], defined)
             self._direct_tiles[key] = tile
-        return tile
-
-    def allocate_at(self, shape: tuple, dtype: np.dtype, buffer: Buffer, address: tuple, name: str = "",
-                    fill: Any = "uninit") -> Storage:
-        """``nl.ndarray(..., address=(partition_offset, free_offset))``, NKI 0.2's manual allocation: the tensor
-        starts at that partition and at that byte of each partition (AWS's migration guide calls the free
-        offset an element offset in prose, but its examples and the NKI Library give bytes, e.g.
-        ``bank_id * 2048`` in PSUM and ``n * 2`` for bfloat16 in SBUF). PSUM is addressed as one 16 KiB run of
-        banks per partition and a tensor must start at a bank's first byte."""
-        if getattr(self.func, "_nki_force_auto_alloc", False):
-            return self.allocate(shape, dtype, buffer, name, fill=fill)
-        shape = tuple(int(s) for s in shape)
-        where = f"{name or 'a tensor'} of shape {shape} at address={tuple(address)} in {buffer.name}"
-        if len(shape) < 2:
-            fail("err_insufficient_rank",
-                 f"Insufficient rank: {where} needs a partition dimension and at least one free dimension")
-        p, free = shape[0], shape[1:]
-        if p > self.target.num_partitions:
-            fail("err_num_partition_exceed_arch_limit",
-                 f"Size of partition dimension {p} exceeds architecture limitation of {self.target.num_partitions}.")
-        start_p, start = (int(a) for a in address)
-        fbytes = math.prod(free) * np.dtype(dtype).itemsize
-        if buffer is psum:
-            bank_bytes, total = self.target.psum_bank_bytes, self.target.psum_partition_bytes
-            if start < 0 or start % bank_bytes:
-                fail("err_invalid_psum_address",
-                     f"{where}: a PSUM tensor must start at the beginning of a bank (a multiple of {bank_bytes} "
-                     f"bytes), got byte {start}")
-            if start + fbytes > total:
-                fail("err_psum_capacity_exceeded",
-                     f"{where}: {fbytes} bytes per partition from byte {start} run past the {total} bytes of a "
-                     f"PSUM partition")
-        else:
-            reserved = SBUF_COMPILER_RESERVED.get(self.target.name, 0)
-            usable = self.target.sbuf_partition_bytes - reserved
-            if start < 0 or start + fbytes > usable:
-                fail("err_sbuf_capacity_exceeded",
-                     f"{where}: bytes [{start}, {start + fbytes}) of each partition are outside the "
-                     f"{usable} bytes of {self.target.name} SBUF a kernel can allocate"
-                     + (f" (the last {reserved // 1024} KiB are the compiler's)" if reserved else ""))
-        tile = self._place(buffer, start_p, start, p, free, fbytes, np.dtype(dtype), name, where)
-        # Allocating writes nothing: a tensor placed on bytes another one uses (the NKI Library puts two
-        # tensors in one PSUM bank) sees that one's values. Memory nothing was ever written to is NaN from
-        # the arena. A new PSUM tensor has no matmul accumulation under way.
-        if fill != "uninit":
-            _fill(tile.array, fill)
-        if tile.psum_started is not None:
-            tile.flags(tile.array, "started")[...] = False
-            if fill != "uninit":
-                tile.flags(tile.array, "defined")[...] = True
         return tile
 
     # -- allocation ----------------------------------------------------------
@@ -512,6 +480,14 @@ class Launch:
         if frame.f_lineno in self._nested_lines:
             fail("err_shared_hbm_must_in_kernel_level",
                  "shared_hbm tensors must be created at the kernel's top level, not inside a loop")
+
+
+def _own_flags(tile: Storage) -> Storage:
+    """A view of ``tile``'s memory with PSUM flags of its own, spanning exactly its bytes."""
+    arr = tile.array
+    span = sum((n - 1) * st for n, st in zip(arr.shape, arr.strides)) + arr.itemsize
+    return Storage(arr, tile.buffer, tile.name, tile.par_axis, None, np.zeros(span, dtype=bool),
+                   arr.__array_interface__["data"][0], np.zeros(span, dtype=bool))
 
 
 def _reset_psum_flags(tile: Storage, fill: Any) -> None:

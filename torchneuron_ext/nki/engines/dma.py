@@ -1,15 +1,16 @@
 """The DMA engine: loads, stores, dma_copy (indirect, read-modify-write, out-of-bounds skip), atomic
-read-modify-write into HBM, and DMA transposes. Charged to the cost model's ``dma`` engine."""
+read-modify-write into HBM, DMA transposes (direct and gathered) and dma_compute (the DMA's fp32 sum of
+sources). Charged to the cost model's ``dma`` engine."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
 from .. import dtypes, runtime
-from ..errors import fail
+from ..errors import NKIUnsupportedError, fail
 from ..indexing import as_mask
-from ..memory import psum
+from ..memory import psum, sbuf
 from ..rules import allocation as _alloc_rules
 from ..tensor import NKITensor
 from .elementwise import BINARY, op_name
@@ -105,7 +106,10 @@ def dma_copy(dst: NKITensor, src: NKITensor, *, mask: Any = None, dst_rmw_op: An
     runtime.current().costs.dma(api, int(np.prod(dst.shape)) * dst.itemsize, dst.buffer.is_hbm,
                                 src.buffer.is_hbm)
     if dst_rmw_op is None:
-        store_into(dst, np.asarray(vals), api, wmask, skip=skip)
+        vals = np.asarray(vals)
+        if vals.dtype != dst.dtype:  # the DMA converts through fp32 (int32 beyond 2**24 rounds)
+            vals = fp32(vals)
+        store_into(dst, vals, api, wmask, skip=skip)
         return
     rmw = BINARY[op_name(dst_rmw_op)]
     if dst.buffer is psum:
@@ -136,25 +140,92 @@ def atomic_rmw(dst: NKITensor, value: Any, op: Any, *, mask: Any = None) -> None
 _DMA_TRANSPOSE_AXES = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
 
 
+def _mode(value: Any) -> Optional[str]:
+    """An enum member's name (``nisa.dge_mode.hwdge`` -> "hwdge"); None for the default."""
+    name = getattr(value, "name", value)
+    return None if name in (None, "unknown") else str(name)
+
+
+def _needs_gen3(api: str, what: str) -> None:
+    target = runtime.current().target
+    if target.generation < 3:
+        fail("err_unsupported_dge_mode", f"'{api}' with {what} needs NeuronCore-v3 (trn2) or newer; the target is "
+                                         f"{target.name} (NeuronCore-v{target.generation})")
+
+
+def check_dma_copy_modes(api: str, dge_mode: Any) -> None:
+    """``dge_mode`` of a DMA copy: hardware DGE exists from NeuronCore-v3 on; the others change no data."""
+    if _mode(dge_mode) == "hwdge":
+        _needs_gen3(api, "dge_mode=hwdge")
+
+
+def _check_transpose_modes(api: str, src: NKITensor, dge_mode: Any, skip: bool) -> None:
+    """The DMA engine's transpose paths and their limits (AWS's nki.isa.dma_transpose reference): hardware
+    DGE for a static source, software DGE for a gather (a source indexed by a tile)."""
+    mode = _mode(dge_mode)
+    indirect = src.index is not None
+    if skip and not indirect:
+        fail("err_invalid_oob_mode", f"'{api}' oob_mode=skip applies to an indirectly indexed src (a gather); "
+                                     f"src {src.shape} is a static access")
+    if mode is None or mode == "none":
+        return
+    two_bytes = src.itemsize == 2
+    if mode == "hwdge":
+        _needs_gen3(api, "dge_mode=hwdge")
+        p, last = src.shape[0], src.shape[-1]
+        if src.ndim == 2:
+            ok_p = p == 16
+            rule = "src.shape[0] == 16"
+        else:
+            ok_p = p in (1, 2, 4, 8, 16) and (p * src.shape[-2]) % 16 == 0
+            rule = "src.shape[0] in {1, 2, 4, 8, 16} and src.shape[0] * src.shape[-2] a multiple of 16"
+        if not ok_p or last > 128 or not two_bytes:
+            fail("err_unsupported_dma_transpose", f"'{api}' with dge_mode=hwdge needs {rule}, src.shape[-1] <= 128 "
+                                                  f"and a 2-byte dtype; got src {src.shape} "
+                                                  f"{dtypes.name(src.dtype)}")
+        return
+    if mode == "swdge":
+        if not indirect:
+            fail("err_unsupported_dge_mode", f"'{api}' with dge_mode=swdge is the gather transpose: src must be "
+                                             f"indexed by a tile of indices; use dge_mode=hwdge or leave it unknown "
+                                             f"for a static src")
+        _needs_gen3(api, "an indirect (gather) source")
+        if not src.buffer.is_hbm or not two_bytes or src.shape[-1] > 128 or src.shape[0] % 16:
+            fail("err_unsupported_dma_transpose", f"'{api}' of a gathered src needs it in HBM, 2-byte, with "
+                                                  f"src.shape[0] a multiple of 16 and src.shape[-1] <= 128; got "
+                                                  f"{src.shape} {dtypes.name(src.dtype)} in {src.buffer.name}")
+        return
+    fail("err_unsupported_dge_mode", f"'{api}' takes dge_mode unknown, none, hwdge or swdge, got {dge_mode!r}")
+
+
 def dma_transpose(src: NKITensor, *, axes: Any = None, dtype: Any = None, mask: Any = None,
-                  dst: Optional[NKITensor] = None) -> Optional[NKITensor]:
-    """A transpose done by the DMA engine, from HBM or SBUF into a new SBUF tile: (1, 0) for 2-D,
-    (2, 1, 0) for 3-D, (3, 1, 2, 0) for 4-D (the only permutations the engine does)."""
+                  dst: Optional[NKITensor] = None, dge_mode: Any = None, oob_mode: Any = None) -> Optional[NKITensor]:
+    """A transpose done by the DMA engine, from HBM or SBUF into SBUF: (1, 0) for 2-D, (2, 1, 0) for 3-D,
+    (3, 1, 2, 0) for 4-D (the only permutations the engine does). A tile-indexed source is a gather, whose
+    out-of-bounds rows ``oob_mode=skip`` leaves untransferred."""
     api = "dma_transpose"
     if not isinstance(src, NKITensor):
         raise TypeError(f"'{api}' needs an NKI tensor, got {type(src).__name__}")
-    _alloc_rules.check_no_indirect(runtime.current(), src, api)
+    # A gathered source is the software DGE's transpose (Neuron 2.28+); without it, the error page's rule.
+    if not _dge_is(dge_mode, "swdge"):
+        _alloc_rules.check_no_indirect(runtime.current(), src, api)
     if src.buffer is psum:
         fail("err_unsupported_memory", f"Expected operand 'src' of '{api}' to be in 'hbm' or 'sbuf', but got a "
                                        f"tile in 'psum' instead")
+    if dst is not None and dst.buffer is not sbuf:
+        fail("err_unsupported_memory", f"Expected operand 'dst' of '{api}' to be in 'sbuf', but got a tile in "
+                                       f"'{dst.buffer.name}' instead")
     default = _DMA_TRANSPOSE_AXES.get(src.ndim)
     if default is None:
         fail("err_exceed_max_supported_dimension", f"'{api}' takes 2-D to 4-D tensors, got {src.shape}")
     axes = default if axes is None else tuple(int(a) for a in axes)
     if axes != default:
         fail("err_unsupported_axis", f"'{api}' of a {src.ndim}-D tensor permutes axes {default}, got {axes}")
+    skip = _oob_skip(oob_mode)
+    _check_transpose_modes(api, src, dge_mode, skip)
     m = as_mask(mask)
-    vals = np.transpose(np.asarray(src.read(m)), axes)
+    vals, read = src.read_valid(m, skip)
+    vals = np.transpose(np.asarray(vals), axes)
     runtime.current().costs.dma(api, vals.size * src.itemsize, False, src.buffer.is_hbm)
     out_dtype = result_dtype(dtype, src.dtype)
     if dst is None:
@@ -166,5 +237,71 @@ def dma_transpose(src: NKITensor, *, axes: Any = None, dtype: Any = None, mask: 
         out = new_tile(vals.shape, out_dtype)
         out.write(dtypes.cast(vals, out_dtype))
         return out
-    store_into(dst, vals, api)
+    if int(np.prod(vals.shape)) != int(np.prod(dst.shape)):
+        fail("err_shape_mismatch", f"'{api}' of src {src.shape} gives {vals.shape}; dst {dst.shape} holds "
+                                   f"{int(np.prod(dst.shape))} elements")
+    wmask = None
+    if read is not None:  # rows the gather skipped keep what dst holds
+        r = np.broadcast_to(read.reshape(read.shape + (1,) * (src.ndim - read.ndim)), src.shape)
+        wmask = np.transpose(r, axes).reshape(dst.shape)
+    store_into(dst, vals.reshape(dst.shape) if vals.shape != dst.shape else vals, api, wmask)
     return None
+
+
+MAX_DMA_COMPUTE_SOURCES = 16
+
+
+def dma_compute(dst: NKITensor, srcs: Sequence[NKITensor], reduce_op: Any, *, scales: Any = None,
+                oob_mode: Any = None, unique_indices: bool = True, api: str = "dma_compute") -> None:
+    """``dst = srcs[0] * scales[0] + srcs[1] * scales[1] + ...`` computed by the DMA engine in fp32. A
+    tile-indexed operand makes it a read-modify-write gather or scatter (``dst[idx] += src``), whose
+    out-of-bounds positions ``oob_mode=skip`` leaves untouched."""
+    if not isinstance(dst, NKITensor):
+        raise TypeError(f"'{api}' operand 'dst' must be an NKI tensor, got {type(dst).__name__}")
+    if isinstance(srcs, NKITensor) or not isinstance(srcs, (list, tuple)):
+        raise TypeError(f"'{api}' takes srcs as a list of NKI tensors, got {type(srcs).__name__}")
+    srcs = list(srcs)
+    if not 1 <= len(srcs) <= MAX_DMA_COMPUTE_SOURCES:
+        fail("err_dma_compute_num_srcs", f"'{api}' takes 1 to {MAX_DMA_COMPUTE_SOURCES} source tensors, got "
+                                         f"{len(srcs)}")
+    op = op_name(reduce_op)
+    if op != "add":
+        fail("err_unsupported_dma_compute_op", f"'{api}' supports reduce_op=nl.add only, got {op}")
+    if scales is not None:
+        scales = list(scales)
+        if len(scales) != len(srcs):
+            fail("err_dma_compute_num_scales", f"'{api}' takes one scale per source: {len(srcs)} srcs, "
+                                               f"{len(scales)} scales")
+        if any(isinstance(v, NKITensor) or float(v) != 1.0 for v in scales):
+            fail("err_unsupported_dma_compute_scale", f"'{api}' supports scales of 1.0 only, got {scales}")
+    skip = _oob_skip(oob_mode)
+    for name, t in [("dst", dst)] + [(f"srcs[{i}]", s) for i, s in enumerate(srcs)]:
+        if not isinstance(t, NKITensor):
+            raise TypeError(f"'{api}' operand '{name}' must be an NKI tensor, got {type(t).__name__}")
+        if t.buffer is psum:
+            fail("err_unsupported_memory", f"Expected operand '{name}' of '{api}' to be in 'hbm' or 'sbuf', but "
+                                           f"got a tile in 'psum' instead")
+    indirect = dst.index is not None or any(s.index is not None for s in srcs)
+    if indirect and not unique_indices:
+        raise NKIUnsupportedError(f"'{api}' with unique_indices=False (repeated scatter indices) is not supported "
+                                  f"by the DMA engine's read-modify-write")
+    n = int(np.prod(dst.shape))
+    total = np.zeros(dst.shape, np.float32)
+    wmask = None
+    nbytes = 0
+    for i, s in enumerate(srcs):
+        vals, read = s.read_valid(None, skip)
+        if int(np.prod(np.shape(vals))) != n:
+            fail("err_shape_mismatch", f"'{api}' srcs[{i}] {s.shape} and dst {dst.shape}: element counts differ")
+        with quiet():
+            total += fp32(np.asarray(vals)).reshape(dst.shape)
+        nbytes += n * s.itemsize
+        if read is not None:
+            r = np.broadcast_to(read.reshape(read.shape + (1,) * (s.ndim - read.ndim)), s.shape).reshape(dst.shape)
+            wmask = r if wmask is None else wmask & r
+    runtime.current().costs.dma(api, nbytes, dst.buffer.is_hbm, any(s.buffer.is_hbm for s in srcs))
+    store_into(dst, total, api, wmask, skip=skip)
+
+
+def _dge_is(mode: Any, name: str) -> bool:
+    return getattr(mode, "name", None) == name

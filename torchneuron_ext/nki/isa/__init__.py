@@ -14,12 +14,13 @@ import numpy as np
 
 from .. import dtypes as _dtypes
 from .. import engines as _eng
-from .._isa_common import check_dge_mode as _isa_dge
 from .._isa_common import reduce_cmd as _reduce_cmd
 from .._isa_common import unmodelled_instructions as _unmodelled_instructions
 from .._isa_common import (activation_engine, dge_mode, engine, engine_name, get_nc_version, gpsimd_engine,  # noqa
                           nc_version, oob_mode, reduce_cmd, scalar_engine, tensor_engine, unknown_engine,
                           vector_engine)
+from .._isa_common import (NkiInstruction, NkiValidationError, dma_engine, get_nc_sub_version,  # noqa
+                          matmul_perf_mode, perf_mode_name)
 from ..errors import NKIUnsupportedError, fail
 from ..memory import psum
 from ..tensor import NKITensor
@@ -44,7 +45,7 @@ def nc_matmul(dst: NKITensor, stationary: NKITensor, moving: NKITensor, is_stati
     _eng.matmul_hints(stationary, moving, is_stationary_onezero=is_stationary_onezero,
                       is_moving_onezero=is_moving_onezero, is_transpose=is_transpose, tile_position=tile_position,
                       tile_size=tile_size)
-    _eng.matmul(stationary, moving, dst=dst, accumulate=accumulate, perf_mode=perf_mode)
+    _eng.matmul(stationary, moving, dst=dst, accumulate=accumulate, perf_mode=perf_mode_name(perf_mode))
 
 
 def nc_transpose(dst: NKITensor, data: NKITensor, engine: Any = None, name: Optional[str] = None) -> None:
@@ -121,18 +122,6 @@ def bn_aggr(dst: NKITensor, data: NKITensor, name: Optional[str] = None) -> None
     _eng.bn_aggr(data, dst=dst)
 
 
-def dma_copy(dst: NKITensor, src: NKITensor, dst_rmw_op: Any = None, oob_mode: Any = None, dge_mode: Any = None,
-             unique_indices: bool = True, engine: Any = None, name: Optional[str] = None) -> None:
-    """A DMA; either side may be indexed by tiles (indirect). ``unique_indices`` and ``engine`` (which queue
-    issues the DMA) are performance choices with no effect on the data moved."""
-    _isa_dge(dge_mode)
-    # NKI 0.2+ refuses a PSUM source; the legacy dialect's toolchain accepts one.
-    if isinstance(src, NKITensor) and isinstance(dst, NKITensor) and src.buffer is psum:
-        fail("err_unsupported_memory", "Expected operand 'src' of 'dma_copy' to be in 'hbm' or 'sbuf', but got a "
-                                       "tile in 'psum' instead; copy PSUM to SBUF with nisa.tensor_copy")
-    _eng.dma_copy(dst, src, dst_rmw_op=dst_rmw_op, oob_mode=oob_mode)
-
-
 def affine_select(dst: NKITensor, pattern: Sequence[Sequence[int]], channel_multiplier: int,
                   on_true_tile: NKITensor, on_false_value: Any, cmp_op: Any = None, offset: int = 0,
                   name: Optional[str] = None) -> None:
@@ -175,3 +164,4 @@ from .cross_core import *  # noqa
 from .registers import *  # noqa
 from .mx import *  # noqa
 from .vector_ops import *  # noqa
+from .dma_ops import *  # noqa

@@ -3,7 +3,6 @@ logical core (NeuronCore-v3 and later), run for real between the concurrently ru
 (nki/cores.py, nki/engines/collective.py)."""
 from __future__ import annotations
 
-import enum
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -18,11 +17,7 @@ from ..tensor import NKITensor
 __all__ = ["core_barrier", "sendrecv", "dma_engine"]
 
 
-class dma_engine(enum.Enum):
-    """Which DMA moves a sendrecv: the shared DMA queues (synchronised by a core barrier), or the GpSimd
-    engine's own DMA, for small SBUF-to-SBUF swaps."""
-    dma = 1
-    gpsimd_dma = 2
+from .._isa_common import dma_engine  # noqa: E402  (one enumeration for nki.isa and nki.isa.constants)
 
 
 _DmaEngine = dma_engine  # sendrecv's parameter of the same name hides the class inside it

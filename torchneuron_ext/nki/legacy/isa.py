@@ -147,7 +147,7 @@ def dma_transpose(src: NKITensor, *, axes: Any = None, mask: Any = None, dtype: 
                   dge_mode: Any = None) -> NKITensor:
     """A transposed copy by the DMA engine (HBM or SBUF source, SBUF result)."""
     _check_dge_mode(dge_mode)
-    return _eng.dma_transpose(src, axes=axes, dtype=dtype, mask=mask)
+    return _eng.dma_transpose(src, axes=axes, dtype=dtype, mask=mask, dge_mode=dge_mode)
 
 
 def affine_select(pred: Any, on_true_tile: NKITensor, on_false_value: Any, *, dtype: Any = None,
