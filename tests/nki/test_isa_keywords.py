@@ -2,6 +2,7 @@
 name, as in the legacy dialect, and both dialects' ``nki.isa`` answer feature detection truthfully."""
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -98,3 +99,32 @@ def test_feature_detection_sees_aws_names_only(isa) -> None:
     assert hasattr(isa, name)
     with pytest.raises(NKIUnsupportedError, match=f"nki.isa.{name} is not modelled"):
         getattr(isa, name)()
+
+
+def _bf16_transpose(x, target: str):
+    @nki.jit(platform_target=target)
+    def k(x):
+        t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        eye = nl.shared_identity_matrix(x.shape[0], dtype=x.dtype)
+        p = nl.ndarray((x.shape[1], x.shape[0]), dtype=x.dtype, buffer=nl.psum)
+        nisa.nc_matmul(dst=p, stationary=t, moving=eye, is_transpose=True)
+        s = nl.ndarray(p.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=s, src=p)
+        out = nl.ndarray(p.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=s)
+        return out
+    return k(x)
+
+
+@pytest.mark.parametrize("target,ok", [("trn2", True), ("trn1", False)])
+def test_transpose_mode_keeps_the_dtype_in_psum_from_neuroncore_v3(target: str, ok: bool) -> None:
+    # AWS: from NeuronCore-v3, is_transpose=True is a bit-accurate transpose (the library moves bf16 through
+    # PSUM this way); on v2 the Tensor engine still writes fp32 only.
+    x = np.arange(32 * 16, dtype=np.float32).reshape(32, 16).astype(ml_dtypes.bfloat16)
+    if ok:
+        np.testing.assert_array_equal(_bf16_transpose(x, target), x.T)
+    else:
+        with pytest.raises(NKIError) as info:
+            _bf16_transpose(x, target)
+        assert info.value.code == "err_unsupported_dtype"

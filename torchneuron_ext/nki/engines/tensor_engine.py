@@ -58,8 +58,9 @@ def matmul_hints(stationary: NKITensor, moving: NKITensor, *, is_stationary_onez
 
 def matmul(stationary: NKITensor, moving: NKITensor, *, dst: Optional[NKITensor] = None,
            accumulate: Optional[bool] = None, api: str = "nc_matmul", allow_psum_operands: bool = False,
-           perf_mode: Any = None, mask: Any = None) -> Optional[NKITensor]:
-    """``stationary.T @ moving`` on the Tensor engine, in fp32, into PSUM. ``perf_mode="double_row_gen3"``
+           perf_mode: Any = None, mask: Any = None, is_transpose: bool = False) -> Optional[NKITensor]:
+    """``stationary.T @ moving`` on the Tensor engine, in fp32, into PSUM. ``is_transpose`` (NeuronCore-v3+) is
+    the bit-accurate transpose mode, whose PSUM result keeps the data's dtype. ``perf_mode="double_row_gen3"``
     (trn2+, fp8): operands (K, 2, M) and (K, 2, N) contract over both K and the pair of rows."""
     check_tile(stationary, api, "stationary", allow_psum=allow_psum_operands)
     check_tile(moving, api, "moving", allow_psum=allow_psum_operands)
@@ -119,7 +120,8 @@ def matmul(stationary: NKITensor, moving: NKITensor, *, dst: Optional[NKITensor]
              f"'{dst.buffer.name}' instead: the Tensor engine writes only to PSUM")
     if dst.shape != (m, n):
         fail("err_shape_mismatch", f"'{api}' produces ({m}, {n}) but dst is {dst.shape}")
-    if dst.dtype != dtypes.float32 and not (target.psum_bf16 and dst.dtype == dtypes.bfloat16):
+    bit_accurate = is_transpose and target.generation >= 3 and dst.dtype == stationary.dtype
+    if dst.dtype != dtypes.float32 and not (target.psum_bf16 and dst.dtype == dtypes.bfloat16) and not bit_accurate:
         fail("err_unsupported_dtype", f"'{api}' writes fp32 to PSUM; dst has dtype {dtypes.name(dst.dtype)}")
     started = dst.storage.started_flags(dst)
     if accumulate is None:

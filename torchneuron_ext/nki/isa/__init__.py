@@ -45,7 +45,8 @@ def nc_matmul(dst: NKITensor, stationary: NKITensor, moving: NKITensor, is_stati
     _eng.matmul_hints(stationary, moving, is_stationary_onezero=is_stationary_onezero,
                       is_moving_onezero=is_moving_onezero, is_transpose=is_transpose, tile_position=tile_position,
                       tile_size=tile_size)
-    _eng.matmul(stationary, moving, dst=dst, accumulate=accumulate, perf_mode=perf_mode_name(perf_mode))
+    _eng.matmul(stationary, moving, dst=dst, accumulate=accumulate, perf_mode=perf_mode_name(perf_mode),
+                is_transpose=is_transpose)
 
 
 def nc_transpose(dst: NKITensor, data: NKITensor, engine: Any = None, name: Optional[str] = None) -> None:
