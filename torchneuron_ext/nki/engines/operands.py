@@ -246,3 +246,13 @@ def operand_pair(api: str, a: "tuple[str, NKITensor]", b: "tuple[str, NKITensor]
     same_partitions(api, a, b)
     if ta.buffer is psum and tb.buffer is psum:
         fail("err_unsupported_memory", f"'{api}': {na} and {nb} cannot both be in PSUM; copy one to SBUF first")
+
+
+def check_reduce_res(reduce_res: NKITensor, partitions: int, api: str, float_only: bool = False) -> None:
+    """A fused reduction's ``reduce_res``: one value per partition, (P, 1), a float tile where the engine
+    writes float."""
+    check_tile(reduce_res, api, "reduce_res")
+    if reduce_res.shape[0] != partitions or free_size(reduce_res.shape) != 1:
+        fail("err_num_partition_mismatch", f"'{api}': reduce_res must be ({partitions}, 1), got {reduce_res.shape}")
+    if float_only and not dtypes.is_float(reduce_res.dtype):
+        fail("err_unsupported_dtype", f"'{api}': reduce_res must be a float tile, got {dtypes.name(reduce_res.dtype)}")

@@ -14,7 +14,8 @@ from ..indexing import as_mask
 from ..tensor import NKITensor
 from . import accumulator
 from .elementwise import BINARY, UNARY, op_name
-from .operands import (charge, check_tile, emit, fp32, free_size, per_partition, quiet, require_generation,
+from .operands import check_reduce_res
+from .operands import (charge, check_tile, emit, fp32, per_partition, quiet, require_generation,
                        result_dtype, same_partitions, store_into)
 
 
@@ -53,10 +54,7 @@ def _fold(result: np.ndarray, reduce_op: Any, reduce_res: Optional[NKITensor], r
     fold = accumulator.fold_name(reduce_op if reduce_op is not None else "add", allowed, api)
     acc = accumulator.accumulate("scalar", api, result, fold, cmd)
     if reduce_res is not None:
-        check_tile(reduce_res, api, "reduce_res")
-        if reduce_res.shape[0] != result.shape[0] or free_size(reduce_res.shape) != 1:
-            fail("err_num_partition_mismatch",
-                 f"'{api}': reduce_res must be ({result.shape[0]}, 1), got {reduce_res.shape}")
+        check_reduce_res(reduce_res, result.shape[0], api)
         store_into(reduce_res, acc.reshape(reduce_res.shape), api)
 
 

@@ -16,7 +16,7 @@ from ..rules import instructions as _instr
 from ..tensor import NKITensor
 from . import accumulator
 from .elementwise import BINARY, INT_BINARY, UNARY, copy, elementwise, op_name
-from .operands import as_shape
+from .operands import as_shape, check_reduce_res
 from .operands import (charge, check_tile, dtype_of, emit, fp32, free_size, mask_for, new_tile, operand_pair,
                        per_partition, quiet, require_generation, result_dtype, same_partitions, store_into,
                        value_of)
@@ -290,10 +290,7 @@ def tensor_scalar_reduce(data: NKITensor, op0: Any, operand0: Any, reduce_op: An
     api = "tensor_scalar_reduce"
     check_tile(data, api, "data")
     if reduce_res is not None:
-        check_tile(reduce_res, api, "reduce_res")
-        if reduce_res.shape[0] != data.shape[0] or free_size(reduce_res.shape) != 1:
-            fail("err_num_partition_mismatch",
-                 f"'{api}': reduce_res must be ({data.shape[0]}, 1), got {reduce_res.shape}")
+        check_reduce_res(reduce_res, data.shape[0], api)
     red_op = accumulator.fold_name(reduce_op, ("add", "subtract", "multiply", "maximum", "minimum"), api)
     cmd = accumulator.command_name(reduce_cmd if reduce_cmd is not None else "reset_reduce", api)
     if cmd not in ("reset_reduce", "reduce", "load_reduce"):
@@ -383,13 +380,7 @@ def exponential(src: NKITensor, *, max_value: Any = 0.0, reduce_res: Optional[NK
     else:
         acc = accumulator.read("vector", src.shape[0])
     if reduce_res is not None:
-        check_tile(reduce_res, api, "reduce_res")
-        if reduce_res.shape[0] != src.shape[0] or free_size(reduce_res.shape) != 1:
-            fail("err_num_partition_mismatch",
-                 f"'{api}': reduce_res must be ({src.shape[0]}, 1), got {reduce_res.shape}")
-        if not dtypes.is_float(reduce_res.dtype):
-            fail("err_unsupported_dtype", f"'{api}': reduce_res must be a float tile, got "
-                                          f"{dtypes.name(reduce_res.dtype)}")
+        check_reduce_res(reduce_res, src.shape[0], api, float_only=True)
         store_into(reduce_res, acc.reshape(reduce_res.shape), api)
     charge("vector", api, src.shape)
     store_into(dst, y.reshape(dst.shape), api)

@@ -12,6 +12,7 @@ from ..indexing import as_mask
 from ..tensor import NKITensor
 from . import accumulator
 from .elementwise import BINARY, op_name
+from .operands import check_reduce_res
 from .operands import (charge, check_tile, emit, fp32, free_size, mask_for, operand_pair, per_partition,
                        require_generation, result_dtype, same_partitions, store_into)
 
@@ -65,13 +66,7 @@ def _running_max(result: np.ndarray, reduce_cmd: Any, reduce_op: Any, reduce_res
         return
     acc = accumulator.accumulate("vector", api, result, "maximum", cmd)
     if reduce_res is not None:
-        check_tile(reduce_res, api, "reduce_res")
-        if reduce_res.shape[0] != result.shape[0] or free_size(reduce_res.shape) != 1:
-            fail("err_num_partition_mismatch",
-                 f"'{api}': reduce_res must be ({result.shape[0]}, 1), got {reduce_res.shape}")
-        if not dtypes.is_float(reduce_res.dtype):
-            fail("err_unsupported_dtype", f"'{api}': reduce_res must be a float tile, got "
-                                          f"{dtypes.name(reduce_res.dtype)}")
+        check_reduce_res(reduce_res, result.shape[0], api, float_only=True)
         store_into(reduce_res, acc.reshape(reduce_res.shape), api)
 
 
