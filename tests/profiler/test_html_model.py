@@ -77,9 +77,10 @@ def test_every_complete_event_is_kept_once(real_trace):
     got = sorted((name, start + p["t0"], dur) for name, _, start, dur, _ in events_of(p))
     want = sorted((e["name"], e["ts"], e["dur"]) for e in xs)
     assert [g[0] for g in got] == [w[0] for w in want]
-    # Times survive to the nanosecond (the trace's own resolution).
+    # Times survive to the nanosecond (the trace's own resolution): starts and ends are each rounded
+    # once, so a duration (their difference) is within one nanosecond.
     assert max(abs(g[1] - w[1]) for g, w in zip(got, want)) < 1.5e-3
-    assert max(abs(g[2] - w[2]) for g, w in zip(got, want)) < 1e-3
+    assert max(abs(g[2] - w[2]) for g, w in zip(got, want)) < 1.5e-3
 
 
 def test_lanes_follow_the_system_timeline(real_trace):
@@ -114,7 +115,7 @@ def test_rows_are_sorted_and_never_overlap(real_trace):
             assert (c["lane"][lo:hi] == lane_index).all()
             start, end = c["start"][lo:hi], c["start"][lo:hi] + c["dur"][lo:hi]
             assert (np.diff(start) >= 0).all()
-            assert (start[1:] >= end[:-1] - 1e-3).all(), "overlapping spans in one row"
+            assert (start[1:] >= end[:-1] - 1e-6).all(), "overlapping spans in one row"
     # Nesting: an op in row r > 0 lies inside some op of row r - 1 of its lane.
     fw = p["lanes"][0]
     if fw["rows"] > 1:

@@ -155,7 +155,10 @@ def build_profile(trace: Union[dict, ClassifiedTrace], name: str, source: str = 
     firsts = row_starts[:-1][row_starts[:-1] < row_starts[1:]].astype(np.int64)
     delta[firsts] = start_ns[firsts]
     cols.add_ns("start", delta)
-    cols.add_ns("dur", np.rint(dur[final] * 1000.0).astype(np.int64))
+    # A duration is the difference of the rounded end and start, not rounded itself: rounding is
+    # monotonic, so spans that touched or were apart in microseconds never overlap in nanoseconds.
+    end_ns = np.rint((end[final] - t_min) * 1000.0).astype(np.int64)
+    cols.add_ns("dur", np.maximum(end_ns - start_ns, 0))
     cols.add("name", "u32", np.array(spans.name, dtype=np.uint32)[final] if n else [])
     cols.add("lane", "u16", lane_rank[final])
     # Categories past the 255th share the last index (the column is a byte).
