@@ -253,6 +253,38 @@ Local variable 'tmp' is referenced outside of its parent scope: it is created in
         a, b = f32(128, 64), f32(128, 64) + 1
         np.testing.assert_array_equal(k(a, b), b)
 
+    def test_legal_twin_branches_decided_while_tracing_share_the_scope(self):
+        # AWS's flash attention creates a tensor in both branches of an `if` on Python values and uses it
+        # after them: the front end evaluates such a condition while tracing.
+        @lnki.jit
+        def k(a, b):
+            out = lnl.ndarray((128, 64), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            scale = a.shape[0] // 64
+            if scale > 1 and lisa.get_nc_version() >= lisa.nc_version.gen2:
+                tmp = lnl.load(a)
+            else:
+                tmp = lnl.load(b)
+            lnl.store(out, tmp)
+            return out
+
+        a, b = f32(128, 64), f32(128, 64) + 1
+        np.testing.assert_array_equal(k(a, b), a)
+
+    def test_a_condition_computed_from_a_loop_variable_is_a_block(self):
+        @lnki.jit
+        def k(a, b):
+            out = lnl.ndarray((128, 64), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            for i in range(2):
+                first = i == 0
+                if first:
+                    tmp = lnl.load(a)
+                lnl.store(out, tmp)
+            return out
+
+        self.assertExpectedInline(report(k, f32(128, 64), f32(128, 64)), """\
+err_local_variable_used_out_of_scope at def+7: lnl.store(out, tmp)
+Local variable 'tmp' is referenced outside of its parent scope: it is created inside a control block (line 280) and tensors are local to the block that creates them; create it before the block and assign with 'tmp[...] ='""")
+
     def test_parameters_are_immutable(self):
         @lnki.jit
         def k(in_tensor):

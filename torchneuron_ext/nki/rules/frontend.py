@@ -5,7 +5,8 @@ launch where it is about values:
 
 - ``err_local_variable_used_out_of_scope``: a tensor created inside an ``if``/``else``/``for``/``while``
   block is used after the block, where no tensor of that name was created before it (the front end gives
-  control blocks their own scope for tensors). Static: an assignment from a call of an ``nki.language`` or
+  control blocks their own scope for tensors). An ``if`` whose condition reads no loop variable, tensor or
+  value computed from them is decided while tracing and is not a block. Static: an assignment from a call of an ``nki.language`` or
   ``nki.isa`` function counts as creating a tensor.
 - ``err_cannot_update_immutable_parameter``: a kernel that returns its outputs writes a parameter not
   annotated ``nt.mutable_tensor`` (kernels that return nothing are the older style whose outputs are
@@ -122,7 +123,43 @@ def _headers(stmt: ast.stmt) -> list:
     return []
 
 
-def _check_block(stmts: list, defined: "set[str]", local: "dict[str, int]", globals_: dict) -> Optional[tuple]:
+def _traced_names(fdef: ast.AST, globals_: dict) -> "set[str]":
+    """Names whose values exist only when the kernel runs: loop variables, tensors, and whatever is computed
+    from them (a fixed point over the kernel's assignments, ignoring order: names reused both ways are rare)."""
+    names: "set[str]" = set()
+    assigns = []
+    for node in _walk_no_functions(fdef):
+        if isinstance(node, (ast.For, ast.AsyncFor)):
+            names |= {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            bound = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+            if _is_nki_call(node.value, globals_):
+                names |= bound
+            else:
+                assigns.append((bound, {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}))
+    grew = True
+    while grew:
+        grew = False
+        for bound, reads in assigns:
+            if reads & names and not bound <= names:
+                names |= bound
+                grew = True
+    return names
+
+
+def _is_control_block(stmt: ast.stmt, traced: "set[str]") -> bool:
+    """Loops are the kernel's; an ``if`` is only when its condition is known when the kernel runs. On a
+    Python value (a parameter's shape, ``nisa.get_nc_version()``, a flag) the front end evaluates it while
+    tracing and keeps the taken branch in the enclosing scope, as AWS's samples rely on (a tensor created
+    in both branches of ``if dropout_p > 0.0:`` and used after them)."""
+    if isinstance(stmt, ast.If):
+        return any(isinstance(n, ast.Name) and n.id in traced for n in ast.walk(stmt.test))
+    return isinstance(stmt, _CONTROL)
+
+
+def _check_block(stmts: list, defined: "set[str]", local: "dict[str, int]", globals_: dict,
+                 traced: "set[str]") -> Optional[tuple]:
     """(line of the use, name, line of its creation) of the first tensor used outside its block. ``local``:
     tensors created in blocks that ended, not visible here unless created again."""
     local = dict(local)
@@ -138,11 +175,12 @@ def _check_block(stmts: list, defined: "set[str]", local: "dict[str, int]", glob
         defined |= bound
         if not compound:
             continue
-        control = isinstance(stmt, _CONTROL)
-        blocks = [stmt.body, stmt.orelse] if control else _sub_blocks(stmt)
+        control = _is_control_block(stmt, traced)
+        blocks = [stmt.body, stmt.orelse] if isinstance(stmt, _CONTROL) else _sub_blocks(stmt)
         for body in blocks:
-            # A control block has its own scope (a copy of what is defined); with/try share this one.
-            found = _check_block(body, set(defined) if control else defined, local, globals_)
+            # A control block has its own scope (a copy of what is defined); with/try and an ``if`` decided
+            # while tracing share this one.
+            found = _check_block(body, set(defined) if control else defined, local, globals_, traced)
             if found is not None:
                 return found
         if control:
@@ -174,7 +212,7 @@ def scope_violation(func: Callable) -> Optional[tuple]:
         offset = first - 1  # the source starts at the first decorator
         params = {a.arg for a in fdef.args.args + fdef.args.kwonlyargs + fdef.args.posonlyargs}
         params |= {a.arg for a in (fdef.args.vararg, fdef.args.kwarg) if a is not None}
-        hit = _check_block(fdef.body, params, {}, func.__globals__)
+        hit = _check_block(fdef.body, params, {}, func.__globals__, _traced_names(fdef, func.__globals__))
         if hit is not None:
             line, name, created = hit
             filename = code.co_filename
