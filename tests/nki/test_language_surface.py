@@ -41,9 +41,38 @@ def test_alias_as_kernel_dtype() -> None:
     np.testing.assert_array_equal(k(a), np.full((4, 4), np.finfo(np.float32).min))
 
 
-def test_unmodelled_names_say_so() -> None:
-    from torchneuron_ext.nki import NKIUnsupportedError
-    with pytest.raises(NKIUnsupportedError, match="nl.gather_flattened is not modelled"):
-        new_nl.gather_flattened
+def test_unmodelled_names_say_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchneuron_ext.nki import NKIUnsupportedError, _lang
+    monkeypatch.setitem(_lang.UNMODELLED, "future_op", "use nl.copy")
+    with pytest.raises(NKIUnsupportedError, match="nl.future_op is not modelled.*use nl.copy"):
+        new_nl.future_op
     with pytest.raises(AttributeError, match="has no attribute 'fp33'"):
         nl.fp33
+
+
+@nki.jit
+def _gather_flattened(data, indices):
+    out = nl.ndarray(indices.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, nl.gather_flattened(nl.load(data), nl.load(indices), dtype=nl.float32))
+    return out
+
+
+def test_gather_flattened_takes_from_the_flattened_free_axes() -> None:
+    # AWS's docstring example: free axes flattened into one row per partition.
+    data = np.arange(1, 9, dtype=np.float16).reshape(2, 2, 2)
+    indices = np.array([[[0, 1], [1, 3]], [[3, 3], [1, 0]]], dtype=np.uint32)
+    np.testing.assert_array_equal(_gather_flattened(data, indices),
+                                  [[[1, 2], [2, 4]], [[8, 8], [6, 5]]])
+    rng = np.random.default_rng(0)
+    data = rng.standard_normal((128, 64)).astype(np.float32)
+    indices = rng.integers(0, 64, (128, 10)).astype(np.uint32)
+    np.testing.assert_array_equal(_gather_flattened(data, indices), np.take_along_axis(data, indices, axis=1))
+
+
+def test_gather_flattened_errors() -> None:
+    from torchneuron_ext.nki import NKIError
+    data = np.zeros((4, 8), np.float32)
+    with pytest.raises(NKIError, match=r"indices range \[0, 8\] outside the 8 elements.*err_tensor_access_out_of_bound"):
+        _gather_flattened(data, np.array([[0, 8]] * 4, np.uint32))
+    with pytest.raises(NKIError, match="indices must be uint32, got int32"):
+        _gather_flattened(data, np.zeros((4, 2), np.int32))

@@ -508,6 +508,28 @@ def transpose(x: NKITensor, *, dtype: Any = None, mask: Any = None) -> NKITensor
     return _eng.transpose(x, api="transpose", dtype=dtype, mask=mask, psum_result=False)
 
 
+def gather_flattened(data: NKITensor, indices: NKITensor, axis: int = 0, *, mask: Any = None,
+                     dtype: Any = None) -> NKITensor:
+    """nl.gather_flattened: per partition, out[p, ...] = data[p, free axes flattened][indices[p, ...]], a tile
+    of indices' shape (uint32 indices; AWS: 2- to 4-D). Out-of-bounds indices are an error here, where the
+    device returns garbage. ``axis`` (NKI 0.2+) is the partition axis the gathers run in parallel over; only
+    0 is documented by example."""
+    api = "gather_flattened"
+    _eng.check_tile(data, api, "data")
+    _eng.check_tile(indices, api, "indices")
+    if axis != 0:
+        raise NKIUnsupportedError(f"nl.gather_flattened(axis={axis!r}): only axis=0 (one gather per partition, "
+                                  "as AWS's example) is modelled")
+    for name, t in (("data", data), ("indices", indices)):
+        if not 2 <= t.ndim <= 4:
+            fail("err_exceed_max_supported_dimension", f"'{api}': {name} must be 2- to 4-D, got {t.shape}")
+    gathered = _eng.new_tile(tuple(indices.shape), data.dtype)
+    _eng.n_gather(data, indices, dst=gathered, api=api)
+    if dtype is None and mask is None:
+        return gathered
+    return _eng.copy(gathered, dtype=dtype, mask=mask)
+
+
 def _unsupported(name: str, hint: str) -> Callable:
     def op(*args: Any, **kwargs: Any) -> Any:
         raise NKIUnsupportedError(f"nl.{name} is not modelled by the torchneuron_ext NKI simulator: {hint}")
@@ -520,9 +542,7 @@ all_reduce = _unsupported("all_reduce", "collectives across cores are not simula
 
 # Names of the language the simulator knows but does not model: reading them raises NKIUnsupportedError
 # naming them (through the language modules' __getattr__), not an AttributeError that looks like a typo.
-UNMODELLED = {
-    "gather_flattened": "gather with index tiles instead: nl.load(t[idx_tile, i_f])",
-}
+UNMODELLED: "dict[str, str]" = {}
 
 
 def unmodelled(module: str, name: str) -> Any:

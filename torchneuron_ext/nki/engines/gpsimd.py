@@ -164,10 +164,10 @@ def _same_dtype(api: str, arg: str, src: NKITensor, dst: NKITensor) -> None:
                                       f"({dtypes.name(src.dtype)}), got {dtypes.name(dst.dtype)}")
 
 
-def n_gather(data: NKITensor, indices: NKITensor, *, dst: NKITensor) -> None:
-    """``nc_n_gather``: in each partition, dst[p, j] = data[p, flat][indices[p, j]] (the free axes of data
-    flattened); indices uint32, every tile in SBUF, no cast."""
-    api = "nc_n_gather"
+def n_gather(data: NKITensor, indices: NKITensor, *, dst: NKITensor, api: str = "nc_n_gather") -> None:
+    """``nc_n_gather`` (and ``nl.gather_flattened``, its predecessor): in each partition, dst[p, j] =
+    data[p, flat][indices[p, j]] (the free axes of data flattened); indices uint32, every tile in SBUF, no
+    cast."""
     check_tile(data, api, "data", allow_psum=False)
     check_tile(indices, api, "indices", allow_psum=False)
     check_tile(dst, api, "dst", allow_psum=False)
