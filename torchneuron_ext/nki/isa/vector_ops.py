@@ -103,12 +103,14 @@ def nonzero_with_count(dst: NKITensor, src: NKITensor, index_offset: int = 0, pa
 
 
 def topk(val_dst: NKITensor, idx_dst: NKITensor, src: NKITensor, n: int, name: Optional[str] = None) -> None:
-    # AWS's reference describes the source both as one 16-partition "snake" of n elements and as
-    # "each partition operates independently", and does not say which partitions receive a group's top-K:
-    # rather than guess a layout and give wrong numbers, the simulator refuses it.
-    raise NKIUnsupportedError("nki.isa.topk is not modelled by the simulator: AWS's description of its "
-                              "16-partition snake layout does not say which partitions receive the results; use "
-                              "nisa.max8 with nisa.nc_match_replace8 (AWS's NKI Library topk does)")
+    """The K largest of each 16-partition group's snake of ``n`` bf16 elements (snake position s at
+    partition s % 16, column s // 16), in ascending order, with their snake positions (uint32), written in
+    the same snake layout into val_dst / idx_dst (K = their free size) on the GpSimd engine. The layout is
+    the one AWS's NKI Library gpsimd_topk kernel reads back ("one top-k per group of 16 partitions", the
+    output "snake positions [0, k)" at partition pos % 16, column pos // 16)."""
+    api = "topk"
+    _eng.topk(_tile(src, api, "src"), n, val_dst=_tile(val_dst, api, "val_dst"),
+              idx_dst=_tile(idx_dst, api, "idx_dst"))
 
 
 def sequence_bounds(dst: NKITensor, segment_ids: NKITensor, name: Optional[str] = None) -> None:
