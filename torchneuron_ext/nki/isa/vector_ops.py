@@ -19,6 +19,7 @@ from .._isa_common import reduce_cmd as _reduce_cmd
 from ..engines import rng as _rng
 from ..errors import NKIUnsupportedError, fail
 from ..tensor import NKITensor
+from .indirect import accepts_indirection as _indirection
 
 __all__ = [
     "activate2", "dropout", "local_gather", "nc_match_replace8", "nc_n_gather", "nc_stream_shuffle",
@@ -119,6 +120,7 @@ def sequence_bounds(dst: NKITensor, segment_ids: NKITensor, name: Optional[str] 
     _eng.sequence_bounds(segment_ids, dst=_tile(dst, "sequence_bounds", "dst"))
 
 
+@_indirection(("dst", "src"), ("vector",), "src")
 def tensor_scalar_cumulative(dst: NKITensor, src: NKITensor, op0: Any, op1: Any, imm0: Any, imm1: Any = None,
                              reduce_cmd: Any = _reduce_cmd.reset_reduce, name: Optional[str] = None) -> None:
     """dst[i] = reg = op1(src[i] op0 imm0, reg) along each partition, reg started by reduce_cmd (reset_reduce:
@@ -127,6 +129,7 @@ def tensor_scalar_cumulative(dst: NKITensor, src: NKITensor, op0: Any, op1: Any,
                                   dst=_tile(dst, "tensor_scalar_cumulative", "dst"))
 
 
+@_indirection(("dst", "data"), ("vector",), "data")
 def tensor_scalar_reduce(dst: NKITensor, data: NKITensor, op0: Any, operand0: Any, reduce_op: Any,
                          reduce_res: Optional[NKITensor] = None, reverse0: bool = False,
                          reduce_cmd: Any = _reduce_cmd.reset_reduce, reduce_init: Any = None,
@@ -141,6 +144,7 @@ def tensor_scalar_reduce(dst: NKITensor, data: NKITensor, op0: Any, operand0: An
                               dst=_tile(dst, "tensor_scalar_reduce", "dst"))
 
 
+@_indirection(("dst", "predicate"), ("vector",), "predicate")
 def tensor_copy_predicated(dst: NKITensor, src: Any, predicate: NKITensor, reverse_pred: bool = False,
                            name: Optional[str] = None) -> None:
     """dst = src (a tile of dst's dtype, or a number) where predicate (uint8/16/32) is nonzero; the rest of
@@ -152,6 +156,7 @@ def tensor_copy_predicated(dst: NKITensor, src: Any, predicate: NKITensor, rever
     _eng.tensor_copy_predicated(src, dst, predicate, reverse_pred=reverse_pred)
 
 
+@_indirection(("dst", "data"), ("scalar",), "data")
 def activate2(dst: NKITensor, op: Any, data: NKITensor, imm0: Any, imm1: Any, op0: Any, op1: Any,
               relu_param: Any = 0.0, reverse0: bool = False, reverse1: bool = False, reduce_op: Any = None,
               reduce_res: Optional[NKITensor] = None, reduce_cmd: Any = _reduce_cmd.idle,
