@@ -417,3 +417,78 @@ def test_ti_base_partitions_of_manually_allocated_operands(trn3: None) -> None:
     expecttest.assert_expected_inline(_ti_message(k, data, index, "src_index"), """'tensor_copy': src starts on partition 0 but its index on 32; an indirect src starts on its index's partition [err_invalid_start_partition]""")
     expecttest.assert_expected_inline(_ti_message(k, data, index, "dst_index"), """'tensor_copy': dst's index starts on partition 0, src on 32; they must start on the same partition [err_invalid_start_partition]""")
     k(data, index, "aligned")
+
+
+def test_ti_on_the_other_documented_instructions(trn3: None) -> None:
+    @tnki.jit
+    def k(data, pred, index):
+        d, q, i = _sbuf(data), _sbuf(pred), _sbuf(index)
+        p = data.shape[0]
+        e = tl.ndarray((p, 16), dtype=tl.float32, buffer=tl.sbuf)
+        tisa.exponential(dst=e, src=d.indirect(i))
+        c = tl.ndarray((p, 16), dtype=tl.float32, buffer=tl.sbuf)
+        tisa.tensor_scalar_cumulative(dst=c, src=d.indirect(i), op0=tl.multiply, op1=tl.add, imm0=1.0)
+        r = tl.ndarray((p, 16), dtype=tl.float32, buffer=tl.sbuf)
+        red = tl.ndarray((p, 1), dtype=tl.float32, buffer=tl.sbuf)
+        tisa.tensor_scalar_reduce(dst=r, data=d.indirect(i), op0=tl.add, operand0=1.0, reduce_op=tl.add,
+                                  reduce_res=red)
+        s = tl.ndarray((p, 64), dtype=tl.float32, buffer=tl.sbuf)
+        tisa.memset(dst=s, value=0.0)
+        tisa.tensor_copy_predicated(dst=s.indirect(i), src=d[:, 0:16], predicate=q.indirect(i))
+        a = tl.ndarray((p, 16), dtype=tl.float32, buffer=tl.sbuf)
+        tisa.activation_reduce(dst=a, op=tl.copy, data=d.indirect(i), reduce_op=tl.add, reduce_res=red)
+        return _out(e), _out(c), _out(r), _out(s), _out(a), _out(red)
+
+    rng = np.random.default_rng(5)
+    data = rng.standard_normal((16, 64)).astype(np.float32)
+    pred = (rng.random((16, 64)) < 0.5).astype(np.uint8)
+    columns = rng.permutation(64)[:16]
+    e, c, r, s, a, red = k(data, pred, snake_index(columns, 16))
+    g = data[:, columns]
+    np.testing.assert_allclose(e, np.exp(g), rtol=1e-6)
+    np.testing.assert_allclose(c, np.cumsum(g, axis=1), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(r, g + 1, rtol=1e-6)
+    want = np.zeros((16, 64), np.float32)
+    want[:, columns] = np.where(pred[:, columns] != 0, data[:, :16], 0.0)
+    np.testing.assert_array_equal(s, want)
+    np.testing.assert_array_equal(a, g)
+    np.testing.assert_allclose(red, g.sum(axis=1, keepdims=True), rtol=1e-5)
+
+
+def test_ti_matmul_gathers_stationary_and_scatters_into_psum(trn3: None) -> None:
+    @tnki.jit
+    def k(stationary, moving, s_index, d_index):
+        s, mv, si, di = _sbuf(stationary), _sbuf(moving), _sbuf(s_index), _sbuf(d_index)
+        acc = tl.ndarray((32, 64), dtype=tl.float32, buffer=tl.psum)
+        zeros = tl.ndarray((32, 64), dtype=tl.float32, buffer=tl.sbuf)
+        tisa.memset(dst=zeros, value=0.0)
+        tisa.tensor_copy(dst=acc, src=zeros)
+        # dst (32, 8) scattered into 8 of acc's 64 columns; stationary gathers 32 of its 100 columns.
+        tisa.nc_matmul(dst=acc.indirect(di, num_elem=8), stationary=s.indirect(si, num_elem=32), moving=mv,
+                       accumulate=True)
+        r = tl.ndarray(acc.shape, dtype=tl.float32, buffer=tl.sbuf)
+        tisa.tensor_copy(dst=r, src=acc)
+        return _out(r)
+
+    rng = np.random.default_rng(6)
+    stationary = rng.standard_normal((32, 100)).astype(ml_dtypes.bfloat16)
+    moving = rng.standard_normal((32, 8)).astype(ml_dtypes.bfloat16)
+    s_cols, d_cols = rng.permutation(100)[:32], rng.permutation(64)[:8]
+    out = k(stationary, moving, snake_index(s_cols, 32, 32), snake_index(d_cols, 32, 32))
+    want = np.zeros((32, 64), np.float32)
+    want[:, d_cols] = stationary.astype(np.float32)[:, s_cols].T @ moving.astype(np.float32)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+
+
+def test_ti_matmul_mx_pairs_data_and_scales(trn3: None) -> None:
+    @tnki.jit
+    def k(index):
+        i = _sbuf(index)
+        data = tl.ndarray((32, 16), dtype=tl.float8_e4m3fn_x4, buffer=tl.sbuf)
+        scale = tl.ndarray((32, 16), dtype=tl.uint8, buffer=tl.sbuf)
+        acc = tl.ndarray((16, 16), dtype=tl.float32, buffer=tl.psum)
+        tisa.nc_matmul_mx(dst=acc, stationary=data.indirect(i, num_elem=16), moving=data, stationary_scale=scale,
+                          moving_scale=scale)
+        return index
+
+    expecttest.assert_expected_inline(_ti_message(k, np.zeros((32, 1), np.uint16)), """'nc_matmul_mx': stationary and stationary_scale must both use .indirect() with the same index, or neither [err_unsupported_tensor_indirection]""")
