@@ -298,14 +298,10 @@ def test_ti_tensor_engine_reads_offsets_in_groups_of_32(trn3: None) -> None:
     stationary = rng.standard_normal((32, 8)).astype(ml_dtypes.bfloat16)
     moving = rng.standard_normal((32, 100)).astype(ml_dtypes.bfloat16)
     index = rng.integers(0, 100, size=(32, 2)).astype(np.uint16)
-    out = k(stationary, moving, index, 64)
-    gathered = moving[0, ti_reference_offsets(index, 32, 64, 32)[0]].astype(np.float32)
-    assert np.array_equal(ti_reference_offsets(index, 32, 64, 32), np.broadcast_to(ti_reference_offsets(
-        index, 32, 64, 32)[0], (32, 64)))  # one group of 32: every partition shares the offsets
+    out = k(stationary, moving, index, 64)   # 64 offsets: two columns of one 32-partition group
     want = stationary.astype(np.float32).T @ np.take_along_axis(
         moving.astype(np.float32), ti_reference_offsets(index, 32, 64, 32), axis=1)
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
-    assert gathered.shape == (64,)
 
 
 def _ti_message(kernel, *args) -> str:

@@ -15,11 +15,11 @@ import functools
 import inspect
 from typing import Any, Callable, NamedTuple, Optional, Sequence
 
-import numpy as np
 
 from .. import dtypes, runtime
 from .. import indirection as _ti
 from .._isa_common import engine_name
+from ..access_pattern import partition_elements
 from ..errors import NKIUnsupportedError, fail
 from ..memory import psum
 
@@ -151,26 +151,19 @@ def _check_partitions(api: str, rule: _Rule, arguments: dict, indirect: dict) ->
 
 
 def manual_start_partition(view: Any) -> Optional[int]:
-    """The SBUF/PSUM partition a view placed by the kernel (direct allocation) starts on; None for a tile the
-    compiler places."""
-    arenas = getattr(runtime.current(), "_arenas", None) or {}
-    arena = arenas.get(view.buffer)
-    if arena is None:
-        return None
-    data = arena[0]
+    """The SBUF/PSUM partition a view of a tile the kernel placed itself (direct allocation) starts on; None
+    for a tile the compiler places."""
     storage = view.storage.array
-    lo = data.__array_interface__["data"][0]
-    addr = storage.__array_interface__["data"][0]
-    if not lo <= addr < lo + data.nbytes:
+    first = runtime.current().placed_partition(view.buffer, storage)
+    if first is None:
         return None
-    layout = view._dyn[1].source.base if is_tensor_indirect(view) else None
-    first = (addr - lo) // data.strides[0]
-    if layout is not None:
-        per_partition = int(np.prod(storage.shape[1:])) if storage.ndim > 1 else 1
-        return first + layout.offset // per_partition
+    if is_tensor_indirect(view):
+        per_partition = partition_elements(storage, True, view.dtype)
+        return first + view._dyn[1].source.base.offset // per_partition
     if view.index is not None:
         return None
-    return first + (view.arr.__array_interface__["data"][0] - addr) // storage.strides[0]
+    return first + (view.arr.__array_interface__["data"][0] - storage.__array_interface__["data"][0]) \
+        // storage.strides[0]
 
 
 def check_matmul_mx(api: str, arguments: dict, indirect: dict) -> None:
