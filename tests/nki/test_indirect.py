@@ -406,13 +406,16 @@ def test_ti_base_partitions_of_manually_allocated_operands(trn3: None) -> None:
             tisa.tensor_copy(dst=d[0:32].indirect(i[0:32], num_elem=16), src=d[32:64, 0:16])
         else:                       # all on partition 32
             tisa.tensor_copy(dst=r, src=d[32:64].indirect(i[32:64], num_elem=16))
-        return data
+        return _out(r)
 
     data, index = np.zeros((64, 64), np.float32), np.zeros((64, 1), np.uint16)
     expecttest.assert_expected_inline(_ti_message(k, data, index, "quadrant"), """'tensor_copy': the index of src.indirect() starts on partition 16; it must start on a quadrant boundary (a multiple of 32) [err_invalid_start_partition]""")
     expecttest.assert_expected_inline(_ti_message(k, data, index, "src_index"), """'tensor_copy': src starts on partition 0 but its index on 32; an indirect src starts on its index's partition [err_invalid_start_partition]""")
     expecttest.assert_expected_inline(_ti_message(k, data, index, "dst_index"), """'tensor_copy': dst's index starts on partition 0, src on 32; they must start on the same partition [err_invalid_start_partition]""")
-    k(data, index, "aligned")
+    # The legal placement gathers from the directly allocated tile (its partitions are an arena's rows).
+    data = np.random.default_rng(7).standard_normal((64, 64)).astype(np.float32)
+    columns = np.random.default_rng(8).integers(0, 64, size=16)
+    np.testing.assert_array_equal(k(data, snake_index(columns, 64), "aligned"), data[32:64][:, columns])
 
 
 def test_ti_on_the_other_documented_instructions(trn3: None) -> None:
