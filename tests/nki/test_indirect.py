@@ -338,6 +338,7 @@ def test_ti_views_are_not_viewed_further(trn3: None) -> None:
 
     data, index = np.zeros((16, 64), np.float32), np.zeros((16, 1), np.uint16)
     expecttest.assert_expected_inline(_ti_message(k, data, index, "slice"), """slice: a Tensor Indirection view (.indirect) is used as it is, by an instruction; apply views to the tile before .indirect [err_invalid_view]""")
+    expecttest.assert_expected_inline(_ti_message(k, data, index, "again"), """indirect: the view already has a dynamic offset; only one dynamic select per tensor (check t.is_indirect()) [err_invalid_view]""")
     expecttest.assert_expected_inline(_ti_message(k, data, index, "hbm"), """.indirect(index) gathers or scatters an SBUF or PSUM tile, this one is in 'shared_hbm' [err_unsupported_memory]""")
     k(data, index, "none")  # the full view itself is fine
 
