@@ -653,19 +653,6 @@ def test_affine_select_takes_aws_argument_order() -> None:
     np.testing.assert_array_equal(k(a), np.where(np.tri(8, dtype=bool), a, -1e4))
 
 
-def test_topk_is_refused_by_name() -> None:
-    @nki.jit
-    def k(a):
-        t = load(a)
-        v = nl.ndarray((a.shape[0], 8), dtype=a.dtype, buffer=nl.sbuf)
-        i = nl.ndarray((a.shape[0], 8), dtype=nl.uint32, buffer=nl.sbuf)
-        nisa.topk(val_dst=v, idx_dst=i, src=t, n=32)
-        return store(v)
-
-    with pytest.raises(NKIUnsupportedError, match="nki.isa.topk is not modelled"):
-        k(f32(16, 2).astype(nl.bfloat16))
-
-
 def test_keywords_are_aws_and_misspelt_ones_are_refused() -> None:
     @nki.jit
     def k(a):

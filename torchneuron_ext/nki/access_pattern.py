@@ -41,7 +41,8 @@ class Indirection(NamedTuple):
     """A dynamic offset: ``source`` (a register, or a tile of integers) times ``scale`` elements.
 
     ``kind`` 'scalar': one value moves the whole view. 'vector': value ``k`` of the (P, 1) tile moves the
-    view's index ``k`` of dimension 0, replacing that dimension's step (AWS: only indirect_dim=0)."""
+    view's index ``k`` of dimension 0, replacing that dimension's step (AWS: only indirect_dim=0). 'tensor':
+    Tensor Indirection (``t.indirect(index)``), ``source`` an indirection.TensorIndirection."""
     kind: str
     source: Any
     scale: int
@@ -299,6 +300,8 @@ def resolve(storage_array: np.ndarray, on_chip: bool, dtype: np.dtype, layout: L
     if indirection is None:
         check_bounds(layout, total, "tensor view")
         return realize(storage_array, on_chip, dtype, layout)
+    if indirection.kind == "tensor":  # Tensor Indirection (nki/indirection.py): the offsets pick the elements
+        return _at_elements(storage_array, on_chip, dtype, indirection.source.flat_elements())
     values = offset_values(indirection.source, indirection.api)
     if indirection.kind == "scalar":
         moved = layout._replace(offset=layout.offset + int(values[0]) * indirection.scale)
@@ -321,6 +324,17 @@ def resolve(storage_array: np.ndarray, on_chip: bool, dtype: np.dtype, layout: L
     p, rest = np.divmod(flat, f)
     return storage_array, (p,) + tuple(np.unravel_index(rest, storage_array.shape[1:])) \
         if storage_array.ndim > 1 else (flat,)
+
+
+def _at_elements(storage_array: np.ndarray, on_chip: bool, dtype: np.dtype, flat: np.ndarray
+                 ) -> "tuple[np.ndarray, tuple]":
+    """(array, index arrays) of an on-chip allocation's elements ``flat`` (in bounds), read as ``dtype``."""
+    if storage_array.flags.c_contiguous:
+        return storage_array.reshape(-1).view(np.uint8).view(dtype), (flat,)
+    if np.dtype(dtype) != storage_array.dtype:
+        raise NKIUnsupportedError("a Tensor Indirection view that reinterprets a directly allocated tile's dtype")
+    p, rest = np.divmod(flat, partition_elements(storage_array, on_chip, dtype))
+    return storage_array, (p,) + tuple(np.unravel_index(rest, storage_array.shape[1:]))
 
 
 def _unravel_checked(flat: np.ndarray, shape: tuple) -> tuple:

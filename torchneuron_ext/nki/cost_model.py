@@ -68,6 +68,12 @@ class Costs:
         self.busy_s[engine] += cycles / self._clock_hz[engine]
         self.instructions[name] += 1
 
+    def cycles(self, engine: str, name: str, cycles: int) -> None:
+        """An instruction whose cost AWS's reference states in cycles of its engine (nisa.topk: 4n + K)."""
+        self._tick()
+        self.busy_s[engine] += cycles / self._clock_hz[engine]
+        self.instructions[name] += 1
+
     def matmul(self, name: str, k: int, m: int, n: int, fp32: bool) -> None:
         self._tick()
         cycles = max(min(64, m), n) * (self.hw.fp32_slowdown if fp32 else 1)

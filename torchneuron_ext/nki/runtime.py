@@ -202,6 +202,15 @@ class Launch:
             self._arenas[buffer] = (data, np.zeros(data.size, dtype=bool), np.zeros(data.size, dtype=bool))
         return self._arenas[buffer]
 
+    def placed_partition(self, buffer: Buffer, array: np.ndarray) -> Optional[int]:
+        """The partition of the instance's SBUF or PSUM that ``array`` starts on, if the kernel placed it
+        there itself (direct allocation, ``address=``); None for memory the compiler places."""
+        arena = self._arenas.get(buffer)
+        if arena is None:
+            return None
+        lo, addr = arena[0].__array_interface__["data"][0], array.__array_interface__["data"][0]
+        return (addr - lo) // arena[0].strides[0] if lo <= addr < lo + arena[0].nbytes else None
+
     def allocate_direct(self, shape: tuple, dtype: np.dtype, alloc: Any, name: str = "", par_axis: int = 0,
                         fill: Any = "uninit") -> Storage:
         """A tensor whose logical tiles live where ``alloc`` (an nki.compiler DirectAllocation) places them."""

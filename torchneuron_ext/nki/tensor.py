@@ -14,6 +14,7 @@ import numpy as np
 
 from . import access_pattern as _ap
 from . import dtypes, runtime
+from . import indirection as _ti
 from .access_pattern import Indirection, Layout
 from .errors import NKIUnsupportedError, fail
 from .indexing import DynSlice, IndexExpr, TileIndex
@@ -714,13 +715,33 @@ class NKITensor:
         return self._derive(layout, dtype=new, indirection=indirection, replace=True, what=".ap()")
 
     def indirect(self, index: "NKITensor", num_elem: Optional[int] = None) -> "NKITensor":
-        raise NKIUnsupportedError(
-            "NkiTensor.indirect (Tensor Indirection, NeuronCore-v4) is not modelled by the simulator: the offsets' "
-            "layout depends on the engine that consumes the view; gather with .ap(vector_offset=...) instead")
+        """Tensor Indirection (NeuronCore-v4+): the (P, num_elem) view whose column i is free element
+        offset(i) of each partition, the offsets read from ``index`` (uint16, (P, K), SBUF) in the consuming
+        engine's snake when an instruction accesses the view (nki/indirection.py). A gather as an input, a
+        scatter as a destination, of the instructions AWS documents it for."""
+        layout = self._layout("indirect")
+        if not self.buffer.on_chip:
+            fail("err_unsupported_memory", f".indirect(index) gathers or scatters an SBUF or PSUM tile, this one is "
+                                           f"in '{self.buffer.name}'")
+        self._not_indirect("indirect")
+        target = runtime.current().target
+        if target.generation < 4:
+            fail("err_unsupported_instruction", f".indirect(index): Tensor Indirection needs NeuronCore-v4 or "
+                                                f"later; the target is {target.name} (NeuronCore-v{target.generation})")
+        if self.ndim < 2:
+            fail("err_invalid_view", f".indirect(index) of a tensor of shape {self._shape}: it needs a partition and "
+                                     f"a free dimension")
+        n = _ti.check_index(index, self._shape[0], num_elem)
+        return self._derive(Layout(layout.offset, (self._shape[0], n), (layout.strides[0], 1)),
+                            indirection=Indirection("tensor", _ti.TensorIndirection(layout, index, n), 1,
+                                                    ".indirect(index)"))
 
     # -- helpers of the views --
     def _layout(self, api: str) -> Layout:
         if self._dyn is not None:
+            if self._dyn[1] is not None and self._dyn[1].kind == "tensor":
+                fail("err_invalid_view", f"{api}: a Tensor Indirection view (.indirect) is used as it is, by an "
+                                         f"instruction; apply views to the tile before .indirect")
             return self._dyn[0]
         if self.index is not None:
             fail("err_invalid_view", f"{api}: a tensor indexed with arange/mgrid (advanced indexing) has no access "

@@ -12,7 +12,8 @@ One module per hardware engine, matching cost_model.ENGINES, on shared operand h
 - accumulator.py: the Vector and Scalar engines' accumulation registers (``reduce_cmd``).
 - rng.py: the engines' XORWOW random number generators (rng, rand2, seeds and states).
 - vector_select.py: the Vector engine's selections, top-8 instructions and partition shuffles.
-- gpsimd.py: cross-partition instructions, gathers, iota and affine patterns, segment bounds, nonzero positions.
+- gpsimd.py: cross-partition instructions, gathers, iota and affine patterns, segment bounds, nonzero positions,
+  the 16-partition top-k.
 - mx.py: MX microscaling (NeuronCore-v4): QuantizeMX and the MX matmul, used as ``engines.mx``.
 - operators.py: NKITensor's operators, installed on it here.
 
@@ -28,7 +29,7 @@ from .dma import atomic_rmw, dma_copy, dma_transpose, load, store
 from .elementwise import (BINARY, INT_BINARY, INT_UNARY, UNARY, accumulate, assign, broadcast_to, copy, elementwise,
                           expand_dims, op_name, tensor_copy_predicated, where)
 from .gpsimd import (GPSIMD_PARTITIONS_PER_CORE, affine_pattern_values, affine_select, iota_expr, iota_pattern,
-                     local_gather, n_gather, nonzero_with_count, partition_reduce, sequence_bounds)
+                     local_gather, n_gather, nonzero_with_count, partition_reduce, sequence_bounds, topk)
 from .operands import check_tile, dtype_of, new_tile, result_dtype, shape_of, store_into, value_of
 from .scalar import activate2, activation
 from .tensor_engine import matmul, matmul_hints, transpose
@@ -49,4 +50,5 @@ __all__ = [
     "store_into", "stream_shuffle", "tensor_copy_predicated", "tensor_scalar", "tensor_scalar_reduce",
     "tensor_tensor", "tensor_tensor_scan", "transpose", "value_of", "where",
     "activate2", "exponential", "n_gather", "nonzero_with_count", "tensor_scalar_cumulative",
+    "topk",
 ]

@@ -1,6 +1,6 @@
 """The GpSimd engine: cross-partition work (partition reductions, per-core gathers), gathers within a
-partition (nc_n_gather), iota and affine patterns (iota, affine_select), segment bounds and nonzero
-positions."""
+partition (nc_n_gather), iota and affine patterns (iota, affine_select), segment bounds, nonzero
+positions and the 16-partition top-k (topk)."""
 from __future__ import annotations
 
 from typing import Any, Optional, Sequence
@@ -225,3 +225,61 @@ def nonzero_with_count(src: NKITensor, *, index_offset: int = 0, padding_val: in
     charge("gpsimd", api, src.shape)
     dst.write(out.reshape(dst.shape).astype(np.int32), np.broadcast_to(rows.reshape((p,) + (1,) * (dst.ndim - 1)),
                                                                        dst.shape))
+
+
+# nisa.topk runs one top-k per group of this many partitions (AWS's "16-partition snake").
+TOPK_GROUP = 16
+
+
+def topk(src: NKITensor, n: int, *, val_dst: NKITensor, idx_dst: NKITensor) -> None:
+    """``nisa.topk``: one top-K per group of 16 partitions. Snake position ``s < n`` of group ``g`` is
+    ``src[16g + s % 16, s // 16]``; the K largest (K = val_dst's free size) are written in ascending order,
+    rank ``j`` (0 the smallest kept) at ``[16g + j % 16, j // 16]`` of val_dst (the value) and idx_dst (its
+    snake position, uint32); the rest of both is left alone. Equal values rank by snake position (the lower
+    is kept first); NaN ranks below every number. Cost: 4n + K GpSimd cycles (AWS's estimate)."""
+    api = "topk"
+    for arg, t in (("src", src), ("val_dst", val_dst), ("idx_dst", idx_dst)):
+        check_tile(t, api, arg, allow_psum=False)
+    for arg, t, want in (("src", src, dtypes.bfloat16), ("val_dst", val_dst, dtypes.bfloat16),
+                         ("idx_dst", idx_dst, dtypes.uint32)):
+        if t.dtype != want:
+            fail("err_unsupported_dtype", f"'{api}': {arg} must be {dtypes.name(want)}, got {dtypes.name(t.dtype)}")
+    p = src.shape[0]
+    if val_dst.shape[0] != p or idx_dst.shape[0] != p:
+        fail("err_num_partition_mismatch", f"'{api}': src, val_dst and idx_dst need the same partitions, got "
+                                           f"{src.shape}, {val_dst.shape} and {idx_dst.shape}")
+    if p % TOPK_GROUP:
+        fail("err_num_partition_mismatch", f"'{api}': the partition dimension must be a multiple of {TOPK_GROUP} "
+                                           f"(one snake per {TOPK_GROUP} partitions), got {p}")
+    if val_dst.shape != idx_dst.shape or val_dst.ndim != 2:
+        fail("err_shape_mismatch", f"'{api}': val_dst and idx_dst have the shape [par_dim, k], got {val_dst.shape} "
+                                   f"and {idx_dst.shape}")
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 8 <= int(n) < 65536:
+        fail("err_invalid_argument", f"'{api}': n must be an integer with 8 <= n < 65536, got {n!r}")
+    n, k = int(n), int(val_dst.shape[1])
+    if not 1 <= k < 32768 or k > n:
+        fail("err_invalid_argument", f"'{api}': K (val_dst's free size) must satisfy 1 <= K < 32768 and K <= n "
+                                     f"({n}), got {k}")
+    columns = free_size(src.shape)
+    if columns < -(-n // TOPK_GROUP):
+        fail("err_shape_mismatch", f"'{api}': src {src.shape} holds {columns} columns, but a snake of {n} elements "
+                                   f"needs ceil(n / {TOPK_GROUP}) = {-(-n // TOPK_GROUP)}")
+    groups = p // TOPK_GROUP
+    data = fp32(np.asarray(src.read())).reshape(groups, TOPK_GROUP, columns)
+    # Snake position s = partition-in-group + 16 * column: read column-major within each group.
+    snake = data.transpose(0, 2, 1).reshape(groups, -1)[:, :n]
+    pos = np.broadcast_to(np.arange(n), snake.shape)
+    with quiet():
+        key = np.where(np.isnan(snake), -np.inf, snake)
+        nan_last = np.isnan(snake)
+    # Descending by value, NaN after every number, ties by ascending snake position; keep K, then ascend.
+    order = np.lexsort((pos, nan_last, -key), axis=-1)[:, :k][:, ::-1]
+    vals = np.take_along_axis(snake, order, axis=-1)
+    rank = np.arange(k)
+    rows = (np.arange(groups)[:, None] * TOPK_GROUP + rank % TOPK_GROUP).reshape(-1)
+    cols = np.broadcast_to(rank // TOPK_GROUP, (groups, k)).reshape(-1)
+    for dst, values in ((val_dst, vals), (idx_dst, order)):
+        current = np.array(dst.read(), copy=True).reshape(p, -1)
+        current[rows, cols] = dtypes.cast(values.reshape(-1), dst.dtype)
+        store_into(dst, current.reshape(dst.shape), api)
+    runtime.current().costs.cycles("gpsimd", api, 4 * n + k)

@@ -24,6 +24,8 @@ from .._isa_common import (NkiInstruction, NkiValidationError, dma_engine, get_n
 from ..errors import NKIUnsupportedError, fail
 from ..memory import psum
 from ..tensor import NKITensor
+from .indirect import accepts_indirection as _indirection
+from .indirect import check_matmul as _check_matmul
 
 
 def _refuse(api: str, **options: Any) -> None:
@@ -35,6 +37,7 @@ def _refuse(api: str, **options: Any) -> None:
                                       f"its default")
 
 
+@_indirection(("dst", "stationary", "moving"), ("tensor",), "stationary", group=32, check=_check_matmul)
 def nc_matmul(dst: NKITensor, stationary: NKITensor, moving: NKITensor, is_stationary_onezero: bool = False,
               is_moving_onezero: bool = False, is_transpose: bool = False, accumulate: Optional[bool] = None,
               tile_position: Sequence[int] = (), tile_size: Sequence[int] = (), perf_mode: Any = None,
@@ -53,6 +56,7 @@ def nc_transpose(dst: NKITensor, data: NKITensor, engine: Any = None, name: Opti
     _eng.transpose(data, dst=dst, engine=engine_name(engine, "tensor"))
 
 
+@_indirection(("dst", "data"), ("scalar",), "data")
 def activation(dst: NKITensor, op: Any, data: NKITensor, bias: Any = None, scale: Any = 1.0,
                reduce_op: Any = None, reduce_res: Optional[NKITensor] = None, reduce_cmd: Any = _reduce_cmd.idle,
                engine: Any = None, name: Optional[str] = None) -> None:
@@ -62,17 +66,20 @@ def activation(dst: NKITensor, op: Any, data: NKITensor, bias: Any = None, scale
                     reduce_cmd=reduce_cmd, dst=dst)
 
 
+@_indirection(("dst", "data"), ("scalar",), "data")
 def activation_reduce(dst: NKITensor, op: Any, data: NKITensor, reduce_op: Any, reduce_res: NKITensor,
                       bias: Any = None, scale: Any = 1.0, name: Optional[str] = None) -> None:
     _eng.activation(op, data, bias=bias, scale=scale, reduce_op=reduce_op, reduce_res=reduce_res, dst=dst,
                     api="activation_reduce")
 
 
+@_indirection(("dst", "data1"), ("vector", "gpsimd"), "data1")
 def tensor_tensor(dst: NKITensor, data1: NKITensor, data2: NKITensor, op: Any, engine: Any = None,
                   name: Optional[str] = None) -> None:
     _eng.tensor_tensor(data1, data2, op, dst=dst, engine=engine_name(engine))
 
 
+@_indirection(("dst", "data"), ("vector", "scalar", "gpsimd"), "data")
 def tensor_scalar(dst: NKITensor, data: NKITensor, op0: Any, operand0: Any, reverse0: bool = False,
                   op1: Any = None, operand1: Any = None, reverse1: bool = False, engine: Any = None,
                   name: Optional[str] = None) -> None:
@@ -80,6 +87,7 @@ def tensor_scalar(dst: NKITensor, data: NKITensor, op0: Any, operand0: Any, reve
                        engine=engine_name(engine))
 
 
+@_indirection(("dst", "data"), ("vector",), "data")
 def tensor_reduce(dst: NKITensor, op: Any, data: NKITensor, axis: Any, negate: bool = False,
                   keepdims: bool = False, name: Optional[str] = None) -> None:
     _eng.reduce(_eng.op_name(op), data, axis, negate=negate, keepdims=keepdims, dst=dst, api="tensor_reduce")
@@ -89,6 +97,7 @@ def tensor_partition_reduce(dst: NKITensor, op: Any, data: NKITensor, name: Opti
     _eng.partition_reduce(_eng.op_name(op), data, dst=dst)
 
 
+@_indirection(("dst", "src"), ("vector", "scalar"), "src")
 def tensor_copy(dst: NKITensor, src: NKITensor, engine: Any = None, name: Optional[str] = None) -> None:
     _eng.copy(src, dst=dst, api="tensor_copy", engine=engine_name(engine))
 
@@ -97,6 +106,7 @@ def reciprocal(dst: NKITensor, data: NKITensor, name: Optional[str] = None) -> N
     _eng.elementwise("reciprocal", (data,), dst=dst, api="reciprocal")
 
 
+@_indirection(("dst", "src"), ("vector",), "src")
 def exponential(dst: NKITensor, src: NKITensor, max_value: Any = 0.0, reduce_res: Optional[NKITensor] = None,
                 reduce_cmd: Any = _reduce_cmd.idle, reduce_init: Any = 0.0, name: Optional[str] = None) -> None:
     """dst = exp(src - max_value) on the Vector engine (NeuronCore-v4+), the sum folded into the engine's

@@ -6,6 +6,8 @@ from typing import Any, Optional
 
 from ..engines import mx as _mx
 from ..tensor import NKITensor
+from .indirect import accepts_indirection as _indirection
+from .indirect import check_matmul_mx as _check_matmul_mx
 
 __all__ = ["nc_matmul_mx", "quantize_mx"]
 
@@ -16,6 +18,8 @@ def quantize_mx(dst: NKITensor, src: NKITensor, dst_scale: NKITensor, name: Opti
     _mx.quantize_mx(dst, src, dst_scale)
 
 
+@_indirection(("dst", "stationary", "moving", "stationary_scale", "moving_scale"), ("tensor",), "stationary", group=32,
+              check=_check_matmul_mx)
 def nc_matmul_mx(dst: NKITensor, stationary: NKITensor, moving: NKITensor, stationary_scale: NKITensor,
                  moving_scale: NKITensor, tile_position: Any = None, tile_size: Any = None,
                  accumulate: Optional[bool] = None, name: Optional[str] = None) -> None:

@@ -19,6 +19,7 @@ from .._isa_common import reduce_cmd as _reduce_cmd
 from ..engines import rng as _rng
 from ..errors import NKIUnsupportedError, fail
 from ..tensor import NKITensor
+from .indirect import accepts_indirection as _indirection
 
 __all__ = [
     "activate2", "dropout", "local_gather", "nc_match_replace8", "nc_n_gather", "nc_stream_shuffle",
@@ -103,12 +104,14 @@ def nonzero_with_count(dst: NKITensor, src: NKITensor, index_offset: int = 0, pa
 
 
 def topk(val_dst: NKITensor, idx_dst: NKITensor, src: NKITensor, n: int, name: Optional[str] = None) -> None:
-    # AWS's reference describes the source both as one 16-partition "snake" of n elements and as
-    # "each partition operates independently", and does not say which partitions receive a group's top-K:
-    # rather than guess a layout and give wrong numbers, the simulator refuses it.
-    raise NKIUnsupportedError("nki.isa.topk is not modelled by the simulator: AWS's description of its "
-                              "16-partition snake layout does not say which partitions receive the results; use "
-                              "nisa.max8 with nisa.nc_match_replace8 (AWS's NKI Library topk does)")
+    """The K largest of each 16-partition group's snake of ``n`` bf16 elements (snake position s at
+    partition s % 16, column s // 16), in ascending order, with their snake positions (uint32), written in
+    the same snake layout into val_dst / idx_dst (K = their free size) on the GpSimd engine. The layout is
+    the one AWS's NKI Library gpsimd_topk kernel reads back ("one top-k per group of 16 partitions", the
+    output "snake positions [0, k)" at partition pos % 16, column pos // 16)."""
+    api = "topk"
+    _eng.topk(_tile(src, api, "src"), n, val_dst=_tile(val_dst, api, "val_dst"),
+              idx_dst=_tile(idx_dst, api, "idx_dst"))
 
 
 def sequence_bounds(dst: NKITensor, segment_ids: NKITensor, name: Optional[str] = None) -> None:
@@ -117,6 +120,7 @@ def sequence_bounds(dst: NKITensor, segment_ids: NKITensor, name: Optional[str] 
     _eng.sequence_bounds(segment_ids, dst=_tile(dst, "sequence_bounds", "dst"))
 
 
+@_indirection(("dst", "src"), ("vector",), "src")
 def tensor_scalar_cumulative(dst: NKITensor, src: NKITensor, op0: Any, op1: Any, imm0: Any, imm1: Any = None,
                              reduce_cmd: Any = _reduce_cmd.reset_reduce, name: Optional[str] = None) -> None:
     """dst[i] = reg = op1(src[i] op0 imm0, reg) along each partition, reg started by reduce_cmd (reset_reduce:
@@ -125,6 +129,7 @@ def tensor_scalar_cumulative(dst: NKITensor, src: NKITensor, op0: Any, op1: Any,
                                   dst=_tile(dst, "tensor_scalar_cumulative", "dst"))
 
 
+@_indirection(("dst", "data"), ("vector",), "data")
 def tensor_scalar_reduce(dst: NKITensor, data: NKITensor, op0: Any, operand0: Any, reduce_op: Any,
                          reduce_res: Optional[NKITensor] = None, reverse0: bool = False,
                          reduce_cmd: Any = _reduce_cmd.reset_reduce, reduce_init: Any = None,
@@ -139,6 +144,7 @@ def tensor_scalar_reduce(dst: NKITensor, data: NKITensor, op0: Any, operand0: An
                               dst=_tile(dst, "tensor_scalar_reduce", "dst"))
 
 
+@_indirection(("dst", "predicate"), ("vector",), "predicate")
 def tensor_copy_predicated(dst: NKITensor, src: Any, predicate: NKITensor, reverse_pred: bool = False,
                            name: Optional[str] = None) -> None:
     """dst = src (a tile of dst's dtype, or a number) where predicate (uint8/16/32) is nonzero; the rest of
@@ -150,6 +156,7 @@ def tensor_copy_predicated(dst: NKITensor, src: Any, predicate: NKITensor, rever
     _eng.tensor_copy_predicated(src, dst, predicate, reverse_pred=reverse_pred)
 
 
+@_indirection(("dst", "data"), ("scalar",), "data")
 def activate2(dst: NKITensor, op: Any, data: NKITensor, imm0: Any, imm1: Any, op0: Any, op1: Any,
               relu_param: Any = 0.0, reverse0: bool = False, reverse1: bool = False, reduce_op: Any = None,
               reduce_res: Optional[NKITensor] = None, reduce_cmd: Any = _reduce_cmd.idle,
