@@ -622,3 +622,19 @@ def test_scalar_offset_out_of_bounds_still_fails_other_accesses() -> None:
 
     with pytest.raises(NKIError, match=r"dynamic offset of -1: .*\[err_tensor_access_out_of_bound\]"):
         k(f32(4, 16))
+
+
+def test_rank_id_is_a_dynamic_offset() -> None:
+    """ncc.rank_id() is a register (AWS's NKI Library passes it as scalar_offset=; the compiler refuses
+    arithmetic on it), so it is a dynamic offset and not a Python integer."""
+    import torchneuron_ext.nki.collectives as ncc
+
+    @nki.jit
+    def k(a):
+        rank = ncc.rank_id()
+        with pytest.raises(TypeError, match="only known on the device"):
+            int(rank)
+        return _copy_out(a.ap(pattern=[[4, 2], [1, 4]], scalar_offset=rank, indirect_dim=0))
+
+    a = f32(3, 2, 4)
+    np.testing.assert_array_equal(k(a), a[0])  # a launch on its own is rank 0
