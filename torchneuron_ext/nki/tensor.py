@@ -710,7 +710,7 @@ class NKITensor:
                     fail("err_shape_mismatch", f"{what}: vector_offset has {rows} rows but the pattern's first "
                                                f"pair counts {counts[0]}")
                 indirection = Indirection("vector", vector_offset, scale, ".ap(vector_offset=...)")
-        return self._derive(layout, dtype=new, indirection=indirection, replace=True, what=".ap()")
+        return self._derive(layout, dtype=new, indirection=indirection, replace=True)
 
     def indirect(self, index: "NKITensor", num_elem: Optional[int] = None) -> "NKITensor":
         raise NKIUnsupportedError(
@@ -730,7 +730,7 @@ class NKITensor:
         return _ap.layout_of(self.storage.array, self.buffer.on_chip, self.arr)
 
     def _derive(self, layout: Layout, dtype: Any = None, indirection: Optional[Indirection] = None,
-                replace: bool = False, what: str = "tensor view") -> "NKITensor":
+                replace: bool = False) -> "NKITensor":
         """A view of the same allocation through ``layout``; it keeps this view's dynamic offset unless
         ``replace`` (``.ap`` addresses the allocation afresh)."""
         dtype = np.dtype(dtype) if dtype is not None else self.dtype
