@@ -361,15 +361,16 @@ class TestMessages(TestCase):
         return str(ctx.exception).splitlines()[0]
 
     def test_pattern_out_of_bounds(self):
-        self.assertExpectedInline(self.message(lambda a: a.ap(pattern=[[16, 8], [1, 16]], offset=4)), """\
-.ap(): access pattern [[16, 8], [1, 16]] at offset 4 addresses elements [4, 131] of a tensor of 128 elements [err_tensor_access_out_of_bound]""")
+        # Reported where an instruction reads the view (test_unused_out_of_bounds_view_is_legal).
+        self.assertExpectedInline(self.message(lambda a: _copy_out(a.ap(pattern=[[16, 8], [1, 16]], offset=4))), """\
+tensor view: access pattern [[16, 8], [1, 16]] at offset 4 addresses elements [4, 131] of a tensor of 128 elements [err_tensor_access_out_of_bound]""")
 
     def test_dynamic_offset_out_of_bounds(self):
         def body(a):
             idx = _index_tile([7])
             nisa.dma_copy(dst=_through_sbuf(a[0:2]), src=a.ap(pattern=[[16, 2], [1, 16]], scalar_offset=idx))
         self.assertExpectedInline(self.message(body), """\
-.ap(scalar_offset=...) with a dynamic offset of 7: access pattern [[16, 2], [1, 16]] at offset 112 addresses elements [112, 143] of a tensor of 128 elements [err_tensor_access_out_of_bound]""")
+.ap(scalar_offset=...) with a dynamic offset of 7: access pattern [[16, 2], [1, 16]] at offset 112 addresses elements [112, 143] of a tensor of 128 elements; dma_copy(oob_mode=nisa.oob_mode.skip) leaves them out [err_tensor_access_out_of_bound]""")
 
     def test_partition_step_of_an_sbuf_pattern(self):
         self.assertExpectedInline(
@@ -533,3 +534,108 @@ def test_integer_indexing_follows_nkitensor() -> None:
     np.testing.assert_array_equal(k(a), a[5:6])
     assert seen == {"sbuf_p": (1, 8, 4), "sbuf_f": (16, 4), "sbuf_both": (1, 4), "hbm_row": (8,),
                     "hbm_elem": (1,)}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# bounds: checked where an instruction accesses a view (AWS: nki-aps.rst, "calling .ap does not do any
+# computation"; dma_copy: dynamic addresses are checked during execution, oob_mode=skip skips them)
+# ---------------------------------------------------------------------------------------------------------
+
+def test_unused_out_of_bounds_view_is_legal() -> None:
+    """A view reaching past its tensor that no instruction accesses is no error: AWS's output_projection_tkg
+    builds one per loop step and guards the matmul, moe_cte reads only a pattern's .shape."""
+    seen = {}
+
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((2, 16), dtype=a.dtype, buffer=nl.shared_hbm)
+        for step in range(4):
+            view = a.ap(pattern=[[16, 2], [1, 16]], offset=step * 48)  # steps 3 reaches elements [144, 175]
+            seen[step] = view.shape
+            if step * 48 + 32 <= a.size:
+                nisa.dma_copy(dst=out, src=view)
+        return out
+
+    a = f32(8, 16)
+    np.testing.assert_array_equal(k(a), pattern_ref(a, [[16, 2], [1, 16]], 96))
+    assert seen[3] == (2, 16)
+
+
+def test_out_of_bounds_view_is_checked_again_after_slicing() -> None:
+    """A view of an out-of-bounds view is checked for its own elements: slicing the part inside is legal."""
+    @nki.jit
+    def k(a):
+        return _copy_out(a.ap(pattern=[[16, 9], [1, 16]])[0:8, 4:12])
+
+    a = f32(8, 16)
+    np.testing.assert_array_equal(k(a), a[:, 4:12])
+
+
+@pytest.mark.parametrize("offset", [-1000000, 7, 5])
+def test_scalar_offset_out_of_bounds_is_skipped(offset: int) -> None:
+    """oob_mode=skip leaves untransferred the elements a dynamic scalar offset moves outside the tensor (AWS's
+    indexed_flatten writes rows at offset -1000000 to skip them; moe_cte loads expert E with skip), and
+    transfers the elements still inside."""
+    @nki.jit
+    def k(a):
+        idx = _index_tile([offset])
+        t = nl.ndarray((2, 16), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.memset(dst=t, value=-1.0)
+        nisa.dma_copy(dst=t, src=a.ap(pattern=[[16, 2], [1, 16]], scalar_offset=idx, indirect_dim=0),
+                      oob_mode=nisa.oob_mode.skip)
+        return _copy_out(t)
+
+    a = f32(6, 16)
+    want = np.full((2, 16), -1.0, np.float32)
+    if 0 <= offset < 6:
+        want[0] = a[offset]
+    np.testing.assert_array_equal(k(a), want)
+
+
+def test_scalar_offset_out_of_bounds_write_is_skipped() -> None:
+    """A DMA writing through an out-of-bounds scalar offset with skip leaves the destination alone."""
+    @nki.jit
+    def k(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=a)
+        reg = nisa.register_alloc(-3)
+        nisa.dma_copy(dst=out.ap(pattern=[[16, 2], [1, 16]], scalar_offset=reg, indirect_dim=0),
+                      src=_through_sbuf(a[0:2]), oob_mode=nisa.oob_mode.skip)
+        nisa.dma_copy(dst=out.ap(pattern=[[16, 2], [1, 16]], scalar_offset=reg, indirect_dim=0, offset=16 * 4),
+                      src=_through_sbuf(a[2:4]), oob_mode=nisa.oob_mode.skip)  # rows 1 and 2
+        return out
+
+    a = f32(6, 16)
+    want = a.copy()
+    want[1:3] = a[2:4]
+    np.testing.assert_array_equal(k(a), want)
+
+
+def test_scalar_offset_out_of_bounds_still_fails_other_accesses() -> None:
+    """Without skip, and for a compute instruction (no oob_mode), an out-of-bounds dynamic offset is an error."""
+    @nki.jit
+    def k(a):
+        t = _through_sbuf(a)
+        idx = _index_tile([-1])
+        out = nl.ndarray((4, 8), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=out, src=t.ap(pattern=[[16, 4], [1, 8]], scalar_offset=idx, indirect_dim=1))
+        return _copy_out(out)
+
+    with pytest.raises(NKIError, match=r"dynamic offset of -1: .*\[err_tensor_access_out_of_bound\]"):
+        k(f32(4, 16))
+
+
+def test_rank_id_is_a_dynamic_offset() -> None:
+    """ncc.rank_id() is a register (AWS's NKI Library passes it as scalar_offset=; the compiler refuses
+    arithmetic on it), so it is a dynamic offset and not a Python integer."""
+    import torchneuron_ext.nki.collectives as ncc
+
+    @nki.jit
+    def k(a):
+        rank = ncc.rank_id()
+        with pytest.raises(TypeError, match="only known on the device"):
+            int(rank)
+        return _copy_out(a.ap(pattern=[[4, 2], [1, 4]], scalar_offset=rank, indirect_dim=0))
+
+    a = f32(3, 2, 4)
+    np.testing.assert_array_equal(k(a), a[0])  # a launch on its own is rank 0

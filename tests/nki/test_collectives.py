@@ -302,25 +302,30 @@ def test_collective_permute_and_the_ring():
 def test_rank_ids():
     ring3 = ReplicaGroup([[0, 1, 2]])
 
+    # The ids are registers (AWS: known at run time only): read them with register_store, index with them as
+    # dynamic offsets.
     @nki.jit
     def k(x):
         out = nl.ndarray(x.shape[1:], dtype=x.dtype, buffer=nl.shared_hbm)
+        ids = nl.ndarray((1, 4), dtype=nl.int32, buffer=nl.shared_hbm)
         r = ncc.rank_id()
-        assert ncc.collective_permute_implicit_current_processing_rank_id(0, ring3) == r
-        assert ncc.collective_permute_implicit_current_processing_rank_id(1, ring3) == (r - 1) % 3
-        assert ncc.collective_permute_implicit_current_processing_rank_id(2, ring3) == (r - 2) % 3
-        nisa.dma_copy(dst=out, src=x[r])
-        return out
+        nisa.register_store(ids[0:1, 0:1], r)
+        for i in range(3):
+            nisa.register_store(ids[0:1, i + 1:i + 2],
+                                ncc.collective_permute_implicit_current_processing_rank_id(i, ring3))
+        nisa.dma_copy(dst=out, src=x.ap(pattern=[[4, 4], [1, 4]], scalar_offset=r, indirect_dim=0))
+        return out, ids
 
     x = per_rank((4, 4), ranks=3)
     outs = nki.launch_ranks(k, [{"x": x}] * 3)
     for r in range(3):
-        np.testing.assert_array_equal(outs[r], x[r])
+        np.testing.assert_array_equal(outs[r][0], x[r])
+        np.testing.assert_array_equal(outs[r][1], [[r, r, (r - 1) % 3, (r - 2) % 3]])
 
     @nki.jit
     def alone(x):
         out = nl.ndarray(x.shape[1:], dtype=x.dtype, buffer=nl.shared_hbm)
-        nisa.dma_copy(dst=out, src=x[ncc.rank_id()])
+        nisa.dma_copy(dst=out, src=x.select(0, ncc.rank_id()))
         return out
 
     np.testing.assert_array_equal(alone[2](x), x[0])   # a launch on its own is rank 0, both cores
@@ -391,15 +396,15 @@ ncc.all_reduce: replica group [0, 1, 2, 3] names rank 1, but the kernel runs on 
 
     def test_deadlock_between_ranks(self):
         @nki.jit
-        def k(x):
+        def k(x, join):
             out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
-            if ncc.rank_id() != 1:
+            if join:  # rank 1 is given False (a rank id is a register: no Python branch on it)
                 ncc.all_reduce(srcs=[x], dsts=[out], replica_group=ReplicaGroup([[0, 1, 2]]), op=nl.add)
             return out
 
         x = np.zeros((4, 4), np.float32)
         with self.assertRaises(DeadlockError) as cm:
-            nki.launch_ranks(k, [(x,)] * 3)
+            nki.launch_ranks(k, [(x, True), (x, False), (x, True)])
         self.assertExpectedInline(re.sub(r"\.py:\d+", ".py:N", cm.exception.message), """deadlock between the ranks of kernel k: rank 0 waits in ncc.all_reduce(replica group [0, 1, 2]) at test_collectives.py:N for rank 1; rank 1 finished the kernel; rank 2 waits in ncc.all_reduce(replica group [0, 1, 2]) at test_collectives.py:N for rank 1 (on the device the kernel would hang)""")
 
     def test_cross_core_instruction_rules(self):

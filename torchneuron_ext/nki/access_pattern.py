@@ -262,13 +262,11 @@ def _strided(storage_array: np.ndarray, on_chip: bool, dtype: np.dtype, layout: 
 
 def check_bounds(layout: Layout, total: int, what: str) -> None:
     """Every element a static layout addresses lies inside the allocation."""
-    if any(n == 0 for n in layout.shape):
+    if in_bounds(layout, total):
         return
-    last = layout.last_element()
-    if layout.offset < 0 or last >= total:
-        fail("err_tensor_access_out_of_bound",
-             f"{what}: access pattern {layout.pattern()} at offset {layout.offset} addresses elements "
-             f"[{layout.offset}, {last}] of a tensor of {total} elements")
+    fail("err_tensor_access_out_of_bound",
+         f"{what}: access pattern {layout.pattern()} at offset {layout.offset} addresses elements "
+         f"[{layout.offset}, {layout.last_element()}] of a tensor of {total} elements")
 
 
 def elements_of(storage_array: np.ndarray, on_chip: bool, dtype: np.dtype) -> int:
@@ -293,9 +291,10 @@ def resolve(storage_array: np.ndarray, on_chip: bool, dtype: np.dtype, layout: L
             indirection: Optional[Indirection]) -> "tuple[np.ndarray, Optional[tuple]]":
     """The (array, index arrays) an access through ``layout`` with ``indirection`` touches now.
 
-    A scalar offset moves the whole view: a strided numpy view, bounds checked here. A vector offset gives
-    each index of dimension 0 its own start: flat element numbers, bounds checked by the access itself (so
-    a DMA with oob_mode=skip can leave out-of-bounds rows alone)."""
+    An access inside the allocation is a strided numpy view. One that reaches outside it through a dynamic
+    offset (scalar or vector) is given as flat element numbers, bounds checked by the access itself: AWS checks
+    dynamic addresses when the DMA runs, so ``dma_copy(oob_mode=skip)`` leaves the out-of-bounds elements alone
+    and any other access reports them (tensor.NKITensor._checked_index, with ``out_of_bounds_message``)."""
     total = elements_of(storage_array, on_chip, dtype)
     if indirection is None:
         check_bounds(layout, total, "tensor view")
@@ -305,12 +304,37 @@ def resolve(storage_array: np.ndarray, on_chip: bool, dtype: np.dtype, layout: L
     values = offset_values(indirection.source, indirection.api)
     if indirection.kind == "scalar":
         moved = layout._replace(offset=layout.offset + int(values[0]) * indirection.scale)
-        check_bounds(moved, total, f"{indirection.api} with a dynamic offset of {int(values[0])}")
-        return realize(storage_array, on_chip, dtype, moved)
+        if in_bounds(moved, total):
+            return realize(storage_array, on_chip, dtype, moved)
+        return _element_access(storage_array, on_chip, dtype, flat_elements(moved))
     if values.size != layout.shape[0]:
         fail("err_shape_mismatch",
              f"{indirection.api}: {values.size} vector offsets for {layout.shape[0]} rows")
-    flat = flat_elements(layout, values * indirection.scale)
+    return _element_access(storage_array, on_chip, dtype, flat_elements(layout, values * indirection.scale))
+
+
+def in_bounds(layout: Layout, total: int) -> bool:
+    return any(n == 0 for n in layout.shape) or (layout.offset >= 0 and layout.last_element() < total)
+
+
+def out_of_bounds_message(layout: Layout, indirection: Indirection, lo: int, hi: int, extent: int,
+                          total: int) -> str:
+    """What an access through a dynamic offset that leaves the allocation reports (oob_mode=error)."""
+    if indirection.kind == "scalar":
+        value = int(offset_values(indirection.source, indirection.api)[0])
+        moved = layout._replace(offset=layout.offset + value * indirection.scale)
+        return (f"{indirection.api} with a dynamic offset of {value}: access pattern {moved.pattern()} at offset "
+                f"{moved.offset} addresses elements [{moved.offset}, {moved.last_element()}] of a tensor of {total} "
+                f"elements; dma_copy(oob_mode=nisa.oob_mode.skip) leaves them out")
+    return (f"{indirection.api}: access pattern {layout.pattern()} at offset {layout.offset} with vector offsets "
+            f"(times {indirection.scale}) reaches elements [{lo}, {hi}] of a tensor of {extent} elements; "
+            f"dma_copy(oob_mode=nisa.oob_mode.skip) leaves such rows out")
+
+
+def _element_access(storage_array: np.ndarray, on_chip: bool, dtype: np.dtype, flat: np.ndarray
+                    ) -> "tuple[np.ndarray, tuple]":
+    """(array, index arrays) of the element numbers ``flat``; numbers outside the allocation stay outside it
+    (an out-of-range index), for the access to report or skip."""
     if not storage_array.flags.c_contiguous and not on_chip:
         return storage_array, (flat,) if storage_array.ndim == 1 else \
             _unravel_checked(flat, storage_array.shape)
@@ -319,8 +343,8 @@ def resolve(storage_array: np.ndarray, on_chip: bool, dtype: np.dtype, layout: L
         return elems, (flat,)
     f = partition_elements(storage_array, on_chip, dtype)
     if np.dtype(dtype) != storage_array.dtype:
-        raise NKIUnsupportedError("a vector-offset access pattern that reinterprets a directly allocated tile's "
-                                  "dtype")
+        raise NKIUnsupportedError("a dynamic-offset access pattern that reinterprets a directly allocated tile's "
+                                  "dtype and leaves the tile")
     p, rest = np.divmod(flat, f)
     return storage_array, (p,) + tuple(np.unravel_index(rest, storage_array.shape[1:])) \
         if storage_array.ndim > 1 else (flat,)

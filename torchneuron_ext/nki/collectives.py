@@ -19,6 +19,7 @@ import numpy as np
 from ._lang import NKIObject
 from .engines import collective as _cc
 from .errors import NKIUnsupportedError, fail
+from .isa.registers import VirtualRegister
 from .tensor import NKITensor
 
 __all__ = ["ReplicaGroup", "all_reduce", "all_gather", "all_gather_v", "reduce_scatter", "all_to_all",
@@ -382,17 +383,21 @@ def collective_permute_implicit_reduce(srcs0_by_channel: List[List[NKITensor]],
 
 
 def collective_permute_implicit_current_processing_rank_id(iteration_id: int, replica_group: ReplicaGroup,
-                                                            channel_id: int = 0, name: Optional[str] = None) -> int:
+                                                            channel_id: int = 0, name: Optional[str] = None
+                                                            ) -> VirtualRegister:
     """The rank whose data this rank holds after ``iteration_id`` ring steps: its own at 0, then its
-    predecessors' in turn."""
+    predecessors' in turn. A register, as AWS documents: a dynamic offset (``.ap(scalar_offset=)``), not a
+    Python integer."""
     api = "ncc.collective_permute_implicit_current_processing_rank_id"
     group = _group(api, replica_group)
     if not 0 <= int(channel_id) < 4:
         fail("err_unsupported_collective", f"{api}: channel_id must be 0..3, got {channel_id!r}")
     pos = group.index(_cc.rank())
-    return group[(pos - int(iteration_id)) % len(group)]
+    return VirtualRegister(group[(pos - int(iteration_id)) % len(group)])
 
 
-def rank_id(name: Optional[str] = None) -> int:
-    """This rank's id: which of the ranks running the kernel this one is (0 for a single launch)."""
-    return _cc.rank()
+def rank_id(name: Optional[str] = None) -> VirtualRegister:
+    """This rank's id: which of the ranks running the kernel this one is (0 for a single launch). On the device
+    the id is only known at run time, so it is a register (AWS's NKI Library uses it as ``scalar_offset=`` and
+    notes that the compiler refuses arithmetic on it), not a Python integer."""
+    return VirtualRegister(_cc.rank())

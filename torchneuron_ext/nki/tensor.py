@@ -291,10 +291,9 @@ class NKITensor:
             if lo < 0 or hi >= dims[axis]:
                 if self._dyn is not None and self._dyn[1] is not None:
                     layout, ind = self._dyn[0], self._dyn[1]
-                    fail("err_tensor_access_out_of_bound",
-                         f"{ind.api}: access pattern {layout.pattern()} at offset {layout.offset} with vector offsets "
-                         f"(times {ind.scale}) reaches elements [{lo}, {hi}] of a tensor of {dims[axis]} elements; "
-                         f"dma_copy(oob_mode=nisa.oob_mode.skip) leaves such rows out")
+                    fail("err_tensor_access_out_of_bound", _ap.out_of_bounds_message(
+                        layout, ind, lo, hi, dims[axis],
+                        _ap.elements_of(self.storage.array, self.buffer.on_chip, self._dyn[2])))
                 fail("err_tensor_access_out_of_bound",
                      f"index range [{lo}, {hi}] exceed dimension size of {dims[axis]}; if only part of the tile "
                      f"is in bounds, pass mask= (for example mask=(i * 128 + i_p < {dims[axis]}))")
@@ -712,7 +711,7 @@ class NKITensor:
                     fail("err_shape_mismatch", f"{what}: vector_offset has {rows} rows but the pattern's first "
                                                f"pair counts {counts[0]}")
                 indirection = Indirection("vector", vector_offset, scale, ".ap(vector_offset=...)")
-        return self._derive(layout, dtype=new, indirection=indirection, replace=True, what=".ap()")
+        return self._derive(layout, dtype=new, indirection=indirection, replace=True)
 
     def indirect(self, index: "NKITensor", num_elem: Optional[int] = None) -> "NKITensor":
         """Tensor Indirection (NeuronCore-v4+): the (P, num_elem) view whose column i is free element
@@ -752,20 +751,22 @@ class NKITensor:
         return _ap.layout_of(self.storage.array, self.buffer.on_chip, self.arr)
 
     def _derive(self, layout: Layout, dtype: Any = None, indirection: Optional[Indirection] = None,
-                replace: bool = False, what: str = "tensor view") -> "NKITensor":
+                replace: bool = False) -> "NKITensor":
         """A view of the same allocation through ``layout``; it keeps this view's dynamic offset unless
         ``replace`` (``.ap`` addresses the allocation afresh)."""
         dtype = np.dtype(dtype) if dtype is not None else self.dtype
         if indirection is None and not replace and self._dyn is not None:
             indirection = self._dyn[1]
         on_chip = self.buffer.on_chip
-        if indirection is None:
-            _ap.check_bounds(layout, _ap.elements_of(self.storage.array, on_chip, dtype), what)
+        if indirection is None and _ap.in_bounds(layout, _ap.elements_of(self.storage.array, on_chip, dtype)):
             arr, index = _ap.realize(self.storage.array, on_chip, dtype, layout)
             t = NKITensor(self.storage, arr, index, 0)
             if index is not None:  # positions in a strided argument: the layout stays the view's description
                 t._dyn = (layout, None, dtype)
             return t
+        # A dynamic view, or a static one reaching outside the allocation: AWS checks bounds where an
+        # instruction accesses a view (a kernel may build one it then leaves unused), so its elements are
+        # found, and checked, on each access (_refresh).
         placeholder = np.lib.stride_tricks.as_strided(np.zeros(1, dtype=dtype), shape=layout.shape,
                                                       strides=(0,) * len(layout.shape), writeable=False)
         t = NKITensor(self.storage, placeholder, None, 0)
