@@ -333,14 +333,17 @@ def test_a_tensor_compares_with_none_as_an_object() -> None:
 
 def test_a_legacy_tile_still_has_no_truth_value() -> None:
     @lnki.jit
-    def k(a):
-        t = lnl.load(a)
+    def k(a, b=None):
+        # An optional HBM argument tested with `if b:`, as AWS's tensor_scalar_cumulative example does.
+        t = lnl.load(b if b else a)
         if t:
             pass
         return a
 
     with pytest.raises(TypeError, match="no truth value"):
         k(f32(2, 3))
+    with pytest.raises(TypeError, match="no truth value"):
+        k(f32(2, 3), f32(2, 3))
 
 
 # ---------------------------------------------------------------------------------------------------------

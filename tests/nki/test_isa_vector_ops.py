@@ -298,6 +298,25 @@ def test_tensor_scalar_cumulative_scans_and_chains() -> None:
     np.testing.assert_array_equal(m, np.maximum.accumulate(a + 1, axis=1))
 
 
+def test_legacy_dialect_tensor_scalar_cumulative_writes_dst() -> None:
+    # AWS's SDK (2.26+) examples call it from neuronxcc.nki.isa with dst=.
+    import torchneuron_ext.nki.legacy as lnki
+    import torchneuron_ext.nki.legacy.isa as lisa
+    import torchneuron_ext.nki.legacy.language as lnl
+
+    @lnki.jit
+    def k(a, start):
+        out = lnl.ndarray(a.shape, dtype=lnl.float32, buffer=lnl.shared_hbm)
+        dst = lnl.ndarray(a.shape, dtype=lnl.float32, buffer=lnl.sbuf)
+        lisa.tensor_scalar_cumulative(src=lnl.load(a), dst=dst, op0=lnl.add, op1=lnl.add, imm0=1.0,
+                                      imm1=lnl.load(start), reduce_cmd=lisa.reduce_cmd.load_reduce)
+        lnl.store(out, dst)
+        return out
+
+    a, start = f32(4, 10, seed=1), f32(4, 1, seed=3)
+    np.testing.assert_allclose(k(a, start), start + np.cumsum(a + 1, axis=1), rtol=1e-5, atol=1e-5)
+
+
 def test_tensor_scalar_cumulative_subtract_follows_the_pseudocode() -> None:
     # reg = op1(op0(x[i], imm0), reg): for subtract, x[i] - reg.
     @nki.jit

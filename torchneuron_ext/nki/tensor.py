@@ -81,9 +81,10 @@ class NKITensor:
             "nl.*/nisa.* operations on it")
 
     def __bool__(self) -> bool:
-        # AWS's NkiTensor is a plain object: `if t:` is true, like `t is not None`. The legacy dialect's tiles
-        # refuse, since there `if tile:` is almost always a mistaken elementwise test.
-        if _current_dialect() not in (None, "new"):
+        # AWS's NkiTensor is a plain object: `if t:` is true, like `t is not None`. The legacy dialect's on-chip
+        # tiles refuse, since there `if tile:` is almost always a mistaken elementwise test; its HBM tensors
+        # are the kernel's arguments, where AWS's examples test optional ones with `if imm1:`.
+        if self.buffer.on_chip and _current_dialect() not in (None, "new"):
             raise TypeError("an NKI tile has no truth value inside a kernel; compare it with nl.* ops instead")
         return True
 

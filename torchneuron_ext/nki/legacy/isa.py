@@ -171,6 +171,15 @@ def tensor_tensor_scan(data0: NKITensor, data1: NKITensor, initial: Any, op0: An
                                    dtype=dtype)
 
 
+def tensor_scalar_cumulative(*, src: NKITensor, dst: NKITensor, op0: Any, op1: Any, imm0: Any, imm1: Any = None,
+                             reduce_cmd: Any = reduce_cmd.reset_reduce, mask: Any = None) -> None:
+    """AWS's 2.26+ SDK examples call it in this dialect too, writing into ``dst`` (the scan along each
+    partition: dst[i] = reg = op1(src[i] op0 imm0, reg), reg started by reduce_cmd)."""
+    _no_mask("tensor_scalar_cumulative", mask)
+    _eng.check_tile(dst, "tensor_scalar_cumulative", "dst")
+    _eng.tensor_scalar_cumulative(src, op0, op1, imm0, imm1, reduce_cmd=reduce_cmd, dst=dst)
+
+
 def max8(*, src: NKITensor, dtype: Any = None, mask: Any = None) -> NKITensor:
     _no_mask("max8", mask)
     return _eng.max8(src, dtype=dtype)
