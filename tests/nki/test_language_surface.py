@@ -76,3 +76,19 @@ def test_gather_flattened_errors() -> None:
         _gather_flattened(data, np.array([[0, 8]] * 4, np.uint32))
     with pytest.raises(NKIError, match="indices must be uint32, got int32"):
         _gather_flattened(data, np.zeros((4, 2), np.int32))
+
+
+def test_fp8_e5m2_tensors_take_strided_views() -> None:
+    # numpy cannot rebuild a strided view of ml_dtypes' 1-byte floats from its array interface ('<f1'); AWS's
+    # double-row matmul example views its HBM inputs as float8_e5m2 and loads them through mgrid.
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((4, 2, 3), dtype=nl.float32, buffer=nl.shared_hbm)
+        i = nl.mgrid[0:4, 0:2, 0:3]
+        t = nl.ndarray((4, 2, 3), dtype=nl.float8_e5m2, buffer=nl.sbuf)
+        t[i.p, i.x, i.y] = nl.load(a.view(nl.float8_e5m2)[i.p, i.x, i.y])
+        nl.store(out, nl.copy(t, dtype=nl.float32))
+        return out
+
+    a = (np.arange(24).reshape(4, 2, 3) % 5).astype(ml_dtypes.float8_e5m2)
+    np.testing.assert_array_equal(k(a.view(np.uint8)), a.astype(np.float32))

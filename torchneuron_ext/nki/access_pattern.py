@@ -233,8 +233,8 @@ def _strided(storage_array: np.ndarray, on_chip: bool, dtype: np.dtype, layout: 
         flat = storage_array.reshape(-1).view(np.uint8)
         if dtype != flat.dtype:
             flat = flat.view(dtype)
-        view = np.lib.stride_tricks.as_strided(flat[layout.offset:], shape=layout.shape,
-                                               strides=tuple(s * dtype.itemsize for s in layout.strides))
+        view = dtypes.as_strided(flat[layout.offset:], shape=layout.shape,
+                                 strides=tuple(s * dtype.itemsize for s in layout.strides))
         return view
     # A directly allocated tile: partitions are pstride bytes apart; free steps stay inside a partition.
     size = dtype.itemsize
@@ -257,7 +257,7 @@ def _strided(storage_array: np.ndarray, on_chip: bool, dtype: np.dtype, layout: 
     base = base[f0 * size:]
     if dtype != np.uint8:
         base = base[: (base.size // size) * size].view(dtype)
-    return np.lib.stride_tricks.as_strided(base, shape=layout.shape, strides=tuple(strides))
+    return dtypes.as_strided(base, shape=layout.shape, strides=tuple(strides))
 
 
 def check_bounds(layout: Layout, total: int, what: str) -> None:

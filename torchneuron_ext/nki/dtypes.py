@@ -290,3 +290,14 @@ def host_cast(values: Any, dtype: Any) -> np.ndarray:
     if is_x4(arr.dtype):
         return unpack_x4(arr).astype(target)
     return arr.astype(target)
+
+
+def as_strided(base: np.ndarray, shape: tuple, strides: tuple, writeable: bool = True) -> np.ndarray:
+    """``np.lib.stride_tricks.as_strided`` for every dtype here: numpy rebuilds the view from its array
+    interface, whose type string for ml_dtypes' 1-byte floats ('<f1') it cannot parse, so those are strided
+    as unsigned integers of their size and viewed back."""
+    dtype = base.dtype
+    if dtype.isbuiltin == 1:
+        return np.lib.stride_tricks.as_strided(base, shape=shape, strides=strides, writeable=writeable)
+    carrier = base.view(np.dtype(f"u{dtype.itemsize}"))
+    return np.lib.stride_tricks.as_strided(carrier, shape=shape, strides=strides, writeable=writeable).view(dtype)

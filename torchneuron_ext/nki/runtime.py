@@ -270,8 +270,8 @@ class Launch:
             _reset_psum_flags(tile, fill)
         if par_axis == 0:
             return tiles[()]
-        stand_in = np.lib.stride_tricks.as_strided(np.zeros(1, dtype=dtype), shape=shape,
-                                                   strides=(0,) * len(shape), writeable=False)
+        stand_in = dtypes.as_strided(np.zeros(1, dtype=dtype), shape=shape, strides=(0,) * len(shape),
+                                     writeable=False)
         storage = Storage(stand_in, buffer, name, par_axis)
         storage.blocks = tiles
         return storage

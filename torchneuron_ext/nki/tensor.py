@@ -768,8 +768,8 @@ class NKITensor:
         # A dynamic view, or a static one reaching outside the allocation: AWS checks bounds where an
         # instruction accesses a view (a kernel may build one it then leaves unused), so its elements are
         # found, and checked, on each access (_refresh).
-        placeholder = np.lib.stride_tricks.as_strided(np.zeros(1, dtype=dtype), shape=layout.shape,
-                                                      strides=(0,) * len(layout.shape), writeable=False)
+        placeholder = dtypes.as_strided(np.zeros(1, dtype=dtype), shape=layout.shape,
+                                        strides=(0,) * len(layout.shape), writeable=False)
         t = NKITensor(self.storage, placeholder, None, 0)
         t._dyn = (layout, indirection, dtype)
         return t
