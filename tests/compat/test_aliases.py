@@ -157,6 +157,9 @@ class TestInstall(TestCase):
         self.assertIs(nl, ours)
         self.assertIs(importlib.import_module("neuronxcc.nki.isa"),
                       importlib.import_module("torchneuron_ext.nki.legacy.isa"))
+        # AWS's SDK examples import the enumerations from the legacy isa's constants module.
+        from neuronxcc.nki.isa.constants import dge_mode
+        self.assertIs(dge_mode, importlib.import_module("neuronxcc.nki.isa").dge_mode)
         # AWS's custom C++ operator scripts import the workflow from torch_neuronx.xla_impl.
         from torch_neuronx.xla_impl import custom_op
         self.assertIs(custom_op, importlib.import_module("torchneuron_ext.custom_op"))

@@ -49,6 +49,7 @@ _PRODUCTS: dict[str, Optional[str]] = {
     "neuronxcc.nki": "torchneuron_ext.nki.legacy",
     "neuronxcc.nki.language": "torchneuron_ext.nki.legacy.language",
     "neuronxcc.nki.isa": "torchneuron_ext.nki.legacy.isa",
+    "neuronxcc.nki.isa.constants": "torchneuron_ext.nki.legacy.isa.constants",
     "neuronxcc.nki.typing": "torchneuron_ext.nki.legacy.typing",
     "neuronxcc.nki.compiler": "torchneuron_ext.nki.compiler",
     # Internal toolchain modules public kernels import type names from (for annotations).

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-from .. import dtypes as _dtypes
-from .. import engines as _eng
-from .._isa_common import check_dge_mode as _check_dge_mode
-from .._isa_common import unmodelled_instructions as _unmodelled_instructions
-from .._isa_common import (activation_engine, dge_mode, engine, engine_name, get_nc_version, gpsimd_engine,  # noqa
+from ... import dtypes as _dtypes
+from ... import engines as _eng
+from ..._isa_common import check_dge_mode as _check_dge_mode
+from ..._isa_common import unmodelled_instructions as _unmodelled_instructions
+from ..._isa_common import (activation_engine, dge_mode, engine, engine_name, get_nc_version, gpsimd_engine,  # noqa
                            nc_version, oob_mode, reduce_cmd, scalar_engine, tensor_engine, unknown_engine,
                            vector_engine)
-from ..errors import NKIUnsupportedError
-from ..indexing import as_mask
-from ..tensor import NKITensor
+from ...errors import NKIUnsupportedError
+from ...indexing import as_mask
+from ...tensor import NKITensor
 
 
 def _no_mask(api: str, mask: Any) -> None:
