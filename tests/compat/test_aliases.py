@@ -123,7 +123,7 @@ class TestCompat(TestCase):
         self.assertEqual(lines[:3], ["legacy ok torchneuron_ext.nki.legacy torchneuron_ext.nki.legacy.language",
                                      "new ok torchneuron_ext.nki torchneuron_ext.nki.isa",
                                      "torch_neuronx ok"])
-        self.assertExpectedInline(lines[3], """error: No module named 'neuronxcc.nki.kernels': torchneuron_ext stands in for neuronxcc with neuronxcc, neuronxcc.nki, neuronxcc.nki.language, neuronxcc.nki.isa, neuronxcc.nki.typing, neuronxcc.nki.compiler, neuronxcc.starfish, neuronxcc.starfish.support, neuronxcc.starfish.support.dtype only (the real package is not installed); see docs/nki.md for what the NKI simulator models""")
+        self.assertExpectedInline(lines[3], """error: No module named 'neuronxcc.nki.kernels': torchneuron_ext stands in for neuronxcc with neuronxcc, neuronxcc.nki, neuronxcc.nki.language, neuronxcc.nki.isa, neuronxcc.nki.isa.constants, neuronxcc.nki.typing, neuronxcc.nki.compiler, neuronxcc.starfish, neuronxcc.starfish.support, neuronxcc.starfish.support.dtype only (the real package is not installed); see docs/nki.md for what the NKI simulator models""")
 
     def test_off_by_default(self):
         r = run_python("""
