@@ -215,8 +215,9 @@ def test_dma_copy_errors() -> None:
         _round_trip(np.float32, np.float32, engine=nisa.engine.sync)(x)
     with pytest.raises(ValueError, match="oob_mode must be"):
         _round_trip(np.float32, np.float32, oob_mode="skip")(x)
-    with pytest.raises(ValueError, match="dge_mode must be one of"):
-        _round_trip(np.float32, np.float32, dge_mode=2)(x)
+    for bad in (4, True, "hwdge"):
+        with pytest.raises(ValueError, match="dge_mode must be one of"):
+            _round_trip(np.float32, np.float32, dge_mode=bad)(x)
     with pytest.raises(TypeError, match="dge_mod"):
         _round_trip(np.float32, np.float32, dge_mod=nisa.dge_mode.none)(x)
 
@@ -265,7 +266,7 @@ class TestDmaMessages(TestCase):
     def test_swdge_transpose_of_a_static_source(self) -> None:
         self.assertExpectedInline(self._error(_transpose_2d(dge_mode=nisa.dge_mode.swdge),
                                               f32(16, 64).astype(np.float16)), """\
-'dma_transpose' with dge_mode=swdge is the gather transpose: src must be indexed by a tile of indices; use dge_mode=hwdge or leave it unknown for a static src [err_unsupported_dge_mode]""")
+'dma_transpose' with dge_mode=swdge needs a src addressed at run time (a tile of indices or a scalar offset); a static src takes dge_mode=hwdge, none or unknown [err_unsupported_dge_mode]""")
 
     def test_dma_compute_scales(self) -> None:
         self.assertExpectedInline(self._error(_compute(2, scales=[1.0, 0.5]), f32(4, 4), f32(4, 4)), """\

@@ -105,12 +105,17 @@ def get_nc_version() -> nc_version:
     return nc_version((launch.target if launch is not None else memory.default_target()).generation)
 
 
-def check_dge_mode(mode: Any) -> None:
+def check_dge_mode(mode: Any) -> Any:
     """``dge_mode`` picks how DMA descriptors are generated (hardware or software): a performance choice
-    with no effect on the data moved, so any valid mode is accepted."""
-    if mode is not None and not isinstance(mode, dge_mode):
-        raise ValueError(f"dge_mode must be one of nisa.dge_mode.{', nisa.dge_mode.'.join(m.name for m in dge_mode)}, "
-                         f"got {mode!r}")
+    with no effect on the data moved, so any valid mode is accepted. Returns the member (None for the
+    default). A plain integer that is a member's value names that member: NKI 0.2 took raw values, and
+    AWS's NKI Library still passes them (``_DGE_MODE_NONE = 3`` in its norm, QKV and MLP TKG kernels)."""
+    if mode is None or isinstance(mode, dge_mode):
+        return mode
+    if isinstance(mode, int) and not isinstance(mode, bool) and mode in {m.value for m in dge_mode}:
+        return dge_mode(mode)
+    raise ValueError(f"dge_mode must be one of nisa.dge_mode.{', nisa.dge_mode.'.join(m.name for m in dge_mode)} "
+                     f"(or its value 0 to 3), got {mode!r}")
 
 
 _COMPUTE_ENGINES = {engine.tensor: "tensor", engine.scalar: "scalar", engine.gpsimd: "gpsimd",

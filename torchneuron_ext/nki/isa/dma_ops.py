@@ -58,11 +58,11 @@ def dma_copy(dst: NKITensor, src: NKITensor, dst_rmw_op: Any = None, priority: O
     api = "dma_copy"
     _check_memory(api, "dst", dst)
     _check_memory(api, "src", src)
-    check_dge_mode(dge_mode)
+    dge_mode = check_dge_mode(dge_mode)
     _check_oob_mode(api, oob_mode)
     _check_priority(api, priority)
     _check_hwdge_engine(api, engine, dge_mode)
-    _dma.check_dma_copy_modes(api, dge_mode)
+    _dma.check_dma_copy_modes(api, dst, src, dge_mode)
     if dst_rmw_op is not None:
         op = _op_name(dst_rmw_op)
         if op != "add":
@@ -94,7 +94,7 @@ def dma_transpose(dst: NKITensor, src: NKITensor, axes: Optional[Sequence[int]] 
     api = "dma_transpose"
     _check_memory(api, "dst", dst)
     _check_memory(api, "src", src)
-    check_dge_mode(dge_mode)
+    dge_mode = check_dge_mode(dge_mode)
     _check_oob_mode(api, oob_mode)
     _check_priority(api, priority)
     if src.dtype != dst.dtype:
