@@ -64,6 +64,18 @@ class TestStartupHook(TestCase):
         self.assertEqual(self._start_up(d, _ON), [
             "finder: 1", "torch before: False", "imported: torchneuron_ext.nki.legacy.language"])
 
+    def test_a_hook_without_the_package_stays_silent(self) -> None:
+        # Another environment's interpreter, or the package uninstalled: the hook must not print a traceback
+        # at every start-up.
+        script = ("import sys\n"
+                  "sys.meta_path[:] = [f for f in sys.meta_path if 'Editable' not in getattr(f, '__name__', type(f).__name__)]\n"
+                  "sys.path[:] = [p for p in sys.path if not __import__('os').path.isdir("
+                  "__import__('os').path.join(p or '.', 'torchneuron_ext'))]\n" + HOOK_SCRIPT)
+        r = run_python(script.replace("HOOK_DIR", repr(self._hook_dir())), env=_ON)
+        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+        self.assertNotIn("Error processing line", r.stderr)
+        self.assertEqual(r.stdout.strip().splitlines()[:2], ["finder: 0", "torch before: False"])
+
     def test_uninstall_hook(self) -> None:
         d = self._hook_dir()
         self.assertTrue(os.path.exists(startup.hook_path(d)))

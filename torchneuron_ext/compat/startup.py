@@ -20,12 +20,14 @@ from typing import Any, Optional
 _TOP_LEVEL = ("neuronxcc", "nki", "torch_neuronx", "nki_cpu_simulator", "neuron_dtypes")
 PTH_NAME = "torchneuron_ext_nki_compat.pth"
 # The line of the .pth file: the variable is tested before anything else is done, so an interpreter that
-# does not ask for the aliases pays one environment lookup. The truthy values are _env.ON's: the line runs
+# does not ask for the aliases pays one environment lookup; where torchneuron_ext cannot be found (another
+# environment's PYTHONPATH, an uninstalled package) it does nothing rather than print a traceback at start-up. The truthy values are _env.ON's: the line runs
 # before torchneuron_ext can be imported, so it carries its own copy of them.
 PTH_LINE = ("import os; os.environ.get('TORCHNEURON_EXT_NKI_COMPAT', '').strip().lower() in "
-            "('1', 'true', 'on', 'yes') and exec(open(os.path.join(os.path.dirname(__import__('importlib.util')"
-            ".util.find_spec('torchneuron_ext').origin), 'compat', 'startup.py')).read(), "
-            "{'__name__': 'torchneuron_ext_compat_startup'})\n")
+            "('1', 'true', 'on', 'yes') and (lambda s: s is not None and s.origin is not None and exec(open("
+            "os.path.join(os.path.dirname(s.origin), 'compat', 'startup.py')).read(), "
+            "{'__name__': 'torchneuron_ext_compat_startup'}))(__import__('importlib.util').util.find_spec("
+            "'torchneuron_ext'))\n")
 # What .pth files written before compat/ existed execute torchneuron_ext/nki/startup.py as (that stub
 # executes this file under the same name).
 _STARTUP_NAMES = ("torchneuron_ext_compat_startup", "torchneuron_ext_nki_startup")
