@@ -68,7 +68,8 @@ class TestStartupHook(TestCase):
         # Another environment's interpreter, or the package uninstalled: the hook must not print a traceback
         # at every start-up.
         script = ("import sys\n"
-                  "sys.meta_path[:] = [f for f in sys.meta_path if 'Editable' not in getattr(f, '__name__', type(f).__name__)]\n"
+                  "sys.meta_path[:] = [f for f in sys.meta_path\n"
+                  "                    if 'Editable' not in getattr(f, '__name__', type(f).__name__)]\n"
                   "sys.path[:] = [p for p in sys.path if not __import__('os').path.isdir("
                   "__import__('os').path.join(p or '.', 'torchneuron_ext'))]\n" + HOOK_SCRIPT)
         r = run_python(script.replace("HOOK_DIR", repr(self._hook_dir())), env=_ON)

@@ -21,8 +21,9 @@ _TOP_LEVEL = ("neuronxcc", "nki", "torch_neuronx", "nki_cpu_simulator", "neuron_
 PTH_NAME = "torchneuron_ext_nki_compat.pth"
 # The line of the .pth file: the variable is tested before anything else is done, so an interpreter that
 # does not ask for the aliases pays one environment lookup; where torchneuron_ext cannot be found (another
-# environment's PYTHONPATH, an uninstalled package) it does nothing rather than print a traceback at start-up. The truthy values are _env.ON's: the line runs
-# before torchneuron_ext can be imported, so it carries its own copy of them.
+# environment's PYTHONPATH, an uninstalled package) it does nothing rather than print a traceback at
+# start-up. The truthy values are _env.ON's: the line runs before torchneuron_ext can be imported, so it
+# carries its own copy of them.
 PTH_LINE = ("import os; os.environ.get('TORCHNEURON_EXT_NKI_COMPAT', '').strip().lower() in "
             "('1', 'true', 'on', 'yes') and (lambda s: s is not None and s.origin is not None and exec(open("
             "os.path.join(os.path.dirname(s.origin), 'compat', 'startup.py')).read(), "
