@@ -478,3 +478,25 @@ class TestRunnerSourceProblems(TestCase):
             self.assertEqual(runner.format_source_problems([], ">=3.10"), "")
             # only the selection (and src) is parsed
             self.assertEqual(runner.source_problems(tmp, ["test/integration/t"])[0].file, "src/pkg/bad.py")
+
+    def test_a_module_the_tree_lacks_is_named_with_where_its_file_is(self) -> None:
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            _write(Path(tmp), {
+                "src/lib/__init__.py": "",
+                "src/lib/core/__init__.py": "from .kern import k\nfrom ..moved import gone\n",
+                "src/lib/core/kern.py": "import numpy\nk = 1\n",
+                "src/lib/collectives/topk.py": "t = 1\n",
+                "test/integration/t/test_z.py": ("import pytest\nfrom lib.core.kern import k\n"
+                                                 "from lib.subkernels.topk import t\nimport lib.core\n"),
+            })
+            missing = runner.missing_modules(tmp)
+            self.assertEqual([(m.file, m.line, m.module) for m in missing], [
+                ("src/lib/core/__init__.py", 2, "lib.moved"),
+                ("test/integration/t/test_z.py", 3, "lib.subkernels.topk")])
+            self.assertExpectedInline(runner.format_missing_modules(missing), """\
+AWS's tree lacks 2 module(s) its files import; tests importing them are collection errors:
+  src/lib/core/__init__.py:2: lib.moved
+  test/integration/t/test_z.py:3: lib.subkernels.topk (a file of that name is at src/lib/collectives/topk.py)
+""")
+            self.assertEqual(runner.format_missing_modules([]), "")

@@ -11,7 +11,10 @@ total time and the slowest tests. The exit status is pytest's.
 Before the run, every Python file of the selection and of the library's ``src`` is parsed with this
 interpreter: a file that does not parse makes every test importing it a collection error, so the report
 names each such file, its line and error, and says whether this Python meets the checkout's
-``requires-python`` (then the file itself is at fault, not the Python version).
+``requires-python`` (then the file itself is at fault, not the Python version). Likewise every import of the
+library's own packages (those under ``src``) is resolved against the checkout: a module the tree lacks (a
+test importing a kernel from a folder it was moved out of) is named with the importing file and line, and
+with where a file of that name is, if anywhere.
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ from typing import Optional, Sequence
 
 __all__ = ["Outcome", "FolderCounts", "SourceProblem", "build_command", "folder_of", "read_junit",
            "count_by_folder", "format_report", "source_problems", "requires_python", "format_source_problems",
-           "run", "main"]
+           "MissingModule", "missing_modules", "format_missing_modules", "run", "main"]
 
 PLUGIN = "torchneuron_ext.compat.nki_library"
 INTEGRATION = os.path.join("test", "integration")
@@ -168,15 +171,8 @@ class SourceProblem:
 def source_problems(checkout: str, select: Sequence[str] = ()) -> list:
     """The files under the selected paths (default test/integration) and the library's src that do not parse
     with this interpreter's grammar."""
-    roots = [os.path.join(checkout, p) for p in (select or [INTEGRATION])] + [os.path.join(checkout, "src")]
-    files: set = set()
-    for root in roots:
-        if os.path.isfile(root) and root.endswith(".py"):
-            files.add(os.path.abspath(root))
-        for dirpath, _, names in os.walk(root):
-            files.update(os.path.abspath(os.path.join(dirpath, n)) for n in names if n.endswith(".py"))
     problems = []
-    for path in sorted(files):
+    for path in _selected_files(checkout, select):
         try:
             with open(path, "rb") as f:
                 ast.parse(f.read(), path)
@@ -186,6 +182,87 @@ def source_problems(checkout: str, select: Sequence[str] = ()) -> list:
         except (OSError, ValueError) as e:  # unreadable, or NUL bytes in the source
             problems.append(SourceProblem(os.path.relpath(path, checkout), 0, f"{type(e).__name__}: {e}"))
     return problems
+
+
+@dataclasses.dataclass(frozen=True)
+class MissingModule:
+    """An import of one of the library's packages naming a module the checkout does not have."""
+
+    file: str                 # the importing file, relative to the checkout
+    line: int
+    module: str               # dotted, e.g. "nkilib_src.nkilib.experimental.subkernels.topk_reduce"
+    elsewhere: tuple = ()     # files of the checkout's src with the module's last name
+
+
+def _selected_files(checkout: str, select: Sequence[str]) -> list:
+    roots = [os.path.join(checkout, p) for p in (select or [INTEGRATION])] + [os.path.join(checkout, "src")]
+    files: set = set()
+    for root in roots:
+        if os.path.isfile(root) and root.endswith(".py"):
+            files.add(os.path.abspath(root))
+        for dirpath, _, names in os.walk(root):
+            files.update(os.path.abspath(os.path.join(dirpath, n)) for n in names if n.endswith(".py"))
+    return sorted(files)
+
+
+def _imported_modules(tree: ast.AST, package: Sequence[str]) -> list:
+    """(line, dotted module) of each import in ``tree``; relative ones resolved against ``package``."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                if node.level - 1 > len(package):
+                    continue
+                base = list(package[:len(package) - (node.level - 1)])
+                found.append((node.lineno, ".".join(base + ([node.module] if node.module else []))))
+            elif node.module:
+                found.append((node.lineno, node.module))
+    return found
+
+
+def missing_modules(checkout: str, select: Sequence[str] = ()) -> list:
+    """Imports, in the selected tests and the library's src, of modules of the library's own packages (the
+    folders directly under ``src``) that no file or folder of the checkout provides. Other packages (torch,
+    nki, the test harness the plugin may supply) are not judged here."""
+    src = os.path.join(os.path.abspath(checkout), "src")
+    own = {n for n in os.listdir(src) if os.path.isdir(os.path.join(src, n))} if os.path.isdir(src) else set()
+    by_name: dict = {}
+    for dirpath, _, names in os.walk(src):
+        for n in names:
+            if n.endswith(".py"):
+                by_name.setdefault(n[:-3], []).append(os.path.relpath(os.path.join(dirpath, n), checkout))
+    missing = []
+    for path in _selected_files(checkout, select):
+        try:
+            with open(path, "rb") as f:
+                tree = ast.parse(f.read(), path)
+        except (SyntaxError, OSError, ValueError):
+            continue  # source_problems names it
+        rel = os.path.relpath(path, src)
+        package = rel.split(os.sep)[:-1] if not rel.startswith("..") else []
+        for line, module in _imported_modules(tree, package):
+            parts = module.split(".")
+            if parts[0] not in own:
+                continue
+            base = os.path.join(src, *parts)
+            if os.path.isdir(base) or os.path.isfile(base + ".py"):
+                continue
+            missing.append(MissingModule(os.path.relpath(path, checkout), line, module,
+                                         tuple(sorted(by_name.get(parts[-1], ())))))
+    return missing
+
+
+def format_missing_modules(missing: Sequence[MissingModule]) -> str:
+    if not missing:
+        return ""
+    lines = [f"AWS's tree lacks {len({m.module for m in missing})} module(s) its files import; tests importing "
+             f"them are collection errors:"]
+    for m in missing:
+        hint = f" (a file of that name is at {', '.join(m.elsewhere)})" if m.elsewhere else ""
+        lines.append(f"  {m.file}:{m.line}: {m.module}{hint}")
+    return "\n".join(lines) + "\n"
 
 
 def requires_python(checkout: str) -> Optional[str]:
@@ -259,6 +336,7 @@ def run(checkout: str, select: Sequence[str] = (), extra: Sequence[str] = (), *,
     with tempfile.TemporaryDirectory(prefix="nki-library-") as tmp:
         report = junit_xml or os.path.join(tmp, "junit.xml")
         problems = format_source_problems(source_problems(checkout, select), requires_python(checkout))
+        problems += format_missing_modules(missing_modules(checkout, select))
         argv, env = build_command(checkout, os.path.abspath(report), select, extra)
         start = time.perf_counter()
         status = subprocess.call(argv, cwd=checkout, env=env)

@@ -12,6 +12,13 @@ starts to wait or finishes: when every core that has not finished is waiting and
 complete, no core can move again, and the launch raises one :class:`DeadlockError` naming every core's
 instruction and kernel line. An exception on one core stops the others at their next instruction or
 wait (:class:`CoreStopped`), and the launch raises that one exception.
+
+Between meetings the cores keep pace (:meth:`CoreGroup.pace`): a core starts its k-th instruction only once
+every other running core has started its k-th, as the device's cores, running the same kernel at the same
+clock, do. Free-running threads would let one core finish the kernel before the other starts (the GIL
+runs one for milliseconds at a time), so what one core's shared-HBM writes overwrite of the other's would
+depend on the thread scheduler; in step it is the same on every run and as on the device (e.g. both cores
+zero an output before either stores its rows into it).
 """
 from __future__ import annotations
 
@@ -61,6 +68,7 @@ class CoreGroup:
         self._taken: dict = {}      # (key, generation) -> cores that have read the complete slot
         self.error: Optional[BaseException] = None
         self.stop = threading.Event()
+        self._clocks = [0] * count  # instructions each core has started (pace)
 
     # -- running the cores ---------------------------------------------------------------------------------
     def run(self, body: Callable[[int], Any]) -> list:
@@ -95,6 +103,20 @@ class CoreGroup:
         if self.error is not None:
             raise self.error.with_traceback(self.error.__traceback__)
         return results
+
+    def pace(self, core: int, clock: int) -> None:
+        """Core ``core`` starts its instruction number ``clock``: wait until no other running core (neither
+        finished nor waiting at a meeting point, where it cannot move until this one may) is behind it;
+        at equal counts the lower core number goes first."""
+        with self._cond:
+            self._clocks[core] = clock
+            self._cond.notify_all()
+            me = (clock, core)
+            while any(c != core and not self._done[c] and self._waits[c] is None and (self._clocks[c], c) < me
+                      for c in range(self.count)):
+                if self.stop.is_set():
+                    raise CoreStopped()
+                self._cond.wait(timeout=1.0)
 
     def _failed(self, error: BaseException) -> None:
         with self._cond:

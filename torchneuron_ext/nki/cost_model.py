@@ -53,11 +53,16 @@ class Costs:
         # Set on the cores of a concurrent launch: another core failed, so this one stops at its next
         # instruction rather than running the kernel to its end.
         self.stop: Any = None
+        # Set on the cores of a concurrent launch: called with the new clock, keeps the cores in step
+        # (cores.CoreGroup.pace).
+        self.pace: Any = None
 
     def _tick(self) -> None:
         self.clock += 1
         if self.stop is not None and self.stop.is_set():
             raise CoreStopped()
+        if self.pace is not None:
+            self.pace(self.clock)
 
     def compute(self, engine: str, name: str, free_elements: int) -> None:
         self._tick()

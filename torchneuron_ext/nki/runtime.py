@@ -13,6 +13,7 @@ so a kernel that keeps more tiles alive than SBUF or PSUM can hold fails as it w
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import math
 import sys
@@ -173,6 +174,7 @@ class Launch:
         core.shared, core._shared_lock = self.shared, self._shared_lock
         core.cores, core.core_index, core.rank, core.rank_count, core._thread = group, index, rank, ranks, thread
         core.costs.stop = group.stop
+        core.costs.pace = functools.partial(group.pace, thread)
         return core
 
     # -- instances -----------------------------------------------------------

@@ -22,6 +22,11 @@ _PERF_MODES = {None: 1, "none": 1, "double_row_gen3": 2}
 # (the NKI ISA reference, nc_matmul): the same on every generation so far.
 PE_TILE_GRANULE = 32
 
+# An instruction reads each partition's elements through an access pattern of up to four dimensions (AWS's
+# access-pattern deep dive, "Hardware Capability"); nc_matmul's free sizes are the flattened free dimensions
+# ("the free dimension size", ISA reference), so the current dialect takes views such as (128, 1, 128).
+MATMUL_MAX_FREE_DIMS = 4
+
 
 def matmul_hints(stationary: NKITensor, moving: NKITensor, *, is_stationary_onezero: bool = False,
                  is_moving_onezero: bool = False, is_transpose: bool = False, tile_position: Sequence[int] = (),
@@ -58,10 +63,13 @@ def matmul_hints(stationary: NKITensor, moving: NKITensor, *, is_stationary_onez
 
 def matmul(stationary: NKITensor, moving: NKITensor, *, dst: Optional[NKITensor] = None,
            accumulate: Optional[bool] = None, api: str = "nc_matmul", allow_psum_operands: bool = False,
-           perf_mode: Any = None, mask: Any = None, is_transpose: bool = False) -> Optional[NKITensor]:
+           perf_mode: Any = None, mask: Any = None, is_transpose: bool = False,
+           max_free_dims: int = 1) -> Optional[NKITensor]:
     """``stationary.T @ moving`` on the Tensor engine, in fp32, into PSUM. ``is_transpose`` (NeuronCore-v3+) is
     the bit-accurate transpose mode, whose PSUM result keeps the data's dtype. ``perf_mode="double_row_gen3"``
-    (trn2+, fp8): operands (K, 2, M) and (K, 2, N) contract over both K and the pair of rows."""
+    (trn2+, fp8): operands (K, 2, M) and (K, 2, N) contract over both K and the pair of rows.
+    ``max_free_dims``: how many free dimensions an operand may have (flattened into M or N); the legacy
+    dialect's instructions take 2-D tiles, the current one's nc_matmul up to ``MATMUL_MAX_FREE_DIMS``."""
     check_tile(stationary, api, "stationary", allow_psum=allow_psum_operands)
     check_tile(moving, api, "moving", allow_psum=allow_psum_operands)
     target = runtime.current().target
@@ -80,11 +88,15 @@ def matmul(stationary: NKITensor, moving: NKITensor, *, dst: Optional[NKITensor]
         if stationary.ndim != 3 or moving.ndim != 3 or stationary.shape[1] != 2 or moving.shape[1] != 2:
             fail("err_shape_mismatch", f"'{api}' perf_mode={perf_mode!r} takes (K, 2, M) and (K, 2, N) operands, "
                                        f"got {stationary.shape} and {moving.shape}")
-    elif stationary.ndim != 2 or moving.ndim != 2:
+        k, m = stationary.shape[0], stationary.shape[-1]
+        k2, n = moving.shape[0], moving.shape[-1]
+    elif stationary.ndim - 1 > max_free_dims or moving.ndim - 1 > max_free_dims:
+        wanted = "2-D tiles" if max_free_dims == 1 else f"tiles of at most {max_free_dims} free dimensions"
         fail("err_exceed_max_supported_dimension",
-             f"'{api}' takes 2-D tiles, got stationary {stationary.shape} and moving {moving.shape}")
-    k, m = stationary.shape[0], stationary.shape[-1]
-    k2, n = moving.shape[0], moving.shape[-1]
+             f"'{api}' takes {wanted}, got stationary {stationary.shape} and moving {moving.shape}")
+    else:
+        k, m = stationary.shape[0], free_size(stationary.shape)
+        k2, n = moving.shape[0], free_size(moving.shape)
     if k != k2:
         fail("err_num_partition_mismatch",
              f"number of partitions (dimension 0 size of a tile) mismatch in parameters "
@@ -118,8 +130,9 @@ def matmul(stationary: NKITensor, moving: NKITensor, *, dst: Optional[NKITensor]
         fail("err_unsupported_memory",
              f"Expected operand 'dst' of '{api}' to be in address space 'psum', but got a tile in "
              f"'{dst.buffer.name}' instead: the Tensor engine writes only to PSUM")
-    if dst.shape != (m, n):
+    if dst.shape[0] != m or free_size(dst.shape) != n or dst.ndim - 1 > max(max_free_dims, 1):
         fail("err_shape_mismatch", f"'{api}' produces ({m}, {n}) but dst is {dst.shape}")
+    result = result.reshape(dst.shape)
     bit_accurate = is_transpose and target.generation >= 3 and dst.dtype == stationary.dtype
     if dst.dtype != dtypes.float32 and not (target.psum_bf16 and dst.dtype == dtypes.bfloat16) and not bit_accurate:
         fail("err_unsupported_dtype", f"'{api}' writes fp32 to PSUM; dst has dtype {dtypes.name(dst.dtype)}")

@@ -49,7 +49,7 @@ def nc_matmul(dst: NKITensor, stationary: NKITensor, moving: NKITensor, is_stati
                       is_moving_onezero=is_moving_onezero, is_transpose=is_transpose, tile_position=tile_position,
                       tile_size=tile_size)
     _eng.matmul(stationary, moving, dst=dst, accumulate=accumulate, perf_mode=perf_mode_name(perf_mode),
-                is_transpose=is_transpose)
+                is_transpose=is_transpose, max_free_dims=_eng.tensor_engine.MATMUL_MAX_FREE_DIMS)
 
 
 def nc_transpose(dst: NKITensor, data: NKITensor, engine: Any = None, name: Optional[str] = None) -> None:
