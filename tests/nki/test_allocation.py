@@ -43,6 +43,39 @@ def test_psum_tile_spans_banks(monkeypatch: pytest.MonkeyPatch) -> None:
     np.testing.assert_allclose(_rotate_wide(rot, data), rot.T @ data, rtol=1e-4, atol=1e-3)
 
 
+def _straddle(start: int):
+    @nki.jit
+    def k(a):
+        s = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.sbuf)
+        m = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(s, 1.0)
+        nisa.memset(m, 1.0)
+        acc = nl.ndarray((128, 1024), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(acc[:, start:start + 512], s, m)
+        return a
+    return k
+
+
+class TestMatmulInAWideTile(TestCase):
+    """The tile may span banks; one matmul's output may not, before NeuronCore-v4."""
+
+    def test_slice_across_banks_is_rejected_on_trn2(self) -> None:
+        a = np.zeros((2, 2), np.float32)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("NKI_TARGET", "trn2")
+            _straddle(512)(a)  # the second bank
+            with self.assertRaises(NKIError) as info:
+                _straddle(256)(a)
+        self.assertEqual(info.exception.code, "err_size_of_dimension_exceed_arch_limit")
+        self.assertExpectedInline(str(info.exception).splitlines()[0], """\
+'nc_matmul' writes bytes [1024, 3072) of each partition of a PSUM tile (128, 1024): a matmul writes one PSUM bank of 2048 bytes, and this slice crosses from bank 0 into bank 1 of the tile; start its slices at multiples of 512 fp32 [err_size_of_dimension_exceed_arch_limit]""")
+
+    def test_trn3_matmul_spans_banks(self) -> None:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("NKI_TARGET", "trn3")
+            _straddle(256)(np.zeros((2, 2), np.float32))
+
+
 def _two_tiles(partitions: int):
     @nki.jit
     def k(a):
