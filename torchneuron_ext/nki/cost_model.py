@@ -10,6 +10,8 @@ costs are the NKI ISA reference's (Neuron 2.26) for NeuronCore-v2, carried to v3
   parallel); GpSimd: GPSIMD_START + N cycles.
 - Tensor engine: max(min(64, stationary free size), moving free size) cycles; fp32 at a quarter rate.
 - DMA: the fixed cross-engine cost per transfer, then bytes at the core's memory bandwidth.
+- Spills (runtime.Launch.check_live_ranges): live tiles over SBUF/PSUM capacity, saved and reloaded
+  (SBUF by DMA to HBM, PSUM to SBUF by Vector copies), as AWS's compiler inserts them.
 - Collectives and cross-core transfers (``nki.collectives``, ``nisa.sendrecv``, ``nisa.core_barrier``):
   the ring formulas of trainium/projection.py (``collective``) over the target's NeuronLink share and
   step latency, on a queue of their own (the collective DMA rings run beside the compute engines).
