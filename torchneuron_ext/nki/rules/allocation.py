@@ -123,8 +123,9 @@ def check_matmul_dst_bank(dst: Any, target: Any, api: str) -> None:
         return
     storage = dst.storage
     base = storage.array
-    if storage.live is None or getattr(dst, "_dyn", None) is not None or dst.index is not None:
-        return  # directly allocated (placed within a bank) or not a plain view
+    if (storage.live is None or storage.par_axis != 0 or getattr(dst, "_dyn", None) is not None
+            or dst.index is not None):
+        return  # directly allocated (placed within a bank), NKI 0.1 blocks (a bank each) or not a plain view
     row = base.strides[0] if base.ndim else 0
     if row <= bank:
         return  # the whole tile is within one bank
