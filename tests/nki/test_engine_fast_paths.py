@@ -51,10 +51,9 @@ def test_new_tiles_never_share_memory_with_their_inputs() -> None:
     np.testing.assert_array_equal(k(a, np.ones((1, 4), np.float32)), a)
 
 
-def test_adopted_results_are_accounted_in_sbuf() -> None:
+def test_adopted_results_are_accounted_in_sbuf(monkeypatch: pytest.MonkeyPatch) -> None:
     import torchneuron_ext.nki.legacy as nki
     import torchneuron_ext.nki.legacy.language as nl
-    from torchneuron_ext.nki import NKIError
 
     @nki.jit
     def k(a):
@@ -65,6 +64,7 @@ def test_adopted_results_are_accounted_in_sbuf() -> None:
             total = nl.add(total, x)
         return a
 
-    with pytest.raises(NKIError) as info:
-        k(np.ones((128, 16384), np.float32))
-    assert info.value.code == "err_sbuf_capacity_exceeded"
+    monkeypatch.setenv("NKI_TARGET", "trn2")
+    k(np.ones((128, 16384), np.float32))
+    # The compiler spills what does not fit (no error): at least t and the four results, live together.
+    assert k.last_result.costs.spill_bytes["sbuf"] >= (5 * 65536 - 229376) * 128

@@ -10,6 +10,8 @@ costs are the NKI ISA reference's (Neuron 2.26) for NeuronCore-v2, carried to v3
   parallel); GpSimd: GPSIMD_START + N cycles.
 - Tensor engine: max(min(64, stationary free size), moving free size) cycles; fp32 at a quarter rate.
 - DMA: the fixed cross-engine cost per transfer, then bytes at the core's memory bandwidth.
+- Spills (runtime.Launch.check_live_ranges): live tiles over SBUF/PSUM capacity, saved and reloaded
+  (SBUF by DMA to HBM, PSUM to SBUF by Vector copies), as AWS's compiler inserts them.
 - Collectives and cross-core transfers (``nki.collectives``, ``nisa.sendrecv``, ``nisa.core_barrier``):
   the ring formulas of trainium/projection.py (``collective``) over the target's NeuronLink share and
   step latency, on a queue of their own (the collective DMA rings run beside the compute engines).
@@ -49,6 +51,8 @@ class Costs:
         self.bytes_read = 0
         self.bytes_written = 0
         self.flops = 0
+        # Bytes the compiler spills out of a full SBUF (to HBM) or PSUM (to SBUF) and reloads (spill).
+        self.spill_bytes: Counter = Counter()
         self.clock = 0  # instructions so far: the time axis of the tiles' live ranges (runtime._account)
         # Set on the cores of a concurrent launch: another core failed, so this one stops at its next
         # instruction rather than running the kernel to its end.
@@ -113,6 +117,20 @@ class Costs:
         if to_hbm:
             self.bytes_written += nbytes
 
+    def spill(self, memory: str, nbytes: int) -> None:
+        """``nbytes`` (over all partitions) of live tiles did not fit ``memory`` ("sbuf" or "psum"): AWS's
+        compiler inserts spills and refills to the next memory tier. SBUF spills go to HBM by DMA; PSUM
+        spills to SBUF by engine copies (an fp32 element per partition and cycle). Each byte is saved and
+        reloaded once. No instruction is counted: the kernel did not write them."""
+        self.spill_bytes[memory] += nbytes
+        if memory == "psum":
+            elements = nbytes // (4 * self.hw.num_partitions)
+            self.busy_s["vector"] += 2 * elements / self._clock_hz["vector"]
+            return
+        self.busy_s["dma"] += 2 * (self.hw.dma_fixed_s + nbytes / self._dma_bytes_per_s)
+        self.bytes_read += nbytes
+        self.bytes_written += nbytes
+
     @classmethod
     def concurrent(cls, target: Any, cores: "list[Costs]") -> "Costs":
         """The costs of cores that ran at the same time: each engine as busy as on the busiest core (so the
@@ -125,6 +143,7 @@ class Costs:
             total.bytes_read += c.bytes_read
             total.bytes_written += c.bytes_written
             total.flops += c.flops
+            total.spill_bytes.update(c.spill_bytes)
             total.clock = max(total.clock, c.clock)
         return total
 

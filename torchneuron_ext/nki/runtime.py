@@ -26,7 +26,7 @@ import numpy as np
 
 from . import cost_model, dtypes
 from .cores import CoreGroup
-from .errors import NKIError, NKIOutsideKernelError, _is_internal, _kernel_location, fail
+from .errors import NKIOutsideKernelError, _is_internal, fail
 from .memory import Buffer, Target, default_target, psum, sbuf, shared_hbm
 
 _state = threading.local()
@@ -399,7 +399,11 @@ class Launch:
         # allocated by their own live ranges, see _account): only one block has to fit here.
         per_partition = free
         if buffer is psum:
-            if free > self.target.psum_bank_bytes:
+            # NKI 0.2+: a PSUM tile may span banks (the Vector and Scalar engines read up to 4K fp32 of
+            # PSUM per partition, NeuronCore-v4's nc_matmul writes up to all 8 banks, and AWS deprecated
+            # psum_fmax as a tile limit); only one matmul's output is bank-sized (nc_matmul's own check).
+            # NKI 0.1 kept a PSUM tile within one bank.
+            if self.dialect == "legacy" and free > self.target.psum_bank_bytes:
                 fail("err_size_of_dimension_exceed_arch_limit",
                      f"PSUM tile {shape} {dtypes.name(dtype)} needs {free} bytes per partition; a PSUM tile must "
                      f"fit one bank of {self.target.psum_bank_bytes} bytes (512 fp32)")
@@ -413,68 +417,75 @@ class Launch:
                  f"{self.target.name} SBUF has {self.target.sbuf_partition_bytes} per partition")
 
     def _account(self, storage: Storage, initialised: bool) -> None:
-        """Count an on-chip tile against its memory.
+        """Count an on-chip tile against its memory, to estimate the compiler's spills.
 
-        The capacity rule is judged on live ranges, as the compiler's allocator sees them: a tile occupies
-        memory from the instruction of its first access to that of its last one (Costs.clock counts
-        instructions; NKITensor.read/write stamp the range), so a tile nothing reads again is dead even if
-        a Python name still holds it. Python's references give a cheap upper bound (a tile nobody
+        AWS: "If the total size of the live data being used by a NKI kernel overflows the capacity of any
+        on-chip memory, the Neuron compiler will insert the necessary spills or refills between that memory
+        and the next-tier memory" (memory hierarchy overview). So live tiles over capacity are not an error
+        (only one tile larger than the memory is, _check_tile_shape); they cost spill traffic, which the
+        cost model charges (Costs.spill). Live ranges are as the compiler's allocator sees them: a tile
+        occupies memory from the instruction of its first access to that of its last one (Costs.clock
+        counts instructions; NKITensor.read/write stamp the range), so a tile nothing reads again is dead
+        even if a Python name still holds it. Python's references give a cheap upper bound (a tile nobody
         references cannot be accessed again): while that bound fits, nothing more is done; when it does
-        not, the allocation's kernel line is remembered, and at the end of the instance the exact live
-        ranges decide (check_live_ranges)."""
+        not, the exact live ranges are replayed at the end of the instance (check_live_ranges).
+
+        Memory is counted per partition, as the device has it: a tile of P partitions occupies its bytes in
+        P partitions (rounded up to the start-partition granularity the ISA allows: 32, 64 or all), so
+        two 64-partition tiles share the partitions of one 128-partition tile."""
         shape, pa = storage.array.shape, storage.par_axis
         blocks = math.prod(shape[:pa])
         nbytes = math.prod(shape[pa + 1:]) * storage.array.itemsize  # per partition, per block
         buffer = storage.buffer
-        if buffer is psum:
-            # PSUM is handed out in whole 2 KiB banks.
-            nbytes = math.ceil(nbytes / self.target.psum_bank_bytes) * self.target.psum_bank_bytes
-        capacity = self.target.psum_partition_bytes if buffer is psum else self.target.sbuf_partition_bytes
+        bank = self.target.psum_bank_bytes
+        if buffer is psum and nbytes > bank:
+            # A tile over a bank starts at a bank (a matmul into any bank-sized slice stays in one bank).
+            nbytes = math.ceil(nbytes / bank) * bank
+        parts = self.target.num_partitions
+        p = shape[pa]
+        span = min(parts, 32 if p <= 32 else 64 if p <= 64 else 128)
+        area = nbytes * span  # bytes over all partitions
+        capacity = (self.target.psum_partition_bytes if buffer is psum else self.target.sbuf_partition_bytes) * parts
         clock = self.costs.clock
-        # [first access, last access, bytes, memory, clock owner, kernel line if over the bound, allocation]
-        records = [[clock if initialised else None, clock, nbytes, buffer, self.costs, None, clock]
+        # [first access, last access, bytes (all partitions), memory, clock owner, unused, allocation]
+        records = [[clock if initialised else None, clock, area, buffer, self.costs, None, clock]
                    for _ in range(blocks)]
         storage.live = records[0] if pa == 0 else BlockLive(records, storage.array)
         self._records.extend(records)
-        self._live[buffer] += nbytes * blocks
-        weakref.finalize(storage, self._release, buffer, nbytes * blocks)
+        self._live[buffer] += area * blocks
+        weakref.finalize(storage, self._release, buffer, area * blocks)
         if self._live[buffer] > capacity:
-            where = (_kernel_location(sys._getframe(2)), tuple(shape))
-            for r in records:
-                r[5] = where
             self._suspect = True
 
     def check_live_ranges(self) -> None:
-        """End of an instance: if the reference bound ever went over, replay the live ranges; raise the
-        capacity error at the allocation where the live tiles really exceed the memory."""
+        """End of an instance: if the reference bound ever went over capacity, replay the live ranges and
+        charge the spills the compiler inserts where the live tiles exceed a memory (Costs.spill).
+
+        Each time the live bytes rise above capacity, the rise beyond it must be saved to the next tier
+        and reloaded before its next use (a lower bound on the spill traffic a compiler needs)."""
         if not self._suspect:
             return
         self._suspect = False
         records, self._records = self._records, []
+        parts = self.target.num_partitions
         for buffer in (sbuf, psum):
-            capacity = self.target.psum_partition_bytes if buffer is psum else self.target.sbuf_partition_bytes
+            capacity = (self.target.psum_partition_bytes if buffer is psum else self.target.sbuf_partition_bytes) * parts
             events = []
             for r in records:
                 if r[3] is buffer and r[0] is not None:
-                    events.append((r[0], 1, r))       # occupied from the instruction of its first access
-                    events.append((r[1] + 1, 0, r))   # through that of its last (frees sort first)
+                    events.append((r[0], 1, r[2]))       # occupied from the instruction of its first access
+                    events.append((r[1] + 1, 0, r[2]))   # through that of its last (frees sort first)
             events.sort(key=lambda e: (e[0], e[1]))
-            live = 0
-            last_seen = None
-            for time, kind, r in events:
+            live = spilled = 0
+            for _, kind, nbytes in events:
                 if kind == 0:
-                    live -= r[2]
+                    live -= nbytes
                     continue
-                live += r[2]
-                if r[5] is not None:
-                    last_seen = r[5]
+                live += nbytes
                 if live > capacity:
-                    where, shape = r[5] or last_seen or (None, tuple())
-                    code = "err_psum_capacity_exceeded" if buffer is psum else "err_sbuf_capacity_exceeded"
-                    raise NKIError.at(code,
-                                      f"out of {buffer.name}: this {shape} tile needs {r[2]} bytes per partition but "
-                                      f"tiles still to be used hold {live - r[2]} of {capacity}; let tiles die (a "
-                                      f"tile no later instruction reads is free) or use smaller tiles", where)
+                    spilled += min(nbytes, live - capacity)
+            if spilled:
+                self.costs.spill(buffer.name, spilled)
 
     def _release(self, buffer: Buffer, nbytes: int) -> None:
         self._live[buffer] -= nbytes

@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import dtypes, runtime
 from ..errors import fail, NKIUnsupportedError
+from ..rules import allocation as _alloc_rules
 from ..rules import instructions as _instr
 from ..indexing import as_mask
 from ..memory import psum, sbuf
@@ -136,6 +137,7 @@ def matmul(stationary: NKITensor, moving: NKITensor, *, dst: Optional[NKITensor]
     bit_accurate = is_transpose and target.generation >= 3 and dst.dtype == stationary.dtype
     if dst.dtype != dtypes.float32 and not (target.psum_bf16 and dst.dtype == dtypes.bfloat16) and not bit_accurate:
         fail("err_unsupported_dtype", f"'{api}' writes fp32 to PSUM; dst has dtype {dtypes.name(dst.dtype)}")
+    _alloc_rules.check_matmul_dst_bank(dst, target, api)
     started = dst.storage.started_flags(dst)
     if accumulate is None:
         # Usually the whole region is fresh (first K tile) or started (the rest): skip the select.

@@ -19,6 +19,11 @@ copied by assignment (``err_copy_dynamic_indirect_indices_not_natively_supported
 ``nisa.tensor_copy_dynamic_src``), and ``nl.load``/``nl.store`` index indirectly only along the partition
 (or block) dimension (``err_indirect_indices_free_dim``). NKI 0.2's ``dma_transpose`` has an indirect form
 of its own.
+
+An automatically allocated PSUM tile may span banks in NKI 0.2+ (runtime.Launch._check_tile_shape), but on
+NeuronCore-v2/v3 one ``nc_matmul`` writes a single bank (AWS's architecture guide: "each nc_matmul can only
+write to a single PSUM bank"), so its ``dst`` slice of such a tile may not cross a bank boundary
+(``check_matmul_dst_bank``; the tile starts at a bank).
 """
 from __future__ import annotations
 
@@ -29,7 +34,7 @@ from ..indexing import TileIndex
 from ..memory import Buffer
 
 __all__ = ["check_creation", "check_allocated_activation", "check_allocated_transpose", "is_allocated",
-           "check_no_indirect", "check_assignment_source", "check_indirect_axis"]
+           "check_no_indirect", "check_assignment_source", "check_indirect_axis", "check_matmul_dst_bank"]
 
 
 def _filled(fill: Any) -> bool:
@@ -109,3 +114,28 @@ def check_indirect_axis(launch: Any, tensor: Any, api: str) -> None:
                  f"Dynamic indexing for '{api}' only supports indirect indices on the partition or block "
                  f"dimension, but the index tile of axis {axis} varies along a free dimension (shape "
                  f"{tuple(a.shape)}); index with a (P, 1) column of indices, e.g. t[idx_tile[i_p, 0], i_f]")
+
+
+def check_matmul_dst_bank(dst: Any, target: Any, api: str) -> None:
+    """``nc_matmul(dst=...)`` into a slice of an automatically allocated multi-bank PSUM tile."""
+    bank = target.psum_bank_bytes
+    if target.gemm_moving_fmax * 4 > bank:  # NeuronCore-v4: one matmul writes up to all 8 banks
+        return
+    storage = dst.storage
+    base = storage.array
+    if (storage.live is None or storage.par_axis != 0 or getattr(dst, "_dyn", None) is not None
+            or dst.index is not None):
+        return  # directly allocated (placed within a bank), NKI 0.1 blocks (a bank each) or not a plain view
+    row = base.strides[0] if base.ndim else 0
+    if row <= bank:
+        return  # the whole tile is within one bank
+    arr = dst.arr
+    offset = arr.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    start = offset % row
+    span = sum((n - 1) * abs(st) for n, st in zip(arr.shape[1:], arr.strides[1:])) + arr.itemsize
+    if start // bank != (start + span - 1) // bank:
+        fail("err_size_of_dimension_exceed_arch_limit",
+             f"'{api}' writes bytes [{start}, {start + span}) of each partition of a PSUM tile {tuple(base.shape)}: "
+             f"a matmul writes one PSUM bank of {bank} bytes, and this slice crosses from bank "
+             f"{start // bank} into bank {(start + span - 1) // bank} of the tile; start its slices at multiples "
+             f"of {bank // 4} fp32")

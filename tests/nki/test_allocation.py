@@ -1,0 +1,145 @@
+"""Automatic allocation of SBUF and PSUM (NKI 0.2+ ``nl.ndarray(..., buffer=nl.sbuf/psum)``).
+
+AWS: live data over an on-chip memory's capacity is spilled by the compiler to the next tier (memory
+hierarchy overview), so only a single tile larger than the memory is an error; a PSUM tile may span banks
+(the Vector/Scalar engines read up to 4K fp32 of PSUM per partition; NKI 0.1 kept a tile in one bank)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from expecttest import TestCase
+
+import torchneuron_ext.nki as nki
+import torchneuron_ext.nki.isa as nisa
+import torchneuron_ext.nki.language as nl
+from torchneuron_ext.nki import NKIError
+
+
+@nki.jit
+def _rotate_wide(rot, data):
+    """A (128, 1024) fp32 PSUM tile filled by two bank-sized matmuls and evicted by one copy (the NKI
+    Library's rotational top-k does this)."""
+    k, n = data.shape
+    out = nl.ndarray((k, n), dtype=nl.float32, buffer=nl.shared_hbm)
+    r = nl.ndarray(rot.shape, dtype=rot.dtype, buffer=nl.sbuf)
+    d = nl.ndarray(data.shape, dtype=data.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=r, src=rot)
+    nisa.dma_copy(dst=d, src=data)
+    acc = nl.ndarray((k, n), dtype=nl.float32, buffer=nl.psum)  # 4 KiB per partition: two banks
+    fmax = nl.tile_size.gemm_moving_fmax
+    for i in range(n // fmax):
+        nisa.nc_matmul(acc[:, i * fmax:(i + 1) * fmax], r, d[:, i * fmax:(i + 1) * fmax])
+    res = nl.ndarray((k, n), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=res, src=acc)  # one read over both banks
+    nisa.dma_copy(dst=out, src=res)
+    return out
+
+
+def test_psum_tile_spans_banks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NKI_TARGET", "trn2")
+    rng = np.random.default_rng(0)
+    rot = rng.standard_normal((128, 128)).astype(np.float32)
+    data = rng.standard_normal((128, 1024)).astype(np.float32)
+    np.testing.assert_allclose(_rotate_wide(rot, data), rot.T @ data, rtol=1e-4, atol=1e-3)
+
+
+def _straddle(start: int):
+    @nki.jit
+    def k(a):
+        s = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.sbuf)
+        m = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(s, 1.0)
+        nisa.memset(m, 1.0)
+        acc = nl.ndarray((128, 1024), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(acc[:, start:start + 512], s, m)
+        return a
+    return k
+
+
+class TestMatmulInAWideTile(TestCase):
+    """The tile may span banks; one matmul's output may not, before NeuronCore-v4."""
+
+    def test_slice_across_banks_is_rejected_on_trn2(self) -> None:
+        a = np.zeros((2, 2), np.float32)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("NKI_TARGET", "trn2")
+            _straddle(512)(a)  # the second bank
+            with self.assertRaises(NKIError) as info:
+                _straddle(256)(a)
+        self.assertEqual(info.exception.code, "err_size_of_dimension_exceed_arch_limit")
+        self.assertExpectedInline(str(info.exception).splitlines()[0], """\
+'nc_matmul' writes bytes [1024, 3072) of each partition of a PSUM tile (128, 1024): a matmul writes one PSUM bank of 2048 bytes, and this slice crosses from bank 0 into bank 1 of the tile; start its slices at multiples of 512 fp32 [err_size_of_dimension_exceed_arch_limit]""")
+
+    def test_trn3_matmul_spans_banks(self) -> None:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("NKI_TARGET", "trn3")
+            _straddle(256)(np.zeros((2, 2), np.float32))
+
+
+def _two_tiles(partitions: int):
+    @nki.jit
+    def k(a):
+        # 120,000 bytes per partition each: two do not fit one 224 KiB partition, but two 64-partition
+        # tiles fit side by side (partitions 0-63 and 64-127)
+        x = nl.ndarray((partitions, 30_000), dtype=nl.float32, buffer=nl.sbuf)
+        y = nl.ndarray((partitions, 30_000), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(x, 1.0)
+        nisa.memset(y, 2.0)
+        s = nl.ndarray((partitions, 30_000), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=s, data1=x, data2=y, op=nl.add)
+        return a
+    return k
+
+
+def test_sbuf_is_counted_per_partition(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NKI_TARGET", "trn2")
+    a = np.zeros((2, 2), np.float32)
+    half = _two_tiles(64)
+    half(a)
+    assert half.last_result.costs.spill_bytes["sbuf"] == 0
+    full = _two_tiles(128)
+    full(a)
+    # x and y (240,000 > 229,376 bytes), then s while both are read: everything over capacity is spilled
+    assert full.last_result.costs.spill_bytes["sbuf"] == (240_000 - 229_376 + 120_000) * 128
+
+
+def test_spills_cost_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each spilled byte is saved to HBM and reloaded: the estimate grows with the spill, it is not free.
+    monkeypatch.setenv("NKI_TARGET", "trn2")
+    a = np.zeros((2, 2), np.float32)
+    half, full = _two_tiles(64), _two_tiles(128)
+    half(a)
+    full(a)
+    dma_half = half.last_result.costs.busy_s["dma"]
+    dma_full = full.last_result.costs.busy_s["dma"]
+    assert dma_full > dma_half
+
+
+class TestTooLargeForTheMemory(TestCase):
+    """Spilling cannot help a tile larger than the memory itself."""
+
+    def test_sbuf_tile_over_a_partition(self) -> None:
+        @nki.jit
+        def k(a):
+            t = nl.ndarray((128, 60_000), dtype=nl.float32, buffer=nl.sbuf)
+            return a
+
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("NKI_TARGET", "trn2")
+            with self.assertRaises(NKIError) as info:
+                k(np.zeros((2, 2), np.float32))
+        self.assertEqual(info.exception.code, "err_sbuf_capacity_exceeded")
+        self.assertExpectedInline(str(info.exception).splitlines()[0], """\
+SBUF tile (128, 60000) float32 needs 240000 bytes per partition; trn2 SBUF has 229376 per partition [err_sbuf_capacity_exceeded]""")
+
+    def test_psum_tile_over_psum(self) -> None:
+        @nki.jit
+        def k(a):
+            t = nl.ndarray((128, 4097), dtype=nl.float32, buffer=nl.psum)
+            return a
+
+        with self.assertRaises(NKIError) as info:
+            k(np.zeros((2, 2), np.float32))
+        self.assertEqual(info.exception.code, "err_psum_capacity_exceeded")
+        self.assertExpectedInline(str(info.exception).splitlines()[0], """\
+PSUM tensor (128, 4097) needs 16388 bytes per partition; PSUM has 16384 (8 banks of 2 KiB) [err_psum_capacity_exceeded]""")
