@@ -60,6 +60,9 @@ _DTYPE_NAMES = {
     torch.bool: "Bool", torch.complex64: "ComplexFloat", torch.complex128: "ComplexDouble",
     torch.float8_e4m3fn: "Float8_e4m3fn", torch.float8_e5m2: "Float8_e5m2",
 }
+# Views the schema does not mark as views (their composite builds the alias in C++, on the fake tensor's
+# meta storage: run through the fake mode instead).
+_ALIASES = {aten._unsafe_view.default, aten.lift_fresh.default}
 _MATMUL = {"aten::mm", "aten::bmm", "aten::mv", "aten::dot"}
 _MATMUL_BIAS = {"aten::addmm", "aten::addmm_", "aten::baddbmm", "aten::baddbmm_", "aten::addbmm", "aten::addmv",
                 "aten::addmv_"}
@@ -135,7 +138,7 @@ def op_kind(func: torch._ops.OpOverload) -> str:
     elif func.namespace != "aten":
         # prim::device and the like are metadata; c10d's collectives are recorded by their own path.
         kind = FREE
-    elif func.is_view:
+    elif func.is_view or func in _ALIASES:
         kind = FREE
     else:
         line = next((ln for ln in torch._C._dispatch_dump_table(func.name()).splitlines()
@@ -291,6 +294,13 @@ class _Recorder(TorchDispatchMode):
         if kind == COMPOSITE and self._on_neuron(args, kwargs):
             with self:
                 out = _decompose(func, args, kwargs)
+            if out is not NotImplemented and any(isinstance(t, torch.Tensor) and t.device.type == "meta"
+                                                 for t in pytree.tree_leaves(out)):
+                # A composite that builds its result in C++ gets the fake tensor's meta storage: the fake
+                # mode makes it instead (what the decomposition recorded stays: it ran).
+                out = func(*args, **kwargs)
+                self._hold(out)
+                return out
             if out is not NotImplemented:
                 self._hold(out)
                 return out
