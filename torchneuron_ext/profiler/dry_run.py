@@ -49,6 +49,7 @@ aten = torch.ops.aten
 
 # What a real run records for an operator, by where its PrivateUse1 kernel is registered.
 NATIVE, GENERIC, COMPOSITE, FREE, COPY = "native", "generic", "composite", "free", "copy"
+COLLECTIVE = "collective"
 CATEGORIES = ("parameters", "gradients", "optimizer state", "activations and other")
 # Kineto lanes (tids) of core 0 as the plugin lays them out: hardware, runtime stream 0, transfers.
 _KERNEL_TID, _RUNTIME_TID, _COPY_TID = 0, 1, 63
@@ -135,6 +136,8 @@ def op_kind(func: torch._ops.OpOverload) -> str:
         return kind
     if func in _COPY_OPS:
         kind = COPY
+    elif func.namespace in ("c10d", "_c10d_functional") and _collective_name(func):
+        kind = COLLECTIVE
     elif func.namespace != "aten":
         # prim::device and the like are metadata; c10d's collectives are recorded by their own path.
         kind = FREE
@@ -153,6 +156,56 @@ def op_kind(func: torch._ops.OpOverload) -> str:
             kind = NATIVE
     _KIND_CACHE[func] = kind
     return kind
+
+
+# The process group's names of its collectives (csrc/distributed/process_group_neuron.cpp's launch(op)):
+# what a real run records as c10d::<name>, by the dispatcher's operator (c10d's, and the functional
+# collectives DTensor and FSDP2 call, which reach the same process group).
+_COLLECTIVE_NAMES = {
+    "allreduce_": "allreduce", "allreduce_coalesced_": "allreduce_coalesced", "allgather_": "allgather",
+    "_allgather_base_": "allgather_into_tensor", "allgather_into_tensor_coalesced_": "allgather_into_tensor_coalesced",
+    "reduce_scatter_": "reduce_scatter", "_reduce_scatter_base_": "reduce_scatter_tensor",
+    "reduce_scatter_tensor_coalesced_": "reduce_scatter_tensor_coalesced", "alltoall_": "alltoall",
+    "alltoall_base_": "alltoall_base", "broadcast_": "broadcast", "reduce_": "reduce", "gather_": "gather",
+    "scatter_": "scatter", "send": "send", "recv_": "recv", "barrier": "barrier",
+    # _c10d_functional
+    "all_reduce": "allreduce", "all_reduce_": "allreduce", "all_reduce_coalesced": "allreduce_coalesced",
+    "all_gather_into_tensor": "allgather_into_tensor", "all_gather_into_tensor_out": "allgather_into_tensor",
+    "all_gather_into_tensor_coalesced": "allgather_into_tensor_coalesced",
+    "reduce_scatter_tensor": "reduce_scatter_tensor", "reduce_scatter_tensor_coalesced": "reduce_scatter_tensor_coalesced",
+    "all_to_all_single": "alltoall_base", "broadcast": "broadcast",
+}
+
+
+def _collective_name(func: torch._ops.OpOverload) -> Optional[str]:
+    return _COLLECTIVE_NAMES.get(func._schema.name.split("::", 1)[-1])
+
+
+def _plain(t: torch.Tensor) -> bool:
+    return isinstance(t, torch._subclasses.fake_tensor.FakeTensor) or type(t) in (torch.Tensor, torch.nn.Parameter)
+
+
+def _group_size(args: tuple, kwargs: dict) -> int:
+    """The size of the collective's own process group: a c10d op's ProcessGroup argument, or a functional
+    collective's group name; else the world."""
+    import torch.distributed as dist
+
+    for a in list(args) + list(kwargs.values()):
+        size = getattr(a, "size", None)
+        if isinstance(a, torch._C.ScriptObject) or (callable(size) and not isinstance(a, torch.Tensor)):
+            try:
+                return int(a.size())
+            except Exception:  # noqa: BLE001 (not a process group after all)
+                pass
+    for a in list(args) + list(kwargs.values()):
+        if isinstance(a, str):
+            try:
+                from torch.distributed.distributed_c10d import _resolve_process_group
+
+                return _resolve_process_group(a).size()
+            except Exception:  # noqa: BLE001 (not a group name)
+                pass
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
 
 
 def _decompose(func: torch._ops.OpOverload, args: tuple, kwargs: dict) -> Any:
@@ -285,12 +338,27 @@ class _Recorder(TorchDispatchMode):
         self.clock = 0.0  # microseconds: the device's projected time so far
         self.memory = _Memory()
         self.recording = True
+        self.fake_mode: Any = None
+        self.paused = 0  # inside the framework's own metadata work (_sharding_metadata_unrecorded)
         self.kernels = 0
         self._ext = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
         kwargs = kwargs or {}
+        if self.paused:
+            return func(*args, **kwargs)
+        leaves = pytree.tree_leaves((args, kwargs))
+        if any(isinstance(t, torch.Tensor) and not _plain(t) for t in leaves):
+            # A tensor subclass (DTensor, FSDP2's parameters) runs the op on its local tensors, which come
+            # back through this mode: those are the kernels, this is not one. NotImplemented hands the op
+            # to the subclass with this mode still active.
+            return NotImplemented
         kind = op_kind(func)
+        if kind == COLLECTIVE:
+            out = func(*args, **kwargs)
+            self._collective(func, args, kwargs, out)
+            self._hold(out)
+            return out
         if kind == COMPOSITE and self._on_neuron(args, kwargs):
             with self:
                 out = _decompose(func, args, kwargs)
@@ -384,6 +452,37 @@ class _Recorder(TorchDispatchMode):
             args[S.GROUP_SIZE] = ranks
         device = next((t.device.index or 0 for t in inputs + outputs if t.device.type == "neuron"), 0)
         self._emit(S.KERNEL_PREFIX + op.split("::", 1)[-1], S.CAT_KERNEL, _KERNEL_TID, tier, op, args,
+                   p.duration_s * 1e6, device)
+
+    def _collective(self, func: torch._ops.OpOverload, args: tuple, kwargs: dict, out: Any) -> None:
+        """One collective on the CC cores' queue, as the neuron process group records it: the inputs' bytes
+        read, the outputs' written (an in-place collective reads and writes its tensors), its group's size."""
+        name = "c10d::" + (_collective_name(func) or func._schema.name.split("::", 1)[-1])
+        schema = func._schema
+        inputs: list[torch.Tensor] = []
+        outputs: list[torch.Tensor] = []
+        for arg, value in zip(schema.arguments, args):
+            tensors = [t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
+            if not tensors:
+                continue
+            if "out" in arg.name or "output" in arg.name:
+                outputs.extend(tensors)
+            else:
+                inputs.extend(tensors)
+                if arg.alias_info is not None and arg.alias_info.is_write:
+                    outputs.extend(tensors)
+        if func.namespace == "_c10d_functional":  # functional: the result is the output
+            outputs = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)] or outputs
+        if not any(t.device.type == "neuron" for t in inputs + outputs):
+            return
+        read, written = sum(_nbytes(t) for t in inputs), sum(_nbytes(t) for t in outputs)
+        ranks = _group_size(args, kwargs)
+        p = project(name, COLLECTIVE, read, written, 0, 0, "", self.target, group_size=ranks)
+        dtype = _dtype_name((inputs or outputs)[0].dtype)
+        args_ = {S.ELEMENTS: 0, S.BYTES_WRITTEN: written, S.BYTES: read + written, S.DTYPE: dtype,
+                 S.BYTES_READ: read, S.GROUP_SIZE: ranks}
+        device = next((t.device.index or 0 for t in inputs + outputs if t.device.type == "neuron"), 0)
+        self._emit(S.KERNEL_PREFIX + name.split("::", 1)[-1], S.CAT_KERNEL, _KERNEL_TID, COLLECTIVE, name, args_,
                    p.duration_s * 1e6, device)
 
     def _copy(self, src: torch.Tensor, dst: torch.Tensor) -> None:
@@ -557,6 +656,68 @@ def _optimizers_as_on_device() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def _real_device_meshes() -> Iterator[None]:
+    """A DeviceMesh keeps its ranks in a CPU tensor and reads them (tolist): it is bookkeeping, not the
+    program's data, so it is built with real tensors. A mesh tensor made under the dry run (as
+    init_device_mesh makes one: arange over the world) has no values: it becomes arange of its shape,
+    which gives every mesh dimension the groups' sizes the program asked for (all the projection of one
+    rank needs; which ranks share a group is not modelled)."""
+    try:
+        from torch.distributed.device_mesh import DeviceMesh
+    except ImportError:
+        yield
+        return
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    original = DeviceMesh.__init__
+
+    def real(x: Any) -> Any:
+        if not isinstance(x, torch._subclasses.fake_tensor.FakeTensor):
+            return x
+        shape = tuple(x.shape)
+        return torch.arange(int(torch.Size(shape).numel()), dtype=x.dtype).view(shape)
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        with unset_fake_temporarily():
+            original(self, *[real(a) for a in args], **{k: real(v) for k, v in kwargs.items()})
+
+    DeviceMesh.__init__ = __init__  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        DeviceMesh.__init__ = original  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def _sharding_metadata_unrecorded(recorder: _Recorder) -> Iterator[None]:
+    """DTensor derives an op's output metadata by running it on global-shaped fake tensors of the current
+    fake mode (ours): that is not the program's work, so nothing it runs is recorded or held."""
+    try:
+        from torch.distributed.tensor._sharding_prop import ShardingPropagator
+    except ImportError:
+        yield
+        return
+    name = "_propagate_tensor_meta_non_cached"
+    original = getattr(ShardingPropagator, name, None)
+    if original is None:
+        yield
+        return
+
+    def paused(self: Any, *args: Any, **kwargs: Any) -> Any:
+        recorder.paused += 1
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            recorder.paused -= 1
+
+    setattr(ShardingPropagator, name, paused)
+    try:
+        yield
+    finally:
+        setattr(ShardingPropagator, name, original)
+
+
+@contextlib.contextmanager
 def _fake_world(world_size: int, rank: int = 0) -> Iterator[Callable[[Any], int]]:
     """A fake process group of `world_size` ranks as the default group, when none is initialized."""
     import torch.distributed as dist
@@ -593,7 +754,8 @@ def dry_run_session(target: Optional[Union[Target, str]] = None, world_size: int
         recorder.fake_mode = fake  # type: ignore[attr-defined]
         _ACTIVE.append(recorder)
         try:
-            with owners.hooks(), _no_printing_of_fakes(), _optimizers_as_on_device(), fake, recorder:
+            with owners.hooks(), _no_printing_of_fakes(), _optimizers_as_on_device(), _real_device_meshes(), \
+                    _sharding_metadata_unrecorded(recorder), fake, recorder:
                 yield recorder
         finally:
             _ACTIVE.remove(recorder)
