@@ -177,3 +177,30 @@ def test_report_and_viewer(tmp_path):
     assert os.path.getsize(os.path.join(out, "report.html")) > 0
     trace = json.load(open(os.path.join(out, "trace.json")))
     assert any(e.get("cat") == "neuron_projected" for e in trace["traceEvents"])
+
+
+def test_tensor_parallel_rank_with_its_collectives():
+    """DTensor tensor parallel over a fake world of 4: one rank's local kernels and its collectives."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    def step():
+        mesh = init_device_mesh("neuron", (4,))
+        with torch.device("neuron"):
+            m = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 64, bias=False))
+        parallelize_module(m, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+        m(torch.randn(8, 64, device="neuron")).sum().backward()
+
+    r = costmodel.dry_run(step, world_size=4)
+    acts = classify(r.trace).activities
+    addmm = [a for a in acts if a.name == "neuron::addmm"]
+    # The column-parallel layer's local weight is a quarter: 64 x 64 fp32, plus x (8 x 64) and its bias shard.
+    assert addmm[0].bytes_read == 64 * 64 * 4 + 8 * 64 * 4 + 64 * 4
+    reduces = [a for a in acts if a.tier == "collective" and a.name == "neuron::allreduce"]
+    assert reduces, [a.name for a in acts]
+    timeline = project_trace(r.trace)
+    collective = [k for k in timeline.kernels if k.name == "neuron::allreduce"][0]
+    # Projected over the group's 4 ranks, as the cost model's collective formula says.
+    expected = costmodel.collective("c10d::allreduce", 8 * 64 * 4, 8 * 64 * 4, 4, "trn2")
+    assert collective.duration_us == pytest.approx(expected.duration_s * 1e6)
+    assert not torch.distributed.is_initialized()  # the fake world is gone
