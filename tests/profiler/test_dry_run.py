@@ -204,3 +204,29 @@ def test_tensor_parallel_rank_with_its_collectives():
     expected = costmodel.collective("c10d::allreduce", 8 * 64 * 4, 8 * 64 * 4, 4, "trn2")
     assert collective.duration_us == pytest.approx(expected.duration_s * 1e6)
     assert not torch.distributed.is_initialized()  # the fake world is gone
+
+
+def test_cli_project(tmp_path, capsys):
+    from torchneuron_ext import cli
+
+    script = tmp_path / "prog.py"
+    script.write_text("import torch, torchneuron_ext\n"
+                      "x = torch.randn(64, 64, device='neuron')\n"
+                      "y = x @ x\n")
+    out = tmp_path / "out"
+    assert cli.main(["project", "--target", "trn3", "--out", str(out), "--", "python", str(script)]) == 0
+    err = capsys.readouterr().err
+    assert "dry run on trn3 LNC=2" in err and "aten::mm" in err
+    trace = json.load(open(out / "trace.json"))
+    assert [a.name for a in classify(trace).activities] == ["neuron::normal_", "neuron::mm"]
+
+
+def test_cli_project_value_read(tmp_path, capsys):
+    from torchneuron_ext import cli
+
+    script = tmp_path / "prog.py"
+    script.write_text("import torch, torchneuron_ext\n"
+                      "if torch.ones(2, device='neuron').sum() > 1:\n"
+                      "    pass\n")
+    assert cli.main(["project", "--out", str(tmp_path / "out"), "--", "python", str(script)]) == 1
+    assert "reads a tensor's values" in capsys.readouterr().err
