@@ -230,3 +230,27 @@ def test_cli_project_value_read(tmp_path, capsys):
                       "    pass\n")
     assert cli.main(["project", "--out", str(tmp_path / "out"), "--", "python", str(script)]) == 1
     assert "reads a tensor's values" in capsys.readouterr().err
+
+
+def test_fsdp2_rank_gathers_and_scatters_over_its_group():
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    def step():
+        mesh = init_device_mesh("neuron", (2,))
+        with torch.device("neuron"):
+            m = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 64))
+        fully_shard(m, mesh=mesh)
+        m(torch.randn(8, 64, device="neuron")).sum().backward()
+
+    r = costmodel.dry_run(step, world_size=2)
+    acts = classify(r.trace).activities
+    params = (64 * 256 + 256 + 256 * 64 + 64) * 4
+    gather = [a for a in acts if a.name == "neuron::allgather_into_tensor"]
+    scatter = [a for a in acts if a.name == "neuron::reduce_scatter_tensor"]
+    assert gather and scatter
+    # One rank sends its half of the flat parameters and receives all of them; gradients the other way.
+    assert (gather[0].bytes_read, gather[0].bytes_written) == (params // 2, params)
+    assert (scatter[-1].bytes_read, scatter[-1].bytes_written) == (params, params // 2)
+    events = r.trace["traceEvents"]
+    assert events[gather[0].index]["args"]["group size"] == 2
