@@ -51,6 +51,30 @@ def build(config, dtype: torch.dtype = torch.bfloat16):
     return model, torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
 
 
+def build_tensor_parallel(config, degree: int, dtype: torch.dtype = torch.bfloat16):
+    """The model with Megatron-style tensor parallelism over `degree` ranks (DTensor): attention's q/k/v and
+    the MLP's gate/up split by columns (heads and the intermediate dimension), o_proj and down_proj by rows
+    (an all-reduce each); embeddings, norms and the LM head replicated."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    model, _ = build(config, dtype)
+    mesh = init_device_mesh("neuron", (degree,))
+    plan = {}
+    for i in range(len(model.model.layers)):
+        for name in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "mlp.gate_proj", "mlp.up_proj"):
+            plan[f"model.layers.{i}.{name}"] = ColwiseParallel()
+        for name in ("self_attn.o_proj", "mlp.down_proj"):
+            plan[f"model.layers.{i}.{name}"] = RowwiseParallel()
+    parallelize_module(model, mesh, plan)
+    params = list(model.parameters())
+    # A foreach kernel takes DTensors or plain tensors, not both: a parameter group each.
+    groups = [{"params": [p for p in params if isinstance(p, DTensor)]},
+              {"params": [p for p in params if not isinstance(p, DTensor)]}]
+    return model, torch.optim.AdamW(groups, lr=1e-4, foreach=True)
+
+
 def train_step(model_and_optimizer, batch: int, seq: int) -> None:
     model, optimizer = model_and_optimizer
     vocab = model.config.vocab_size
@@ -77,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--seq", type=int, default=None, help="sequence length (default 2048; --tiny: 16)")
     p.add_argument("--target", default="trn2")
+    p.add_argument("--tp", type=int, default=None,
+                   help="dry-run the tensor-parallel program at this degree (default: the degree the one-core "
+                        "run's memory says fits; 0: skip)")
     p.add_argument("--out", default=None, help="write trace.json, summary.txt and report.html here")
     p.add_argument("--step", action="store_true", help="run one step as a plain program (for `torchneuron-ext project`)")
     args = p.parse_args(argv)
@@ -91,11 +118,25 @@ def main(argv: list[str] | None = None) -> int:
     peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     print(result.report(top=10))
     tp = tp_degree_that_fits(result.memory)
-    print(f"tensor-parallel degree that fits (weights, gradients and optimizer state sharded): "
-          f"{tp if tp else 'none up to 64'}")
+    print(f"tensor-parallel degree that fits by arithmetic (weights, gradients and optimizer state sharded, "
+          f"activations whole): {tp if tp else 'none up to 64'}")
     print(f"dry run: {result.kernels} kernels in {seconds:.1f} s, peak host RSS {peak_rss:.2f} GiB")
     if args.out:
         print(f"written to {result.write(args.out, title='dry run of a Llama training step')}")
+    degree = tp if args.tp is None else args.tp
+    if degree and degree > 1:
+        # The sharded program itself, one rank of `degree` with its all-reduces: does it fit?
+        start = time.perf_counter()
+        sharded = costmodel.dry_run(train_step, args.batch, seq, setup=lambda: build_tensor_parallel(config, degree),
+                                    target=args.target, world_size=degree)
+        seconds = time.perf_counter() - start
+        timeline = sharded.projection
+        print(f"\ntensor parallel over {degree} ranks (DTensor), one rank:")
+        print(sharded.memory.verdict())
+        collectives = sum(k.duration_us for k in timeline.kernels if k.tier == "collective")
+        print(f"projected step {timeline.wall_us / 1e3:.1f} ms on {timeline.target.label}, of which collectives "
+              f"{collectives / 1e3:.1f} ms; {sharded.kernels} kernels in {seconds:.1f} s, peak host RSS "
+              f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB")
     return 0
 
 

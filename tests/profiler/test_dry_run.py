@@ -204,6 +204,7 @@ def test_tensor_parallel_rank_with_its_collectives():
     expected = costmodel.collective("c10d::allreduce", 8 * 64 * 4, 8 * 64 * 4, 4, "trn2")
     assert collective.duration_us == pytest.approx(expected.duration_s * 1e6)
     assert not torch.distributed.is_initialized()  # the fake world is gone
+    assert r.memory.by_category["parameters"] > 0  # DTensor parameters: their local shards' storages
 
 
 def test_cli_project(tmp_path, capsys):

@@ -539,6 +539,8 @@ class _Owners:
         """Label the live blocks: a block keeps the first label it is given (a parameter's storage stays a
         parameter's even when an optimizer state aliases it)."""
         def label(t: Any, category: str) -> None:
+            # A DTensor (tensor parallel, FSDP2) holds its rank's shard in a local tensor: that is the storage.
+            t = getattr(t, "_local_tensor", t)
             if isinstance(t, torch.Tensor) and t.device.type == "neuron":
                 b = blocks.get(t.untyped_storage()._cdata)
                 if b is not None and b.category == CATEGORIES[3]:
