@@ -33,6 +33,16 @@ def _mlp_step(mo) -> None:
     opt.zero_grad()
 
 
+def _conv():
+    torch.manual_seed(0)
+    with torch.device("neuron"):
+        return torch.nn.Conv2d(3, 8, 3)
+
+
+def _conv_step(m) -> None:
+    m(torch.randn(2, 3, 16, 16, device="neuron")).sum().backward()
+
+
 def _tiny_llama():
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -81,12 +91,15 @@ def _names(trace: dict) -> list[str]:
             if a.bytes_read or a.bytes_written or a.kind != "copy"]
 
 
-@pytest.mark.parametrize("program", ["mlp", "llama"])
+PROGRAMS = {"mlp": (_mlp, _mlp_step), "conv": (_conv, _conv_step), "llama": (_tiny_llama, _llama_step)}
+
+
+@pytest.mark.parametrize("program", list(PROGRAMS))
 def test_dry_run_records_the_real_runs_kernels_and_projects_the_same_time(program, tmp_path):
-    build, step = (_mlp, _mlp_step) if program == "mlp" else (_tiny_llama, _llama_step)
+    build, step = PROGRAMS[program]
     real = _real_trace(build, step, tmp_path)
     dry = costmodel.dry_run(step, setup=build)
-    if program == "mlp":
+    if program != "llama":
         assert _kernels(dry.trace) == _kernels(real)  # byte for byte
     else:
         assert _names(dry.trace) == _names(real)

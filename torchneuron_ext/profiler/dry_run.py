@@ -110,15 +110,28 @@ def estimate_flops(name: str, tensors: Sequence[torch.Tensor]) -> int:
         if q.dim() != 4 or k.dim() != 4:
             return 0
         return (8 if bwd else 4) * q.shape[0] * q.shape[1] * q.shape[2] * k.shape[2] * q.shape[3]
-    if name in ("aten::convolution_overrideable", "aten::convolution_backward_overrideable") and len(tensors) >= 2:
-        # convolution_flops(larger side, weight): the forward's multiply-adds from the larger of input and output.
-        x, w = tensors[0], tensors[1]
-        if w.dim() < 2:
-            return 0
-        per = 1
-        for s in w.shape[1:]:
-            per *= s
-        return 2 * x.numel() * per
+    return 0
+
+
+def _convolution_flops(larger_side: torch.Tensor, weight: torch.Tensor) -> int:
+    if weight.dim() < 2:
+        return 0
+    per_element = 1
+    for size in weight.shape[1:]:
+        per_element *= size
+    return 2 * larger_side.numel() * per_element
+
+
+def convolution_flops(name: str, args: tuple, outputs: Sequence[torch.Tensor]) -> int:
+    """FLOPs of the device's convolution kernels, as csrc/aten/native_special.cpp sets them: the forward's
+    multiply-adds from the output (a transposed convolution's input); the backward's once per gradient
+    of input and weight it computes."""
+    if name == "aten::convolution_overrideable" and outputs:
+        x, w, transposed = args[0], args[1], bool(args[6])
+        return _convolution_flops(x if transposed else outputs[0], w)
+    if name == "aten::convolution_backward_overrideable":
+        g, x, w, transposed, mask = args[0], args[1], args[2], bool(args[6]), args[9]
+        return _convolution_flops(x if transposed else g, w) * (int(bool(mask[0])) + int(bool(mask[1])))
     return 0
 
 
@@ -320,6 +333,10 @@ class _Memory:
             self.current -= block.nbytes
             self.timeline.append((self.timeline[-1][0] if self.timeline else 0.0, self.current))
 
+    def restart_peak(self) -> None:
+        self.peak = self.current
+        self.peak_pending = True
+
     def settle(self) -> None:
         if self.peak_pending:
             self.peak_pending = False
@@ -330,10 +347,9 @@ class _Memory:
 class _Recorder(TorchDispatchMode):
     """Records what a real run on neuron would record, for every operator the program calls."""
 
-    def __init__(self, target: Target, group_size: Callable[[Any], int]) -> None:
+    def __init__(self, target: Target) -> None:
         super().__init__()
         self.target = target
-        self.group_size = group_size
         self.events: list[dict[str, Any]] = []
         self.clock = 0.0  # microseconds: the device's projected time so far
         self.memory = _Memory()
@@ -391,7 +407,7 @@ class _Recorder(TorchDispatchMode):
         neuron = [t for t in tensors if t.device.type == "neuron"]
         outs = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
         if neuron or any(t.device.type == "neuron" for t in outs):
-            self._kernel(func, kind, neuron, outs)
+            self._kernel(func, kind, neuron, outs, args)
         self._hold(out)
         return out
 
@@ -429,7 +445,7 @@ class _Recorder(TorchDispatchMode):
         self.kernels += 1
 
     def _kernel(self, func: torch._ops.OpOverload, tier: str, inputs: list[torch.Tensor],
-                outputs: list[torch.Tensor]) -> None:
+                outputs: list[torch.Tensor], call_args: tuple = ()) -> None:
         name = func.name()
         schema_name = func._schema.name
         written = sum(_nbytes(t) for t in outputs)
@@ -437,19 +453,14 @@ class _Recorder(TorchDispatchMode):
         read = sum(_nbytes(t) for t in inputs)
         elements = max([out_numel] + [t.numel() for t in inputs])
         dtype = _dtype_name(inputs[0].dtype) if inputs else ""
-        flops = estimate_flops(schema_name, inputs)
+        flops = estimate_flops(schema_name, inputs) or convolution_flops(schema_name, call_args, outputs)
         overload = func._overloadname
         op = name if overload == "default" else f"{schema_name}.{overload}"
-        ranks = 1
-        if tier == "collective":
-            ranks = self.group_size(func)
-        p = project(op, tier, read, written, flops, elements, dtype, self.target, group_size=ranks)
+        p = project(op, tier, read, written, flops, elements, dtype, self.target)
         args: dict[str, Any] = {S.ELEMENTS: elements, S.BYTES_WRITTEN: written, S.BYTES: read + written,
                                 S.DTYPE: dtype, S.BYTES_READ: read}
         if flops:
             args[S.FLOPS] = flops
-        if tier == "collective":
-            args[S.GROUP_SIZE] = ranks
         device = next((t.device.index or 0 for t in inputs + outputs if t.device.type == "neuron"), 0)
         self._emit(S.KERNEL_PREFIX + op.split("::", 1)[-1], S.CAT_KERNEL, _KERNEL_TID, tier, op, args,
                    p.duration_s * 1e6, device)
@@ -720,7 +731,7 @@ def _sharding_metadata_unrecorded(recorder: _Recorder) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _fake_world(world_size: int, rank: int = 0) -> Iterator[Callable[[Any], int]]:
+def _fake_world(world_size: int, rank: int = 0) -> Iterator[None]:
     """A fake process group of `world_size` ranks as the default group, when none is initialized."""
     import torch.distributed as dist
 
@@ -731,7 +742,7 @@ def _fake_world(world_size: int, rank: int = 0) -> Iterator[Callable[[Any], int]
         dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world_size)
         created = True
     try:
-        yield lambda _func: world_size
+        yield
     finally:
         if created:
             dist.destroy_process_group()
@@ -750,10 +761,10 @@ def dry_run_session(target: Optional[Union[Target, str]] = None, world_size: int
     t = resolve_target(target)
     owners = _Owners()
     fake = FakeTensorMode(allow_non_fake_inputs=True)
-    with _fake_world(world_size) as group_size:
-        recorder = _Recorder(t, group_size)
+    with _fake_world(world_size):
+        recorder = _Recorder(t)
         recorder.memory.classify = lambda: owners.classify(recorder.memory.blocks)
-        recorder.fake_mode = fake  # type: ignore[attr-defined]
+        recorder.fake_mode = fake
         _ACTIVE.append(recorder)
         try:
             with owners.hooks(), _no_printing_of_fakes(), _optimizers_as_on_device(), _real_device_meshes(), \
@@ -790,18 +801,22 @@ def dry_run(fn: Callable[..., Any], *args: Any, target: Optional[Union[Target, s
 
     Tensors among the arguments become fake ones (same shape, dtype, device). `setup()`, when given, runs
     first under the same fake tensors without recording kernels (build the model and optimizer there:
-    its tensors count towards HBM, its initialisation not towards the projected time); what it returns
+    the tensors it leaves count towards HBM, its initialisation and its transient peak not towards the
+    projection); what it returns
     is passed to `fn` before `args`. Raises DryRunError when the program reads tensor values.
     """
     start = time.perf_counter()
     with dry_run_session(target, world_size) as recorder:
-        fake = recorder.fake_mode  # type: ignore[attr-defined]
+        fake = recorder.fake_mode
         args = tuple(_to_fake(fake, a) for a in args)
         kwargs = {k: _to_fake(fake, v) for k, v in kwargs.items()}
         if setup is not None:
             recorder.recording = False
             built = setup()
             recorder.recording = True
+            # The peak is the program's: setup's transients (a model built whole, then sharded) are not
+            # part of the step; what setup leaves alive is.
+            recorder.memory.restart_peak()
             args = (built,) + args
         value = fn(*args, **kwargs)
     return _result(recorder, time.perf_counter() - start, world_size, value)
