@@ -7,9 +7,11 @@
 Nothing is allocated and nothing is computed: the model is built under fake tensors on the neuron device
 (torchneuron_ext.costmodel.dry_run), so the 8B model's 16 GB of bf16 weights never exist. The report is
 the projected trace (kernels, launches, verdict) and the peak HBM per core against the target's capacity.
-Tensor parallelism is estimated from the one-core run's memory by category (weights, gradients and
-optimizer state divide by the degree; activations are kept whole, an upper bound: Megatron-style TP
-shards most of them too).
+The tensor-parallel degree that fits is first estimated from the one-core run's memory by category
+(weights, gradients and optimizer state divide by the degree; activations are kept whole, an upper bound:
+Megatron-style TP shards most of them too), then that sharded program is dry-run itself as one rank of a
+fake world of that many ranks (DTensor's parallelize_module), with its all-reduces. docs/cost_model.md,
+"Dry run", shows the output.
 """
 from __future__ import annotations
 
