@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import json
 import os
 import runpy
@@ -773,6 +774,10 @@ def dry_run_session(target: Optional[Union[Target, str]] = None, world_size: int
         finally:
             _ACTIVE.remove(recorder)
             recorder.memory.settle()
+            # A program's fake tensors sit in reference cycles (autograd graphs, modules, tracebacks of a
+            # DryRunError): collect them now, not in a later collection that would pause whatever the
+            # process times next.
+            gc.collect()
 
 
 def _result(recorder: _Recorder, seconds: float, world_size: int, value: Any = None) -> DryRunResult:
