@@ -3,6 +3,8 @@
     torchneuron-ext info                          the cores, their memory and versions
     torchneuron-ext demo [--out DIR]              profile three RMSNorm variants and report
     torchneuron-ext profile [--out DIR] -- python script.py ARGS
+    torchneuron-ext project [--target T] [--world-size N] [--out DIR] -- python script.py ARGS
+                                                  dry run: the script on fake tensors, projected on T
     torchneuron-ext report PATH... [--html OUT]   summarise traces (files or directories); OUT.html: the viewer
     torchneuron-ext view PATH... [--port N]       serve the HTML report on localhost
     torchneuron-ext nki-library CHECKOUT [-- PYTEST ARGS]
@@ -94,6 +96,36 @@ def _profile(args: argparse.Namespace) -> int:
     return status
 
 
+def _project(args: argparse.Namespace) -> int:
+    from torchneuron_ext.profiler.dry_run import DryRunError, dry_run_script
+
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if command and os.path.basename(command[0]).startswith("python"):
+        command = command[1:]
+    if not command or (command[0] == "-m" and len(command) < 2):
+        print("torchneuron-ext project: give the script to dry-run, e.g. "
+              "`torchneuron-ext project --target trn2 -- python train.py`", file=sys.stderr)
+        return 2
+    if command[0] != "-m" and not os.path.isfile(command[0]):
+        print(f"torchneuron-ext project: no such script: {command[0]}", file=sys.stderr)
+        return 2
+    try:
+        result, status = dry_run_script(command, target=args.target, world_size=args.world_size)
+    except DryRunError as e:
+        print(f"torchneuron-ext project: {e}", file=sys.stderr)
+        return 1
+    except ValueError as e:  # an unknown target
+        print(f"torchneuron-ext project: {e}", file=sys.stderr)
+        return 2
+    out = result.write(args.out, title=f"dry run of {command[-1] if command[0] == '-m' else command[0]}")
+    print(result.report(), file=sys.stderr)
+    print(f"dry run: {result.kernels} kernels in {result.seconds:.1f} s; trace and report written to {out} "
+          "(open report.html in a browser)", file=sys.stderr)
+    return status
+
+
 def _report(args: argparse.Namespace) -> int:
     from torchneuron_ext.profiler import format_report, summarize_trace
 
@@ -151,6 +183,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--out", default="neuron_profile", help="profile_output_dir (default ./neuron_profile)")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- python script.py ARGS")
     p.set_defaults(func=_profile)
+    p = sub.add_parser("project", help="dry-run a Python script on fake tensors (nothing allocated or computed) and "
+                       "project it on a Trainium target: timeline, report, viewer, peak HBM per core")
+    p.add_argument("--target", default=None, help="trn1, trn2, trn3, optionally :lnc=1|2 (default: the environment's)")
+    p.add_argument("--world-size", type=int, default=1, help="ranks of the simulated world (fake process group)")
+    p.add_argument("--out", default="neuron_profile/dry_run", help="directory for trace.json, summary.txt, report.html")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- python script.py ARGS")
+    p.set_defaults(func=_project)
     p = sub.add_parser("report", help="summarise trace.json files (or the newest one under each directory)")
     p.add_argument("path", nargs="+", help="trace.json files or profile directories; several are compared")
     p.add_argument("--top", type=int, default=15, help="how many ops to list")

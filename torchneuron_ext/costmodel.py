@@ -10,11 +10,13 @@ This module is the name users import; the model lives in three places, re-export
 
 - the target records and their environment reader: torchneuron_ext/trainium/targets.py;
 - the formulas that project one activity: torchneuron_ext/trainium/projection.py;
-- the replay of a trace (and of op_stats() rows) and its Chrome lanes: torchneuron_ext/profiler/projection.py.
+- the replay of a trace (and of op_stats() rows) and its Chrome lanes: torchneuron_ext/profiler/projection.py;
+- the dry run (a program on fake tensors, projected without running it): torchneuron_ext/profiler/dry_run.py.
 """
 from __future__ import annotations
 
 from .instrumentation.trace_schema import op_name
+from .profiler.dry_run import DryRunError, DryRunResult, MemoryReport, dry_run, dry_run_script, is_dry_run
 from .profiler.projection import (
     PROJECTED_STREAM_TID_BASE,
     PROJECTED_TID_BASE,
@@ -53,7 +55,7 @@ from .trainium.targets import GENERATIONS as TARGET_NAMES
 from .trainium.targets import Target
 
 __all__ = [
-    "BACKWARD_PASSES", "NORM_SCALAR_PASSES", "NORM_VECTOR_PASSES", "PROJECTED_STREAM_TID_BASE", "PROJECTED_TID_BASE",
+    "BACKWARD_PASSES", "DryRunError", "DryRunResult", "MemoryReport", "dry_run", "dry_run_script", "is_dry_run", "NORM_SCALAR_PASSES", "NORM_VECTOR_PASSES", "PROJECTED_STREAM_TID_BASE", "PROJECTED_TID_BASE",
     "ProjectedKernel", "ProjectedTimeline", "Projection", "TARGET_NAMES", "Target", "add_projected_lanes",
     "collective", "compiled_kernel", "copy", "custom_kernel", "default_target", "eager_kernel", "get_target",
     "gpsimd_s", "memory_s", "nki_kernel", "op_name", "parse_target", "project", "project_stats", "project_trace",

@@ -58,6 +58,7 @@ class Target:
     gpsimd_cores: int
     gpsimd_simd_bits: int
     hbm_bytes_per_s: float      # the core's share of the chip's HBM bandwidth
+    hbm_capacity_bytes: int     # the core's share of the chip's HBM (a logical core: hbm_bytes_per_core)
     dma_engines: int
     dma_bytes_per_s_per_engine: float
     dma_fixed_s: float          # descriptor setup + semaphore to start, per transfer
@@ -107,6 +108,11 @@ class Target:
         return min(self.hbm_bytes_per_s, self.dma_engines * self.dma_bytes_per_s_per_engine) * self.lnc
 
     @property
+    def hbm_bytes_per_core(self) -> int:
+        """HBM a logical core holds: its physical cores' shares (what the dry run's fits verdict uses)."""
+        return self.hbm_capacity_bytes * self.lnc
+
+    @property
     def label(self) -> str:
         """How reports name the target: "trn1", "trn2 LNC=2"; the LNC only where there is a choice."""
         return self.name if len(self.lnc_sizes) == 1 else f"{self.name} LNC={self.lnc}"
@@ -151,7 +157,7 @@ _TRN1 = Target(
     tensor_clock_hz=2.8e9, fp8_speedup=1.0,
     vector_clock_hz=1.12e9, vector_lanes_16bit=128, vector_lanes_other=128,
     scalar_clock_hz=1.4e9, scalar_lanes_16bit=128, scalar_lanes_other=128, gpsimd_clock_hz=1.4e9,
-    hbm_bytes_per_s=820e9 / 2, dma_bytes_per_s_per_engine=17e9,
+    hbm_bytes_per_s=820e9 / 2, hbm_capacity_bytes=32 * 2**30 // 2, dma_bytes_per_s_per_engine=17e9,
     link_bytes_per_s=384e9 / 2, cores_per_instance=32, efa_bytes_per_s=800e9 / 8 / 32, **_CORE,
 )
 
@@ -165,7 +171,7 @@ TARGETS: dict[str, Target] = {
         tensor_clock_hz=2.4e9, fp8_speedup=2.0,
         vector_clock_hz=0.96e9, vector_lanes_16bit=512, vector_lanes_other=128,
         scalar_clock_hz=1.2e9, scalar_lanes_16bit=128, scalar_lanes_other=128, gpsimd_clock_hz=1.2e9,
-        hbm_bytes_per_s=2.9e12 / 8, dma_bytes_per_s_per_engine=23e9,
+        hbm_bytes_per_s=2.9e12 / 8, hbm_capacity_bytes=96 * 2**30 // 8, dma_bytes_per_s_per_engine=23e9,
         link_bytes_per_s=1.28e12 / 8, cores_per_instance=128, efa_bytes_per_s=3.2e12 / 8 / 128, **_CORE,
     ),
     # AWS sells Trn3 as UltraServers and publishes no single-instance name.
@@ -175,7 +181,7 @@ TARGETS: dict[str, Target] = {
         tensor_clock_hz=2.4e9, fp8_speedup=1.0,
         vector_clock_hz=1.2e9, vector_lanes_16bit=512, vector_lanes_other=256,
         scalar_clock_hz=1.2e9, scalar_lanes_16bit=256, scalar_lanes_other=128, gpsimd_clock_hz=1.2e9,
-        hbm_bytes_per_s=4.9e12 / 8, dma_bytes_per_s_per_engine=33e9,
+        hbm_bytes_per_s=4.9e12 / 8, hbm_capacity_bytes=144 * 2**30 // 8, dma_bytes_per_s_per_engine=33e9,
         link_bytes_per_s=2.56e12 / 8, cores_per_instance=128, efa_bytes_per_s=12.8e12 / 8 / (64 * 8),
         **dict(_CORE, gemm_moving_fmax=4096, psum_bf16=True),
     ),
