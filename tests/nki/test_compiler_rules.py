@@ -9,6 +9,7 @@ from expecttest import TestCase
 import torchneuron_ext.nki.legacy as lnki
 import torchneuron_ext.nki.legacy.isa as lisa
 import torchneuron_ext.nki.legacy.language as lnl
+import torchneuron_ext.nki.legacy.typing as nt
 from torchneuron_ext.nki import NKIError
 
 
@@ -40,7 +41,7 @@ class TestAffineRangeDependencies(TestCase):
 
         self.assertExpectedInline(report(k, f32(128, 512)), """\
 err_unexpected_output_dependencies at def+5: lnl.store(out, t)
-Unexpected output dependencies: iteration 1 of the nl.affine_range loop at line 36 writes a shared_hbm tensor of shape (128, 512) where iteration 0 wrote it; affine_range iterations must be independent (index the tensor with the loop variable, accumulate with '+=', or use nl.sequential_range)""")
+Unexpected output dependencies: iteration 1 of the nl.affine_range loop at line 37 writes a shared_hbm tensor of shape (128, 512) where iteration 0 wrote it; affine_range iterations must be independent (index the tensor with the loop variable, accumulate with '+=', or use nl.sequential_range)""")
 
     def test_the_legal_twins_index_by_iteration_or_run_sequentially(self):
         @lnki.jit
@@ -75,7 +76,7 @@ Unexpected output dependencies: iteration 1 of the nl.affine_range loop at line 
 
         self.assertExpectedInline(report(k, f32(128, 256)), """\
 err_unexpected_output_dependencies at def+6: carry[...] = lnl.add(carry, t)
-Unexpected output dependencies: iteration 1 of the nl.affine_range loop at line 70 reads a sbuf tensor of shape (128, 128) where iteration 0 wrote it; affine_range iterations must be independent (index the tensor with the loop variable, accumulate with '+=', or use nl.sequential_range)""")
+Unexpected output dependencies: iteration 1 of the nl.affine_range loop at line 71 reads a sbuf tensor of shape (128, 128) where iteration 0 wrote it; affine_range iterations must be independent (index the tensor with the loop variable, accumulate with '+=', or use nl.sequential_range)""")
 
     def test_associative_reductions_are_not_dependencies(self):
         # AWS's matmul tutorial: `+=` into one tile and matmul accumulation into PSUM across an affine loop.
@@ -235,7 +236,7 @@ class TestFrontEndRules(TestCase):
 
         self.assertExpectedInline(report(k, f32(128, 64), f32(128, 64)), """\
 err_local_variable_used_out_of_scope at def+8: lnl.store(out, tmp)
-Local variable 'tmp' is referenced outside of its parent scope: it is created inside a control block (line 230) and tensors are local to the block that creates them; create it before the block and assign with 'tmp[...] ='""")
+Local variable 'tmp' is referenced outside of its parent scope: it is created inside a control block (line 231) and tensors are local to the block that creates them; create it before the block and assign with 'tmp[...] ='""")
 
     def test_legal_twin_creates_the_tensor_before_the_block(self):
         @lnki.jit
@@ -578,3 +579,126 @@ Dynamic indexing for 'load' only supports indirect indices on the partition or b
 err_copy_dynamic_indirect_indices_not_natively_supported at def+10: out_sbuf[iy, iz] = data_tile[idx_tile[iy, 0], iz]
 Copying indirect memory references with dynamic indices (a tile used as an index of an on-chip tensor) is not natively supported: use nisa.tensor_copy_dynamic_src(...)""")
         np.testing.assert_array_equal(kernel(True)(data, idx), data[idx[:, 0]])
+
+
+class TestDynamicControlFlowAndMasks(TestCase):
+    """Control flow on tile values, do-while loops, mask expressions and annotated shapes (legacy)."""
+
+    def test_branch_on_a_tile_value(self):
+        @lnki.jit
+        def k(a, b):
+            cnd = lnl.load(a)
+            if cnd:
+                lnl.store(b, cnd)
+            return b
+
+        self.assertExpectedInline(report(k, f32(1, 1), f32(1, 1)), """\
+err_dynamic_control_flow_not_supported at def+3: if cnd:
+Dynamic control-flow depending on tensor value is not supported: 'if', 'not', 'and'/'or' and conditional expressions need a value known when the kernel is compiled; select with nl.where or mask= instead""")
+
+    def test_while_loop_on_a_tile_value_needs_unconditional_entry(self):
+        @lnki.jit
+        def k(a):
+            out = lnl.ndarray((1, 1), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            a_tile = lnl.load(a[0:1, 0:1])
+            while lnl.less(a_tile, 10.0):
+                a_tile = lnl.add(a_tile, 1.0)
+            lnl.store(out, a_tile)
+            return out
+
+        self.assertExpectedInline(report(k, np.full((1, 1), 3.5, np.float32)), """\
+err_while_loop_requires_unconditional_entry at def+4: while lnl.less(a_tile, 10.0):
+Traditional while loops are not supported - use do-while pattern instead: the condition depends on a tile and is checked before the first iteration; enter the loop unconditionally ('cond = True' before 'while cond:') and compute the condition at the end of the body""")
+
+    def test_legal_twin_do_while_reads_the_condition_at_the_end_of_each_iteration(self):
+        @lnki.jit
+        def k(a):
+            out = lnl.ndarray((1, 1), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            a_tile = lnl.load(a[0:1, 0:1])
+            cond = True  # unconditional entry
+            while cond:
+                a_tile = lnl.add(a_tile, 1.0)
+                cond = lnl.less(a_tile, 10.0)
+            lnl.store(out, a_tile)
+            return out
+
+        # The body runs once even when the condition is false from the start (do-while).
+        for start, expected in ((3.5, 10.5), (20.0, 21.0)):
+            np.testing.assert_allclose(k(np.full((1, 1), start, np.float32)), [[expected]])
+
+    def test_mask_with_a_non_affine_expression_of_a_loop_index(self):
+        @lnki.jit
+        def k(a):
+            out = lnl.ndarray((8, 4), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            for i in range(8):
+                lnl.store(out[i, 0:4], lnl.load(a[i, 0:4]), mask=(i % 4) < 2)
+            return out
+
+        self.assertExpectedInline(report(k, f32(8, 4)), """\
+err_unsupported_expression_in_mask at def+4: lnl.store(out[i, 0:4], lnl.load(a[i, 0:4]), mask=(i % 4) < 2)
+NKI mask expressions must be affine expressions of static loop indices: 'i % 4' is not an affine expression (only a*i + b*j + c compared with constants); compute such a selection with nl.where or an iota tile instead""")
+
+    def test_mask_through_a_name_assigned_a_non_affine_index(self):
+        @lnki.jit
+        def k(a):
+            out = lnl.ndarray((1, 64), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            i1 = lnl.arange(64)[None, :]
+            even = i1 % 2
+            lnl.store(out[0, i1], lnl.load(a[0, i1]), mask=(even == 0))
+            return out
+
+        self.assertExpectedInline(report(k, f32(1, 64)), """\
+err_unsupported_expression_in_mask at def+5: lnl.store(out[0, i1], lnl.load(a[0, i1]), mask=(even == 0))
+NKI mask expressions must be affine expressions of static loop indices: 'even' is assigned a non-affine expression of loop indices (only a*i + b*j + c compared with constants); compute such a selection with nl.where or an iota tile instead""")
+
+    def test_mask_that_is_a_tile(self):
+        @lnki.jit
+        def k(a):
+            out = lnl.ndarray((1, 8), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            t = lnl.load(a)
+            lnl.store(out, t, mask=lnl.greater(t, 0.0))
+            return out
+
+        self.assertExpectedInline(report(k, f32(1, 8)), """\
+err_unsupported_expression_in_mask at def+4: lnl.store(out, t, mask=lnl.greater(t, 0.0))
+NKI mask expressions must be affine expressions of static loop indices: this mask is a tile of shape (1, 8) (a runtime value); select with nl.where instead""")
+
+    def test_legal_twin_masks_are_affine_in_the_indices(self):
+        @lnki.jit
+        def k(a):
+            out = lnl.ndarray((8, 8), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            i_f = lnl.arange(8)[None, :]
+            for i in range(8):
+                for j in range(2):
+                    lnl.store(out[i, i_f], lnl.load(a[i, i_f]), mask=(2 * i + 3 * j + i_f + 1 < 12))
+            return out
+
+        a = f32(8, 8)
+        i, f = np.mgrid[0:8, 0:8]
+        got = k(a)
+        keep = 2 * i + 3 * 1 + f + 1 < 12  # j = 1 writes a superset of j = 0
+        np.testing.assert_allclose(got[keep], a[keep])
+
+    def test_annotated_shape_mismatch(self):
+        @lnki.jit
+        def k(a):
+            data: nt.tensor[128, 512] = lnl.zeros((lnl.par_dim(128), 128), dtype=np.float32)
+            out = lnl.ndarray((128, 128), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            lnl.store(out, lnl.add(data, lnl.load(a)))
+            return out
+
+        self.assertExpectedInline(report(k, f32(128, 128)), """\
+err_annotation_shape_mismatch at def+2: data: nt.tensor[128, 512] = lnl.zeros((lnl.par_dim(128), 128), dtype=np.float32)
+Tensor shape and the annotated shape mismatch: shape of `data[128, 128]` does not match the expected shape of [128, 512] (annotated 'nt.tensor[128, 512]')""")
+
+    def test_legal_twin_annotation_matches_the_shape(self):
+        @lnki.jit
+        def k(a):
+            data: nt.tensor[a.shape[0], 128] = lnl.load(a)  # evaluated in the kernel's scope
+            scaled: nt.tensor[[128, 128], lnl.float32] = lnl.multiply(data, 3.0)
+            out = lnl.ndarray((128, 128), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            lnl.store(out, scaled)
+            return out
+
+        a = f32(128, 128)
+        np.testing.assert_allclose(k(a), a * 3, rtol=1e-6)

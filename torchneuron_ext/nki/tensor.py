@@ -18,6 +18,7 @@ from .access_pattern import Indirection, Layout
 from .errors import NKIUnsupportedError, fail
 from .indexing import DynSlice, IndexExpr, TileIndex
 from .memory import Buffer
+from .rules import control_flow as _control_flow
 from .rules import dependencies as _deps
 
 
@@ -83,7 +84,7 @@ class NKITensor:
         # AWS's NkiTensor is a plain object: `if t:` is true, like `t is not None`. The legacy dialect's tiles
         # refuse, since there `if tile:` is almost always a mistaken elementwise test.
         if _current_dialect() not in (None, "new"):
-            raise TypeError("an NKI tile has no truth value inside a kernel; compare it with nl.* ops instead")
+            return _control_flow.tile_truth_value(self)  # a do-while's condition, else the rule it breaks
         return True
 
     # -- indexing ------------------------------------------------------------

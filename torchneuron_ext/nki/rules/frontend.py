@@ -30,7 +30,9 @@ from typing import Any, Callable, Iterable, Optional
 
 from ..errors import NKIError, NKITypeError, _is_internal
 from ..typing import is_mutable
+from . import annotations as _annotations
 from . import dependencies as _deps
+from . import masks as _masks
 
 __all__ = ["begin", "end", "scope_violation", "index_truth_value", "index_item_assignment"]
 
@@ -192,6 +194,7 @@ class Session:
     def __init__(self, func: Callable, params: "dict[Any, str]") -> None:
         self.func, self.params = func, params
         self.first_write: "dict[Any, tuple]" = {}
+        self.tracer: Optional[Callable] = None  # annotations.py's check of annotated shapes, while it runs
 
     def on_write(self, storage: Any, location: Optional[tuple]) -> None:
         self.first_write.setdefault(storage, location)
@@ -209,6 +212,7 @@ def begin(func: Callable, dialect: str, arguments: "dict[str, Any]") -> Optional
                           f"Local variable '{name}' is referenced outside of its parent scope: it is created "
                           f"inside a control block (line {created}) and tensors are local to the block that "
                           f"creates them; create it before the block and assign with '{name}[...] ='", location)
+    _masks.check(func)
     annotations = getattr(func, "__annotations__", {})
     params = {}
     for name, value in arguments.items():
@@ -216,6 +220,7 @@ def begin(func: Callable, dialect: str, arguments: "dict[str, Any]") -> Optional
         if storage is not None and not is_mutable(annotations.get(name)):
             params[storage] = name
     session = Session(func, params)
+    session.tracer = _annotations.begin(func, dialect)
     if params:
         _deps.watch(params, session.on_write)
     return session
@@ -226,6 +231,7 @@ def end(session: Optional[Session], result: Any) -> None:
     _deps.unwatch()
     if session is None:
         return
+    _annotations.end(session.tracer)
     returned = list(_tensors(result))
     if returned:
         for storage, name in session.params.items():
