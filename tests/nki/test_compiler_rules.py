@@ -138,6 +138,123 @@ Unexpected output dependencies: instance 1 of the launch grid writes a shared_hb
         np.testing.assert_allclose(k(a), a[:, 128:])
 
 
+class TestDependenciesOnPsumMasksAndIndices(TestCase):
+    """The dependency check judges every access AWS's rule covers: PSUM tiles, the positions a mask selects,
+    the elements tile-valued indices name, loops longer than 16-bit stamps count."""
+
+    def test_psum_tile_overwritten_by_every_iteration(self):
+        @lnki.jit
+        def k(a, b):
+            out = lnl.ndarray((2, 128, 128), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            ps = lnl.ndarray((128, 128), dtype=lnl.float32, buffer=lnl.psum)
+            for i in lnl.affine_range(2):
+                ps[...] = lisa.nc_matmul(lnl.load(a[i]), lnl.load(b))
+                lnl.store(out[i], lnl.copy(ps))
+            return out
+
+        self.assertExpectedInline(report(k, f32(2, 128, 128), f32(128, 128)), """\
+err_unexpected_output_dependencies at def+5: ps[...] = lisa.nc_matmul(lnl.load(a[i]), lnl.load(b))
+Unexpected output dependencies: iteration 1 of the nl.affine_range loop at line 150 writes a psum tensor of shape (128, 128) where iteration 0 wrote it; affine_range iterations must be independent (index the tensor with the loop variable, accumulate with '+=', or use nl.sequential_range)""")
+
+    def test_masked_writes_that_overlap(self):
+        @lnki.jit
+        def k(a):
+            out = lnl.ndarray((1, 8), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            i_f = lnl.arange(8)[None, :]
+            for i in lnl.affine_range(2):
+                lnl.store(out[0, i_f], lnl.load(a[i, i_f]), mask=(i_f < 4 + i))
+            return out
+
+        self.assertExpectedInline(report(k, f32(2, 8)), """\
+err_unexpected_output_dependencies at def+5: lnl.store(out[0, i_f], lnl.load(a[i, i_f]), mask=(i_f < 4 + i))
+Unexpected output dependencies: iteration 1 of the nl.affine_range loop at line 164 writes a shared_hbm tensor of shape (1, 8) where iteration 0 wrote it; affine_range iterations must be independent (index the tensor with the loop variable, accumulate with '+=', or use nl.sequential_range)""")
+
+    def test_indirect_writes_to_the_same_rows(self):
+        @lnki.jit
+        def k(data, idx):
+            out = lnl.ndarray((8, 16), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            i_p = lnl.arange(4)[:, None]
+            i_f = lnl.arange(16)[None, :]
+            rows = lnl.load(idx[i_p])
+            for i in lnl.affine_range(2):
+                lnl.store(out[rows[i_p, 0], i_f], lnl.load(data[i * 4 + i_p, i_f]))
+            return out
+
+        self.assertExpectedInline(report(k, f32(8, 16), np.array([6, 0, 3, 1], np.int32)), """\
+err_unexpected_output_dependencies at def+7: lnl.store(out[rows[i_p, 0], i_f], lnl.load(data[i * 4 + i_p, i_f]))
+Unexpected output dependencies: iteration 1 of the nl.affine_range loop at line 179 writes a shared_hbm tensor of shape (8, 16) where iteration 0 wrote it; affine_range iterations must be independent (index the tensor with the loop variable, accumulate with '+=', or use nl.sequential_range)""")
+
+    def test_legal_twins_disjoint_masks_and_indirect_rows_psum_per_iteration(self):
+        @lnki.jit
+        def halves(a):
+            out = lnl.ndarray((1, 8), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            i_f = lnl.arange(8)[None, :]
+            for i in lnl.affine_range(2):
+                lnl.store(out[0, i_f], lnl.load(a[i, i_f]), mask=(i_f >= 4 * i) & (i_f < 4 * i + 4))
+            return out
+
+        @lnki.jit
+        def scatter(data, idx):
+            out = lnl.ndarray((8, 16), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            i_p = lnl.arange(4)[:, None]
+            i_f = lnl.arange(16)[None, :]
+            for i in lnl.affine_range(2):
+                rows = lnl.load(idx[i * 4 + i_p])
+                lnl.store(out[rows[i_p, 0], i_f], lnl.load(data[i * 4 + i_p, i_f]))
+            return out
+
+        @lnki.jit
+        def psum_per_iteration(a, b):
+            out = lnl.ndarray((2, 128, 128), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            for i in lnl.affine_range(2):
+                ps = lnl.ndarray((128, 128), dtype=lnl.float32, buffer=lnl.psum)
+                ps[...] = lisa.nc_matmul(lnl.load(a[i]), lnl.load(b))
+                lnl.store(out[i], lnl.copy(ps))
+            return out
+
+        a = f32(2, 8)
+        np.testing.assert_array_equal(halves(a), np.concatenate([a[0, :4], a[1, 4:]])[None, :])
+        data, idx = f32(8, 16), np.array([6, 0, 3, 1, 2, 4, 5, 7], np.int32)
+        expected = np.empty_like(data)
+        expected[idx] = data
+        np.testing.assert_array_equal(scatter(data, idx), expected)
+        x, w = f32(2, 128, 128), f32(128, 128)
+        np.testing.assert_allclose(psum_per_iteration(x, w), np.stack([x[0].T @ w, x[1].T @ w]), rtol=1e-4,
+                                   atol=1e-3)
+
+    def test_loop_longer_than_65535_iterations(self):
+        # 32-bit stamps: iteration 65536 reads what iteration 0 wrote.
+        @lnki.jit
+        def k(a):
+            out = lnl.ndarray((1, 1), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            t = lnl.ndarray((1, 1), dtype=lnl.float32, buffer=lnl.sbuf)
+            for i in lnl.affine_range(65537):
+                if i == 0:
+                    t[...] = lnl.load(a)
+                elif i == 65536:
+                    lnl.store(out, t)
+            return out
+
+        self.assertExpectedInline(report(k, f32(1, 1)), """\
+err_unexpected_output_dependencies at def+8: lnl.store(out, t)
+Unexpected output dependencies: iteration 65536 of the nl.affine_range loop at line 231 reads a sbuf tensor of shape (1, 1) where iteration 0 wrote it; affine_range iterations must be independent (index the tensor with the loop variable, accumulate with '+=', or use nl.sequential_range)""")
+
+    def test_legal_twin_long_sequential_loop(self):
+        @lnki.jit
+        def k(a):
+            out = lnl.ndarray((1, 1), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            t = lnl.ndarray((1, 1), dtype=lnl.float32, buffer=lnl.sbuf)
+            for i in lnl.sequential_range(65537):
+                if i == 0:
+                    t[...] = lnl.load(a)
+                elif i == 65536:
+                    lnl.store(out, t)
+            return out
+
+        a = f32(1, 1)
+        np.testing.assert_array_equal(k(a), a)
+
+
 class TestInstructionRules(TestCase):
     def test_activation_scale_must_be_a_scalar_or_partition_vector(self):
         @lnki.jit
@@ -236,7 +353,7 @@ class TestFrontEndRules(TestCase):
 
         self.assertExpectedInline(report(k, f32(128, 64), f32(128, 64)), """\
 err_local_variable_used_out_of_scope at def+8: lnl.store(out, tmp)
-Local variable 'tmp' is referenced outside of its parent scope: it is created inside a control block (line 231) and tensors are local to the block that creates them; create it before the block and assign with 'tmp[...] ='""")
+Local variable 'tmp' is referenced outside of its parent scope: it is created inside a control block (line 348) and tensors are local to the block that creates them; create it before the block and assign with 'tmp[...] ='""")
 
     def test_legal_twin_creates_the_tensor_before_the_block(self):
         @lnki.jit
@@ -594,7 +711,7 @@ class TestDynamicControlFlowAndMasks(TestCase):
 
         self.assertExpectedInline(report(k, f32(1, 1), f32(1, 1)), """\
 err_dynamic_control_flow_not_supported at def+3: if cnd:
-Dynamic control-flow depending on tensor value is not supported: 'if', 'not', 'and'/'or' and conditional expressions need a value known when the kernel is compiled; select with nl.where or mask= instead""")
+Dynamic control-flow depending on tensor value is not supported: a tile has no truth value while the kernel is compiled ('if', 'not', 'and'/'or', conditional expressions); select with nl.where or mask= instead""")
 
     def test_while_loop_on_a_tile_value_needs_unconditional_entry(self):
         @lnki.jit

@@ -44,9 +44,9 @@ def tile_truth_value(tensor: Any) -> bool:
                            "at the end of the body", frame=frame)
     if where is None:
         raise NKITypeError("err_dynamic_control_flow_not_supported",
-                           "Dynamic control-flow depending on tensor value is not supported: 'if', 'not', "
-                           "'and'/'or' and conditional expressions need a value known when the kernel is "
-                           "compiled; select with nl.where or mask= instead", frame=frame)
+                           "Dynamic control-flow depending on tensor value is not supported: a tile has no truth "
+                           "value while the kernel is compiled ('if', 'not', 'and'/'or', conditional "
+                           "expressions); select with nl.where or mask= instead", frame=frame)
     if tensor.size != 1:
         raise NKITypeError("err_dynamic_control_flow_not_supported",
                            f"a loop condition is one value; this tile has shape {tuple(tensor.shape)}",
