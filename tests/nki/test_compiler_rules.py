@@ -713,6 +713,33 @@ class TestDynamicControlFlowAndMasks(TestCase):
 err_dynamic_control_flow_not_supported at def+3: if cnd:
 Dynamic control-flow depending on tensor value is not supported: a tile has no truth value while the kernel is compiled ('if', 'not', 'and'/'or', conditional expressions); select with nl.where or mask= instead""")
 
+    def test_truth_value_of_a_multi_element_tile(self):
+        @lnki.jit
+        def k(a):
+            ix, iy = lnl.mgrid[0:128, 0:128]
+            a_tile: nt.tensor[128, 128] = lnl.load(a[ix, iy])
+            not_a_tile = not lnl.greater(a_tile, 0.0)
+            return a
+
+        self.assertExpectedInline(report(k, f32(128, 128)), """\
+err_ambiguous_tensor_truth_value at def+4: not_a_tile = not lnl.greater(a_tile, 0.0)
+Cannot evaluate truth value of a multi-element tensor: a tensor of shape (128, 128) has no truth value; use '~', '&', '|' instead of 'not', 'and', 'or', and 'is None' / 'is not None' to test an optional tensor""")
+
+    def test_legal_twin_negates_elementwise_and_tests_for_none(self):
+        @lnki.jit
+        def k(a, b=None):
+            out = lnl.ndarray((128, 128), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            ix, iy = lnl.mgrid[0:128, 0:128]
+            a_tile: nt.tensor[128, 128] = lnl.load(a[ix, iy])
+            if b is not None:
+                a_tile = lnl.add(a_tile, lnl.load(b[ix, iy]))
+            lnl.store(out[ix, iy], lnl.where(lnl.less_equal(a_tile, 0.0), a_tile, 0.0))  # elementwise, not `not`
+            return out
+
+        a, b = f32(128, 128), f32(128, 128) + 0.5
+        np.testing.assert_allclose(k(a), np.where(a > 0, 0.0, a))
+        np.testing.assert_allclose(k(a, b), np.where(a + b > 0, 0.0, a + b), rtol=1e-6)
+
     def test_while_loop_on_a_tile_value_needs_unconditional_entry(self):
         @lnki.jit
         def k(a):

@@ -1,5 +1,7 @@
-"""The legacy front end's rules on control flow that depends on a tile's value, from AWS's error-code page.
+"""The legacy front end's rules on the truth value of tensors, from AWS's error-code page.
 
+- ``err_ambiguous_tensor_truth_value``: the truth value of a tensor of more than one element (``not
+  (t > 0)``, ``if b:`` for an optional tensor parameter): use ``~``/``&``/``|`` and ``is None``.
 - ``err_dynamic_control_flow_not_supported``: ``if tile:`` (and ``not``, ``and``/``or``, a conditional
   expression) on a tile: the compiler cannot branch on a value the device computes.
 - ``err_while_loop_requires_unconditional_entry``: a ``while`` loop whose condition is a tile's value when
@@ -35,6 +37,11 @@ def tile_truth_value(tensor: Any) -> bool:
     """``bool(tile)`` in a legacy kernel: the value of a one-element tile at a do-while's back edge, else
     the rule the use breaks."""
     frame = _kernel_frame(sys._getframe(2))
+    if tensor.size != 1:
+        raise NKITypeError("err_ambiguous_tensor_truth_value",
+                           f"Cannot evaluate truth value of a multi-element tensor: a tensor of shape "
+                           f"{tuple(tensor.shape)} has no truth value; use '~', '&', '|' instead of 'not', "
+                           f"'and', 'or', and 'is None' / 'is not None' to test an optional tensor", frame=frame)
     where = _while_test(frame) if frame is not None else None
     if where == "entry":
         raise NKITypeError("err_while_loop_requires_unconditional_entry",
@@ -47,10 +54,6 @@ def tile_truth_value(tensor: Any) -> bool:
                            "Dynamic control-flow depending on tensor value is not supported: a tile has no truth "
                            "value while the kernel is compiled ('if', 'not', 'and'/'or', conditional "
                            "expressions); select with nl.where or mask= instead", frame=frame)
-    if tensor.size != 1:
-        raise NKITypeError("err_dynamic_control_flow_not_supported",
-                           f"a loop condition is one value; this tile has shape {tuple(tensor.shape)}",
-                           frame=frame)
     return bool(tensor.read().reshape(-1)[0])
 
 
