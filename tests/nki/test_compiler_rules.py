@@ -255,46 +255,34 @@ Unexpected output dependencies: iteration 65536 of the nl.affine_range loop at l
         np.testing.assert_array_equal(k(a), a)
 
 
+# activation's scale/bias operands: (keyword, tile shape, dtype) -> the error AWS's compiler gives.
+ACTIVATION_OPERAND_CASES = [
+    pytest.param("scale", (1, 128), np.float32, """\
+err_activation_scale_scalar_or_vector at def+5: lnl.store(out, lisa.activation(lnl.exp, t, **{keyword: operand}))
+Scale parameter of activation must be either a scalar value or a 1D vector spanning the partition dimension (128, 1), got a tile of shape (1, 128)""", id="scale_not_a_partition_vector"),
+    pytest.param("scale", (128, 1), np.float16, """\
+err_activation_scale_invalid_type at def+5: lnl.store(out, lisa.activation(lnl.exp, t, **{keyword: operand}))
+Scale parameter of activation must be a scalar or vector of type float32, got float16""", id="scale_not_float32"),
+    pytest.param("bias", (128, 1), np.int8, """\
+err_activation_bias_invalid_type at def+5: lnl.store(out, lisa.activation(lnl.exp, t, **{keyword: operand}))
+Bias parameter of activation must be a vector of type float32, float16, or bfloat16, got int8""", id="bias_not_a_float_vector"),
+]
+
+
+@pytest.mark.parametrize("keyword, shape, dtype, expected", ACTIVATION_OPERAND_CASES)
+def test_activation_operand_rules(keyword: str, shape: tuple, dtype: type, expected: str) -> None:
+    @lnki.jit
+    def k(a):
+        out = lnl.ndarray((128, 64), dtype=lnl.float32, buffer=lnl.shared_hbm)
+        t = lnl.load(a)
+        operand = lnl.full(shape, 1, dtype=dtype, buffer=lnl.sbuf)
+        lnl.store(out, lisa.activation(lnl.exp, t, **{keyword: operand}))
+        return out
+
+    assert report(k, f32(128, 64)) == expected
+
+
 class TestInstructionRules(TestCase):
-    def test_activation_scale_must_be_a_scalar_or_partition_vector(self):
-        @lnki.jit
-        def k(a):
-            out = lnl.ndarray((128, 64), dtype=lnl.float32, buffer=lnl.shared_hbm)
-            t = lnl.load(a)
-            s = lnl.full((1, 128), 2.0, dtype=lnl.float32, buffer=lnl.sbuf)
-            lnl.store(out, lisa.activation(lnl.exp, t, scale=s))
-            return out
-
-        self.assertExpectedInline(report(k, f32(128, 64)), """\
-err_activation_scale_scalar_or_vector at def+5: lnl.store(out, lisa.activation(lnl.exp, t, scale=s))
-Scale parameter of activation must be either a scalar value or a 1D vector spanning the partition dimension (128, 1), got a tile of shape (1, 128)""")
-
-    def test_activation_scale_must_be_float32(self):
-        @lnki.jit
-        def k(a):
-            out = lnl.ndarray((128, 64), dtype=lnl.float32, buffer=lnl.shared_hbm)
-            t = lnl.load(a)
-            s = lnl.full((128, 1), 2.0, dtype=lnl.float16, buffer=lnl.sbuf)
-            lnl.store(out, lisa.activation(lnl.exp, t, scale=s))
-            return out
-
-        self.assertExpectedInline(report(k, f32(128, 64)), """\
-err_activation_scale_invalid_type at def+5: lnl.store(out, lisa.activation(lnl.exp, t, scale=s))
-Scale parameter of activation must be a scalar or vector of type float32, got float16""")
-
-    def test_activation_bias_must_be_a_float_vector(self):
-        @lnki.jit
-        def k(a):
-            out = lnl.ndarray((128, 64), dtype=lnl.float32, buffer=lnl.shared_hbm)
-            t = lnl.load(a)
-            b = lnl.full((128, 1), 1, dtype=lnl.int8, buffer=lnl.sbuf)
-            lnl.store(out, lisa.activation(lnl.exp, t, bias=b))
-            return out
-
-        self.assertExpectedInline(report(k, f32(128, 64)), """\
-err_activation_bias_invalid_type at def+5: lnl.store(out, lisa.activation(lnl.exp, t, bias=b))
-Bias parameter of activation must be a vector of type float32, float16, or bfloat16, got int8""")
-
     def test_activation_legal_twin_scalar_and_vector_scale_bias(self):
         @lnki.jit
         def k(a):
@@ -353,7 +341,7 @@ class TestFrontEndRules(TestCase):
 
         self.assertExpectedInline(report(k, f32(128, 64), f32(128, 64)), """\
 err_local_variable_used_out_of_scope at def+8: lnl.store(out, tmp)
-Local variable 'tmp' is referenced outside of its parent scope: it is created inside a control block (line 348) and tensors are local to the block that creates them; create it before the block and assign with 'tmp[...] ='""")
+Local variable 'tmp' is referenced outside of its parent scope: it is created inside a control block (line 336) and tensors are local to the block that creates them; create it before the block and assign with 'tmp[...] ='""")
 
     def test_legal_twin_creates_the_tensor_before_the_block(self):
         @lnki.jit
@@ -441,17 +429,40 @@ output #0 of the kernel (shared_hbm tensor of shape (128, 64)) is returned but n
         np.testing.assert_array_equal(k(a), a)
 
 
+def _hbm() -> tuple:
+    return (3, 128, 64), lnl.shared_hbm
+
+
+def _allocated_sbuf() -> tuple:
+    import torchneuron_ext.nki.compiler as ncc
+    return (3, lnl.par_dim(128), 512), ncc.sbuf.mod_alloc(base_addr=0)
+
+
+# A tensor created with an init value where the compiler cannot initialise it: (shape, buffer) -> the error.
+INIT_VALUE_CASES = [
+    pytest.param(_hbm, """\
+err_hbm_tensor_with_init_value_not_supported at def+3: t = lnl.full(shape, fill_value=1.0, dtype=lnl.float32, buffer=buffer)
+Creating HBM tensor with init value is not supported: create it with nl.ndarray(..., buffer=nl.shared_hbm) and nl.store the value 1.0""",
+                 id="hbm"),
+    pytest.param(_allocated_sbuf, """\
+err_tensor_creation_on_scratchpad_with_init_value_not_supported at def+3: t = lnl.full(shape, fill_value=1.0, dtype=lnl.float32, buffer=buffer)
+Creating SBUF/PSUM tensor with init value is not supported in allocated NKI kernels (ncc.sbuf.mod_alloc(base_addr=0, num_free_tiles=())): create it with nl.ndarray and set it with nisa.memset""",
+                 id="allocated_sbuf"),
+]
+
+
+@pytest.mark.parametrize("where, expected", INIT_VALUE_CASES)
+def test_tensor_with_init_value(where, expected: str) -> None:
+    @lnki.jit
+    def k(a):
+        shape, buffer = where()
+        t = lnl.full(shape, fill_value=1.0, dtype=lnl.float32, buffer=buffer)
+        return a
+
+    assert report(k, f32(2, 2)) == expected
+
+
 class TestCreationAndAllocationRules(TestCase):
-    def test_hbm_tensor_with_init_value(self):
-        @lnki.jit
-        def k(a):
-            t = lnl.full((3, 128, 64), fill_value=1.0, dtype=lnl.float32, buffer=lnl.shared_hbm)
-            return t
-
-        self.assertExpectedInline(report(k, f32(2, 2)), """\
-err_hbm_tensor_with_init_value_not_supported at def+2: t = lnl.full((3, 128, 64), fill_value=1.0, dtype=lnl.float32, buffer=lnl.shared_hbm)
-Creating HBM tensor with init value is not supported: create it with nl.ndarray(..., buffer=nl.shared_hbm) and nl.store the value 1.0""")
-
     def test_legal_twin_stores_the_init_value(self):
         @lnki.jit
         def k(a):
@@ -461,19 +472,6 @@ Creating HBM tensor with init value is not supported: create it with nl.ndarray(
             return t
 
         np.testing.assert_array_equal(k(f32(2, 2)), np.ones((3, 128, 64), np.float32))
-
-    def test_allocated_tensor_with_init_value(self):
-        import torchneuron_ext.nki.compiler as ncc
-
-        @lnki.jit
-        def k(a):
-            t = lnl.full((3, lnl.par_dim(128), 512), fill_value=1.0, dtype=lnl.float32,
-                         buffer=ncc.sbuf.mod_alloc(base_addr=0))
-            return a
-
-        self.assertExpectedInline(report(k, f32(2, 2)), """\
-err_tensor_creation_on_scratchpad_with_init_value_not_supported at def+2: t = lnl.full((3, lnl.par_dim(128), 512), fill_value=1.0, dtype=lnl.float32,
-Creating SBUF/PSUM tensor with init value is not supported in allocated NKI kernels (ncc.sbuf.mod_alloc(base_addr=0, num_free_tiles=())): create it with nl.ndarray and set it with nisa.memset""")
 
     def test_new_dialect_has_no_block_dimensions(self):
         import torchneuron_ext.nki as nki
