@@ -193,6 +193,11 @@ def note_access(tensor: Any, writing: bool, mask: Any = None) -> None:
     if elements is None:
         return
     for loop in stack:
+        if loop.unit == "instance" and (elements.mask is not None or elements.flat is not None):
+            # Grid instances are judged on plain accesses only: the compiler builds one instance, and AWS
+            # ships kernels whose instances all write the same masked positions (nki-samples'
+            # resize_nearest_fixed_dma_kernel, launched over the batch, loops over the whole batch).
+            continue
         stamps = loop.stamps.get(storage)
         if stamps is None:
             if writing:

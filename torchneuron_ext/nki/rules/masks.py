@@ -71,30 +71,35 @@ def _non_affine(node: ast.AST, indices: "set[str]", tainted: "set[str]") -> Opti
     return None
 
 
+def _stored(target: ast.AST) -> "set[str]":
+    """The names an assignment binds (``t[i] = ...`` binds none: it writes into ``t``)."""
+    return {n.id for n in ast.walk(target) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
 def _assignments(tree: ast.AST) -> Iterable[tuple]:
-    """(target names, value) of every binding in the kernel; a loop binds its target to an index."""
+    """(bound names, value) of every assignment in the kernel."""
     for n in ast.walk(tree):
         if isinstance(n, ast.Assign):
-            yield set().union(*(_names(t) for t in n.targets)), n.value
+            yield set().union(*(_stored(t) for t in n.targets)), n.value
         elif isinstance(n, (ast.AnnAssign, ast.AugAssign)) and n.value is not None:
-            yield _names(n.target), n.value
+            yield _stored(n.target), n.value
 
 
 def _violation(tree: ast.AST) -> Optional[tuple]:
     """(line, the offending expression) of the first mask that is not affine in the loop indices."""
-    indices = set().union(*(_names(n.target) for n in ast.walk(tree) if isinstance(n, (ast.For, ast.comprehension))))
+    indices = set().union(*(_stored(n.target) for n in ast.walk(tree) if isinstance(n, (ast.For, ast.comprehension))))
     tainted: "set[str]" = set()
     bindings = list(_assignments(tree))
     changed = True
     while changed:  # indices and non-affine names flow through assignments, in any order of the source
         changed = False
         for targets, value in bindings:
-            if targets <= indices and targets <= tainted:
+            if not targets:
                 continue
             if (_names(value) & indices and _arithmetic(value) or _makes_index(value)) and not targets <= indices:
                 indices |= targets
                 changed = True
-            if _non_affine(value, indices, tainted) is not None and not targets <= tainted:
+            if _arithmetic(value) and _non_affine(value, indices, tainted) is not None and not targets <= tainted:
                 tainted |= targets
                 changed = True
     masks = [kw.value for n in ast.walk(tree) if isinstance(n, ast.Call) for kw in n.keywords if kw.arg == "mask"]
