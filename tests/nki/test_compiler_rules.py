@@ -359,6 +359,23 @@ Local variable 'tmp' is referenced outside of its parent scope: it is created in
         a, b = f32(128, 64), f32(128, 64) + 1
         np.testing.assert_array_equal(k(a, b), b)
 
+    def test_legal_twin_branch_decided_while_tracing_opens_no_scope(self):
+        # The condition names no loop index: the front end keeps the branch taken (AWS's flash attention
+        # sample creates its dropout tensor this way).
+        @lnki.jit
+        def k(a, scale):
+            out = lnl.ndarray((128, 64), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            if scale > 1.0:
+                t = lnl.multiply(lnl.load(a), scale)
+            else:
+                t = lnl.load(a)
+            lnl.store(out, t)
+            return out
+
+        a = f32(128, 64)
+        np.testing.assert_allclose(k(a, 3.0), a * 3.0, rtol=1e-6)
+        np.testing.assert_array_equal(k(a, 0.5), a)
+
     def test_parameters_are_immutable(self):
         @lnki.jit
         def k(in_tensor):

@@ -124,11 +124,17 @@ def _headers(stmt: ast.stmt) -> list:
     return []
 
 
-def _check_block(stmts: list, defined: "set[str]", local: "dict[str, int]", globals_: dict) -> Optional[tuple]:
+def _check_block(stmts: list, defined: "set[str]", local: "dict[str, int]", globals_: dict,
+                 loop_names: "frozenset[str]" = frozenset()) -> Optional[tuple]:
     """(line of the use, name, line of its creation) of the first tensor used outside its block. ``local``:
-    tensors created in blocks that ended, not visible here unless created again."""
+    tensors created in blocks that ended, not visible here unless created again. An ``if`` whose condition
+    names no loop index is decided while the kernel is traced (``if dropout_p > 0.0:``, ``if
+    nisa.get_nc_version() >= ...``): the front end keeps only the branch taken, which opens no scope (AWS's
+    flash attention and allocated fused-linear samples create a tensor in both branches and use it after)."""
     local = dict(local)
     for stmt in stmts:
+        traced_if = isinstance(stmt, ast.If) and not ({n.id for n in ast.walk(stmt.test) if isinstance(n, ast.Name)}
+                                                      & loop_names)
         compound = isinstance(stmt, _CONTROL + (ast.With, ast.AsyncWith, ast.Try))
         for node in (_headers(stmt) if compound else [stmt]):
             use = _first_load(node, local)
@@ -140,11 +146,11 @@ def _check_block(stmts: list, defined: "set[str]", local: "dict[str, int]", glob
         defined |= bound
         if not compound:
             continue
-        control = isinstance(stmt, _CONTROL)
-        blocks = [stmt.body, stmt.orelse] if control else _sub_blocks(stmt)
+        control = isinstance(stmt, _CONTROL) and not traced_if
+        blocks = [stmt.body, stmt.orelse] if isinstance(stmt, _CONTROL) else _sub_blocks(stmt)
         for body in blocks:
             # A control block has its own scope (a copy of what is defined); with/try share this one.
-            found = _check_block(body, set(defined) if control else defined, local, globals_)
+            found = _check_block(body, set(defined) if control else defined, local, globals_, loop_names)
             if found is not None:
                 return found
         if control:
@@ -176,7 +182,9 @@ def scope_violation(func: Callable) -> Optional[tuple]:
         offset = first - 1  # the source starts at the first decorator
         params = {a.arg for a in fdef.args.args + fdef.args.kwonlyargs + fdef.args.posonlyargs}
         params |= {a.arg for a in (fdef.args.vararg, fdef.args.kwarg) if a is not None}
-        hit = _check_block(fdef.body, params, {}, func.__globals__)
+        loops = frozenset(n.id for f in _walk_no_functions(fdef) if isinstance(f, (ast.For, ast.AsyncFor))
+                          for n in ast.walk(f.target) if isinstance(n, ast.Name))
+        hit = _check_block(fdef.body, params, {}, func.__globals__, loops)
         if hit is not None:
             line, name, created = hit
             filename = code.co_filename
