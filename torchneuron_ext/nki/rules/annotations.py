@@ -6,7 +6,8 @@ does not evaluate the annotations of local variables, so the source says which s
 (an ``nt.tensor[...]``/``nt.mutable_tensor[...]`` annotation on a plain name) and a line tracer on the
 kernel's frame checks the name's value when the statement has run; the annotation is evaluated there, in
 the kernel's scope, so ``nt.tensor[N, 512]`` works. Only tensors are judged, and only their shape (the page
-says nothing of dtypes); a size-1 axis of the value matches any annotated size (sparse index grids).
+says nothing of dtypes); a size-1 axis of the value matches any annotated size (sparse index grids), and
+a value of another rank is not judged (free axes the simulator flattens).
 Kernels without such statements are not traced. With a debugger or coverage
 tracer installed the check stays off rather than replace it. ``nki.typing`` is the legacy dialect's (NKI
 0.2 has none), so this is the legacy dialect's rule.
@@ -118,7 +119,9 @@ def _check(frame: FrameType, stmt: _Annotated) -> None:
     # A size-1 axis matches any size: the simulator's nl.mgrid indices are sparse (size 1 along the axes
     # they do not vary on), so `nisa.iota(3 * g.y + g.z)` is (1, 1, 3, 3) here where AWS's full index grid
     # gives the annotated (p, w, 3, 3) (AWS's select-and-scatter sample annotates exactly that).
-    if len(expected) != len(shape) or any(s != e and s != 1 for s, e in zip(shape, expected)):
+    # Another rank is not judged either: the simulator's result may flatten free axes AWS's keeps apart
+    # (its nisa.local_gather example annotates (128, 4, 16, 4) where the simulator gives (128, 64, 4)).
+    if len(expected) == len(shape) and any(s != e and s != 1 for s, e in zip(shape, expected)):
         dims = ", ".join(str(d) for d in shape)
         text = linecache.getline(frame.f_code.co_filename, stmt.first) or None
         raise NKIError.at("err_annotation_shape_mismatch",

@@ -23,7 +23,7 @@ import textwrap
 from types import CodeType
 from typing import Any, Callable, Iterable, Optional
 
-from ..errors import NKIError, NKITypeError, _kernel_location
+from ..errors import NKIError, NKITypeError
 
 __all__ = ["check", "tile_mask"]
 
