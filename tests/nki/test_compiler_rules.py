@@ -9,6 +9,7 @@ from expecttest import TestCase
 import torchneuron_ext.nki.legacy as lnki
 import torchneuron_ext.nki.legacy.isa as lisa
 import torchneuron_ext.nki.legacy.language as lnl
+import torchneuron_ext.nki.legacy.typing as nt
 from torchneuron_ext.nki import NKIError
 
 
@@ -40,7 +41,7 @@ class TestAffineRangeDependencies(TestCase):
 
         self.assertExpectedInline(report(k, f32(128, 512)), """\
 err_unexpected_output_dependencies at def+5: lnl.store(out, t)
-Unexpected output dependencies: iteration 1 of the nl.affine_range loop at line 36 writes a shared_hbm tensor of shape (128, 512) where iteration 0 wrote it; affine_range iterations must be independent (index the tensor with the loop variable, accumulate with '+=', or use nl.sequential_range)""")
+Unexpected output dependencies: iteration 1 of the nl.affine_range loop at line 37 writes a shared_hbm tensor of shape (128, 512) where iteration 0 wrote it; affine_range iterations must be independent (index the tensor with the loop variable, accumulate with '+=', or use nl.sequential_range)""")
 
     def test_the_legal_twins_index_by_iteration_or_run_sequentially(self):
         @lnki.jit
@@ -75,7 +76,7 @@ Unexpected output dependencies: iteration 1 of the nl.affine_range loop at line 
 
         self.assertExpectedInline(report(k, f32(128, 256)), """\
 err_unexpected_output_dependencies at def+6: carry[...] = lnl.add(carry, t)
-Unexpected output dependencies: iteration 1 of the nl.affine_range loop at line 70 reads a sbuf tensor of shape (128, 128) where iteration 0 wrote it; affine_range iterations must be independent (index the tensor with the loop variable, accumulate with '+=', or use nl.sequential_range)""")
+Unexpected output dependencies: iteration 1 of the nl.affine_range loop at line 71 reads a sbuf tensor of shape (128, 128) where iteration 0 wrote it; affine_range iterations must be independent (index the tensor with the loop variable, accumulate with '+=', or use nl.sequential_range)""")
 
     def test_associative_reductions_are_not_dependencies(self):
         # AWS's matmul tutorial: `+=` into one tile and matmul accumulation into PSUM across an affine loop.
@@ -137,46 +138,151 @@ Unexpected output dependencies: instance 1 of the launch grid writes a shared_hb
         np.testing.assert_allclose(k(a), a[:, 128:])
 
 
+class TestDependenciesOnPsumMasksAndIndices(TestCase):
+    """The dependency check judges every access AWS's rule covers: PSUM tiles, the positions a mask selects,
+    the elements tile-valued indices name, loops longer than 16-bit stamps count."""
+
+    def test_psum_tile_overwritten_by_every_iteration(self):
+        @lnki.jit
+        def k(a, b):
+            out = lnl.ndarray((2, 128, 128), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            ps = lnl.ndarray((128, 128), dtype=lnl.float32, buffer=lnl.psum)
+            for i in lnl.affine_range(2):
+                ps[...] = lisa.nc_matmul(lnl.load(a[i]), lnl.load(b))
+                lnl.store(out[i], lnl.copy(ps))
+            return out
+
+        self.assertExpectedInline(report(k, f32(2, 128, 128), f32(128, 128)), """\
+err_unexpected_output_dependencies at def+5: ps[...] = lisa.nc_matmul(lnl.load(a[i]), lnl.load(b))
+Unexpected output dependencies: iteration 1 of the nl.affine_range loop at line 150 writes a psum tensor of shape (128, 128) where iteration 0 wrote it; affine_range iterations must be independent (index the tensor with the loop variable, accumulate with '+=', or use nl.sequential_range)""")
+
+    def test_masked_writes_that_overlap(self):
+        @lnki.jit
+        def k(a):
+            out = lnl.ndarray((1, 8), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            i_f = lnl.arange(8)[None, :]
+            for i in lnl.affine_range(2):
+                lnl.store(out[0, i_f], lnl.load(a[i, i_f]), mask=(i_f < 4 + i))
+            return out
+
+        self.assertExpectedInline(report(k, f32(2, 8)), """\
+err_unexpected_output_dependencies at def+5: lnl.store(out[0, i_f], lnl.load(a[i, i_f]), mask=(i_f < 4 + i))
+Unexpected output dependencies: iteration 1 of the nl.affine_range loop at line 164 writes a shared_hbm tensor of shape (1, 8) where iteration 0 wrote it; affine_range iterations must be independent (index the tensor with the loop variable, accumulate with '+=', or use nl.sequential_range)""")
+
+    def test_indirect_writes_to_the_same_rows(self):
+        @lnki.jit
+        def k(data, idx):
+            out = lnl.ndarray((8, 16), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            i_p = lnl.arange(4)[:, None]
+            i_f = lnl.arange(16)[None, :]
+            rows = lnl.load(idx[i_p])
+            for i in lnl.affine_range(2):
+                lnl.store(out[rows[i_p, 0], i_f], lnl.load(data[i * 4 + i_p, i_f]))
+            return out
+
+        self.assertExpectedInline(report(k, f32(8, 16), np.array([6, 0, 3, 1], np.int32)), """\
+err_unexpected_output_dependencies at def+7: lnl.store(out[rows[i_p, 0], i_f], lnl.load(data[i * 4 + i_p, i_f]))
+Unexpected output dependencies: iteration 1 of the nl.affine_range loop at line 179 writes a shared_hbm tensor of shape (8, 16) where iteration 0 wrote it; affine_range iterations must be independent (index the tensor with the loop variable, accumulate with '+=', or use nl.sequential_range)""")
+
+    def test_legal_twins_disjoint_masks_and_indirect_rows_psum_per_iteration(self):
+        @lnki.jit
+        def halves(a):
+            out = lnl.ndarray((1, 8), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            i_f = lnl.arange(8)[None, :]
+            for i in lnl.affine_range(2):
+                lnl.store(out[0, i_f], lnl.load(a[i, i_f]), mask=(i_f >= 4 * i) & (i_f < 4 * i + 4))
+            return out
+
+        @lnki.jit
+        def scatter(data, idx):
+            out = lnl.ndarray((8, 16), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            i_p = lnl.arange(4)[:, None]
+            i_f = lnl.arange(16)[None, :]
+            for i in lnl.affine_range(2):
+                rows = lnl.load(idx[i * 4 + i_p])
+                lnl.store(out[rows[i_p, 0], i_f], lnl.load(data[i * 4 + i_p, i_f]))
+            return out
+
+        @lnki.jit
+        def psum_per_iteration(a, b):
+            out = lnl.ndarray((2, 128, 128), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            for i in lnl.affine_range(2):
+                ps = lnl.ndarray((128, 128), dtype=lnl.float32, buffer=lnl.psum)
+                ps[...] = lisa.nc_matmul(lnl.load(a[i]), lnl.load(b))
+                lnl.store(out[i], lnl.copy(ps))
+            return out
+
+        a = f32(2, 8)
+        np.testing.assert_array_equal(halves(a), np.concatenate([a[0, :4], a[1, 4:]])[None, :])
+        data, idx = f32(8, 16), np.array([6, 0, 3, 1, 2, 4, 5, 7], np.int32)
+        expected = np.empty_like(data)
+        expected[idx] = data
+        np.testing.assert_array_equal(scatter(data, idx), expected)
+        x, w = f32(2, 128, 128), f32(128, 128)
+        np.testing.assert_allclose(psum_per_iteration(x, w), np.stack([x[0].T @ w, x[1].T @ w]), rtol=1e-4,
+                                   atol=1e-3)
+
+    def test_loop_longer_than_65535_iterations(self):
+        # 32-bit stamps: iteration 65536 reads what iteration 0 wrote.
+        @lnki.jit
+        def k(a):
+            out = lnl.ndarray((1, 1), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            t = lnl.ndarray((1, 1), dtype=lnl.float32, buffer=lnl.sbuf)
+            for i in lnl.affine_range(65537):
+                if i == 0:
+                    t[...] = lnl.load(a)
+                elif i == 65536:
+                    lnl.store(out, t)
+            return out
+
+        self.assertExpectedInline(report(k, f32(1, 1)), """\
+err_unexpected_output_dependencies at def+8: lnl.store(out, t)
+Unexpected output dependencies: iteration 65536 of the nl.affine_range loop at line 231 reads a sbuf tensor of shape (1, 1) where iteration 0 wrote it; affine_range iterations must be independent (index the tensor with the loop variable, accumulate with '+=', or use nl.sequential_range)""")
+
+    def test_legal_twin_long_sequential_loop(self):
+        @lnki.jit
+        def k(a):
+            out = lnl.ndarray((1, 1), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            t = lnl.ndarray((1, 1), dtype=lnl.float32, buffer=lnl.sbuf)
+            for i in lnl.sequential_range(65537):
+                if i == 0:
+                    t[...] = lnl.load(a)
+                elif i == 65536:
+                    lnl.store(out, t)
+            return out
+
+        a = f32(1, 1)
+        np.testing.assert_array_equal(k(a), a)
+
+
+# activation's scale/bias operands: (keyword, tile shape, dtype) -> the error AWS's compiler gives.
+ACTIVATION_OPERAND_CASES = [
+    pytest.param("scale", (1, 128), np.float32, """\
+err_activation_scale_scalar_or_vector at def+5: lnl.store(out, lisa.activation(lnl.exp, t, **{keyword: operand}))
+Scale parameter of activation must be either a scalar value or a 1D vector spanning the partition dimension (128, 1), got a tile of shape (1, 128)""", id="scale_not_a_partition_vector"),
+    pytest.param("scale", (128, 1), np.float16, """\
+err_activation_scale_invalid_type at def+5: lnl.store(out, lisa.activation(lnl.exp, t, **{keyword: operand}))
+Scale parameter of activation must be a scalar or vector of type float32, got float16""", id="scale_not_float32"),
+    pytest.param("bias", (128, 1), np.int8, """\
+err_activation_bias_invalid_type at def+5: lnl.store(out, lisa.activation(lnl.exp, t, **{keyword: operand}))
+Bias parameter of activation must be a vector of type float32, float16, or bfloat16, got int8""", id="bias_not_a_float_vector"),
+]
+
+
+@pytest.mark.parametrize("keyword, shape, dtype, expected", ACTIVATION_OPERAND_CASES)
+def test_activation_operand_rules(keyword: str, shape: tuple, dtype: type, expected: str) -> None:
+    @lnki.jit
+    def k(a):
+        out = lnl.ndarray((128, 64), dtype=lnl.float32, buffer=lnl.shared_hbm)
+        t = lnl.load(a)
+        operand = lnl.full(shape, 1, dtype=dtype, buffer=lnl.sbuf)
+        lnl.store(out, lisa.activation(lnl.exp, t, **{keyword: operand}))
+        return out
+
+    assert report(k, f32(128, 64)) == expected
+
+
 class TestInstructionRules(TestCase):
-    def test_activation_scale_must_be_a_scalar_or_partition_vector(self):
-        @lnki.jit
-        def k(a):
-            out = lnl.ndarray((128, 64), dtype=lnl.float32, buffer=lnl.shared_hbm)
-            t = lnl.load(a)
-            s = lnl.full((1, 128), 2.0, dtype=lnl.float32, buffer=lnl.sbuf)
-            lnl.store(out, lisa.activation(lnl.exp, t, scale=s))
-            return out
-
-        self.assertExpectedInline(report(k, f32(128, 64)), """\
-err_activation_scale_scalar_or_vector at def+5: lnl.store(out, lisa.activation(lnl.exp, t, scale=s))
-Scale parameter of activation must be either a scalar value or a 1D vector spanning the partition dimension (128, 1), got a tile of shape (1, 128)""")
-
-    def test_activation_scale_must_be_float32(self):
-        @lnki.jit
-        def k(a):
-            out = lnl.ndarray((128, 64), dtype=lnl.float32, buffer=lnl.shared_hbm)
-            t = lnl.load(a)
-            s = lnl.full((128, 1), 2.0, dtype=lnl.float16, buffer=lnl.sbuf)
-            lnl.store(out, lisa.activation(lnl.exp, t, scale=s))
-            return out
-
-        self.assertExpectedInline(report(k, f32(128, 64)), """\
-err_activation_scale_invalid_type at def+5: lnl.store(out, lisa.activation(lnl.exp, t, scale=s))
-Scale parameter of activation must be a scalar or vector of type float32, got float16""")
-
-    def test_activation_bias_must_be_a_float_vector(self):
-        @lnki.jit
-        def k(a):
-            out = lnl.ndarray((128, 64), dtype=lnl.float32, buffer=lnl.shared_hbm)
-            t = lnl.load(a)
-            b = lnl.full((128, 1), 1, dtype=lnl.int8, buffer=lnl.sbuf)
-            lnl.store(out, lisa.activation(lnl.exp, t, bias=b))
-            return out
-
-        self.assertExpectedInline(report(k, f32(128, 64)), """\
-err_activation_bias_invalid_type at def+5: lnl.store(out, lisa.activation(lnl.exp, t, bias=b))
-Bias parameter of activation must be a vector of type float32, float16, or bfloat16, got int8""")
-
     def test_activation_legal_twin_scalar_and_vector_scale_bias(self):
         @lnki.jit
         def k(a):
@@ -235,7 +341,7 @@ class TestFrontEndRules(TestCase):
 
         self.assertExpectedInline(report(k, f32(128, 64), f32(128, 64)), """\
 err_local_variable_used_out_of_scope at def+8: lnl.store(out, tmp)
-Local variable 'tmp' is referenced outside of its parent scope: it is created inside a control block (line 230) and tensors are local to the block that creates them; create it before the block and assign with 'tmp[...] ='""")
+Local variable 'tmp' is referenced outside of its parent scope: it is created inside a control block (line 336) and tensors are local to the block that creates them; create it before the block and assign with 'tmp[...] ='""")
 
     def test_legal_twin_creates_the_tensor_before_the_block(self):
         @lnki.jit
@@ -283,7 +389,7 @@ Local variable 'tmp' is referenced outside of its parent scope: it is created in
 
         self.assertExpectedInline(report(k, f32(128, 64), f32(128, 64)), """\
 err_local_variable_used_out_of_scope at def+7: lnl.store(out, tmp)
-Local variable 'tmp' is referenced outside of its parent scope: it is created inside a control block (line 280) and tensors are local to the block that creates them; create it before the block and assign with 'tmp[...] ='""")
+Local variable 'tmp' is referenced outside of its parent scope: it is created inside a control block (line 386) and tensors are local to the block that creates them; create it before the block and assign with 'tmp[...] ='""")
 
     def test_parameters_are_immutable(self):
         @lnki.jit
@@ -355,17 +461,40 @@ output #0 of the kernel (shared_hbm tensor of shape (128, 64)) is returned but n
         np.testing.assert_array_equal(k(a), a)
 
 
+def _hbm() -> tuple:
+    return (3, 128, 64), lnl.shared_hbm
+
+
+def _allocated_sbuf() -> tuple:
+    import torchneuron_ext.nki.compiler as ncc
+    return (3, lnl.par_dim(128), 512), ncc.sbuf.mod_alloc(base_addr=0)
+
+
+# A tensor created with an init value where the compiler cannot initialise it: (shape, buffer) -> the error.
+INIT_VALUE_CASES = [
+    pytest.param(_hbm, """\
+err_hbm_tensor_with_init_value_not_supported at def+3: t = lnl.full(shape, fill_value=1.0, dtype=lnl.float32, buffer=buffer)
+Creating HBM tensor with init value is not supported: create it with nl.ndarray(..., buffer=nl.shared_hbm) and nl.store the value 1.0""",
+                 id="hbm"),
+    pytest.param(_allocated_sbuf, """\
+err_tensor_creation_on_scratchpad_with_init_value_not_supported at def+3: t = lnl.full(shape, fill_value=1.0, dtype=lnl.float32, buffer=buffer)
+Creating SBUF/PSUM tensor with init value is not supported in allocated NKI kernels (ncc.sbuf.mod_alloc(base_addr=0, num_free_tiles=())): create it with nl.ndarray and set it with nisa.memset""",
+                 id="allocated_sbuf"),
+]
+
+
+@pytest.mark.parametrize("where, expected", INIT_VALUE_CASES)
+def test_tensor_with_init_value(where, expected: str) -> None:
+    @lnki.jit
+    def k(a):
+        shape, buffer = where()
+        t = lnl.full(shape, fill_value=1.0, dtype=lnl.float32, buffer=buffer)
+        return a
+
+    assert report(k, f32(2, 2)) == expected
+
+
 class TestCreationAndAllocationRules(TestCase):
-    def test_hbm_tensor_with_init_value(self):
-        @lnki.jit
-        def k(a):
-            t = lnl.full((3, 128, 64), fill_value=1.0, dtype=lnl.float32, buffer=lnl.shared_hbm)
-            return t
-
-        self.assertExpectedInline(report(k, f32(2, 2)), """\
-err_hbm_tensor_with_init_value_not_supported at def+2: t = lnl.full((3, 128, 64), fill_value=1.0, dtype=lnl.float32, buffer=lnl.shared_hbm)
-Creating HBM tensor with init value is not supported: create it with nl.ndarray(..., buffer=nl.shared_hbm) and nl.store the value 1.0""")
-
     def test_legal_twin_stores_the_init_value(self):
         @lnki.jit
         def k(a):
@@ -375,19 +504,6 @@ Creating HBM tensor with init value is not supported: create it with nl.ndarray(
             return t
 
         np.testing.assert_array_equal(k(f32(2, 2)), np.ones((3, 128, 64), np.float32))
-
-    def test_allocated_tensor_with_init_value(self):
-        import torchneuron_ext.nki.compiler as ncc
-
-        @lnki.jit
-        def k(a):
-            t = lnl.full((3, lnl.par_dim(128), 512), fill_value=1.0, dtype=lnl.float32,
-                         buffer=ncc.sbuf.mod_alloc(base_addr=0))
-            return a
-
-        self.assertExpectedInline(report(k, f32(2, 2)), """\
-err_tensor_creation_on_scratchpad_with_init_value_not_supported at def+2: t = lnl.full((3, lnl.par_dim(128), 512), fill_value=1.0, dtype=lnl.float32,
-Creating SBUF/PSUM tensor with init value is not supported in allocated NKI kernels (ncc.sbuf.mod_alloc(base_addr=0, num_free_tiles=())): create it with nl.ndarray and set it with nisa.memset""")
 
     def test_new_dialect_has_no_block_dimensions(self):
         import torchneuron_ext.nki as nki
@@ -610,3 +726,153 @@ Dynamic indexing for 'load' only supports indirect indices on the partition or b
 err_copy_dynamic_indirect_indices_not_natively_supported at def+10: out_sbuf[iy, iz] = data_tile[idx_tile[iy, 0], iz]
 Copying indirect memory references with dynamic indices (a tile used as an index of an on-chip tensor) is not natively supported: use nisa.tensor_copy_dynamic_src(...)""")
         np.testing.assert_array_equal(kernel(True)(data, idx), data[idx[:, 0]])
+
+
+class TestDynamicControlFlowAndMasks(TestCase):
+    """Control flow on tile values, do-while loops, mask expressions and annotated shapes (legacy)."""
+
+    def test_branch_on_a_tile_value(self):
+        @lnki.jit
+        def k(a, b):
+            cnd = lnl.load(a)
+            if cnd:
+                lnl.store(b, cnd)
+            return b
+
+        self.assertExpectedInline(report(k, f32(1, 1), f32(1, 1)), """\
+err_dynamic_control_flow_not_supported at def+3: if cnd:
+Dynamic control-flow depending on tensor value is not supported: a tile has no truth value while the kernel is compiled ('if', 'not', 'and'/'or', conditional expressions); select with nl.where or mask= instead""")
+
+    def test_truth_value_of_a_multi_element_tile(self):
+        @lnki.jit
+        def k(a):
+            ix, iy = lnl.mgrid[0:128, 0:128]
+            a_tile: nt.tensor[128, 128] = lnl.load(a[ix, iy])
+            not_a_tile = not lnl.greater(a_tile, 0.0)
+            return a
+
+        self.assertExpectedInline(report(k, f32(128, 128)), """\
+err_ambiguous_tensor_truth_value at def+4: not_a_tile = not lnl.greater(a_tile, 0.0)
+Cannot evaluate truth value of a multi-element tensor: a tensor of shape (128, 128) has no truth value; use '~', '&', '|' instead of 'not', 'and', 'or', and 'is None' / 'is not None' to test an optional tensor""")
+
+    def test_legal_twin_negates_elementwise_and_tests_for_none(self):
+        @lnki.jit
+        def k(a, b=None):
+            out = lnl.ndarray((128, 128), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            ix, iy = lnl.mgrid[0:128, 0:128]
+            a_tile: nt.tensor[128, 128] = lnl.load(a[ix, iy])
+            if b is not None:
+                a_tile = lnl.add(a_tile, lnl.load(b[ix, iy]))
+            lnl.store(out[ix, iy], lnl.where(lnl.less_equal(a_tile, 0.0), a_tile, 0.0))  # elementwise, not `not`
+            return out
+
+        a, b = f32(128, 128), f32(128, 128) + 0.5
+        np.testing.assert_allclose(k(a), np.where(a > 0, 0.0, a))
+        np.testing.assert_allclose(k(a, b), np.where(a + b > 0, 0.0, a + b), rtol=1e-6)
+
+    def test_while_loop_on_a_tile_value_needs_unconditional_entry(self):
+        @lnki.jit
+        def k(a):
+            out = lnl.ndarray((1, 1), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            a_tile = lnl.load(a[0:1, 0:1])
+            while lnl.less(a_tile, 10.0):
+                a_tile = lnl.add(a_tile, 1.0)
+            lnl.store(out, a_tile)
+            return out
+
+        self.assertExpectedInline(report(k, np.full((1, 1), 3.5, np.float32)), """\
+err_while_loop_requires_unconditional_entry at def+4: while lnl.less(a_tile, 10.0):
+Traditional while loops are not supported - use do-while pattern instead: the condition depends on a tile and is checked before the first iteration; enter the loop unconditionally ('cond = True' before 'while cond:') and compute the condition at the end of the body""")
+
+    def test_legal_twin_do_while_reads_the_condition_at_the_end_of_each_iteration(self):
+        @lnki.jit
+        def k(a):
+            out = lnl.ndarray((1, 1), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            a_tile = lnl.load(a[0:1, 0:1])
+            cond = True  # unconditional entry
+            while cond:
+                a_tile = lnl.add(a_tile, 1.0)
+                cond = lnl.less(a_tile, 10.0)
+            lnl.store(out, a_tile)
+            return out
+
+        # The body runs once even when the condition is false from the start (do-while).
+        for start, expected in ((3.5, 10.5), (20.0, 21.0)):
+            np.testing.assert_allclose(k(np.full((1, 1), start, np.float32)), [[expected]])
+
+    def test_mask_with_a_non_affine_expression_of_a_loop_index(self):
+        @lnki.jit
+        def k(a):
+            out = lnl.ndarray((8, 4), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            for i in range(8):
+                lnl.store(out[i, 0:4], lnl.load(a[i, 0:4]), mask=(i % 4) < 2)
+            return out
+
+        self.assertExpectedInline(report(k, f32(8, 4)), """\
+err_unsupported_expression_in_mask at def+4: lnl.store(out[i, 0:4], lnl.load(a[i, 0:4]), mask=(i % 4) < 2)
+NKI mask expressions must be affine expressions of static loop indices: 'i % 4' is not an affine expression (only a*i + b*j + c compared with constants); compute such a selection with nl.where or an iota tile instead""")
+
+    def test_mask_through_a_name_assigned_a_non_affine_index(self):
+        @lnki.jit
+        def k(a):
+            out = lnl.ndarray((1, 64), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            i1 = lnl.arange(64)[None, :]
+            even = i1 % 2
+            lnl.store(out[0, i1], lnl.load(a[0, i1]), mask=(even == 0))
+            return out
+
+        self.assertExpectedInline(report(k, f32(1, 64)), """\
+err_unsupported_expression_in_mask at def+5: lnl.store(out[0, i1], lnl.load(a[0, i1]), mask=(even == 0))
+NKI mask expressions must be affine expressions of static loop indices: 'even' is assigned a non-affine expression of loop indices (only a*i + b*j + c compared with constants); compute such a selection with nl.where or an iota tile instead""")
+
+    def test_mask_that_is_a_tile(self):
+        @lnki.jit
+        def k(a):
+            out = lnl.ndarray((1, 8), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            t = lnl.load(a)
+            lnl.store(out, t, mask=lnl.greater(t, 0.0))
+            return out
+
+        self.assertExpectedInline(report(k, f32(1, 8)), """\
+err_unsupported_expression_in_mask at def+4: lnl.store(out, t, mask=lnl.greater(t, 0.0))
+NKI mask expressions must be affine expressions of static loop indices: this mask is a tile of shape (1, 8) (a runtime value); select with nl.where instead""")
+
+    def test_legal_twin_masks_are_affine_in_the_indices(self):
+        @lnki.jit
+        def k(a):
+            out = lnl.ndarray((8, 8), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            i_f = lnl.arange(8)[None, :]
+            for i in range(8):
+                for j in range(2):
+                    lnl.store(out[i, i_f], lnl.load(a[i, i_f]), mask=(2 * i + 3 * j + i_f + 1 < 12))
+            return out
+
+        a = f32(8, 8)
+        i, f = np.mgrid[0:8, 0:8]
+        got = k(a)
+        keep = 2 * i + 3 * 1 + f + 1 < 12  # j = 1 writes a superset of j = 0
+        np.testing.assert_allclose(got[keep], a[keep])
+
+    def test_annotated_shape_mismatch(self):
+        @lnki.jit
+        def k(a):
+            data: nt.tensor[128, 512] = lnl.zeros((lnl.par_dim(128), 128), dtype=np.float32)
+            out = lnl.ndarray((128, 128), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            lnl.store(out, lnl.add(data, lnl.load(a)))
+            return out
+
+        self.assertExpectedInline(report(k, f32(128, 128)), """\
+err_annotation_shape_mismatch at def+2: data: nt.tensor[128, 512] = lnl.zeros((lnl.par_dim(128), 128), dtype=np.float32)
+Tensor shape and the annotated shape mismatch: shape of `data[128, 128]` does not match the expected shape of [128, 512] (annotated 'nt.tensor[128, 512]')""")
+
+    def test_legal_twin_annotation_matches_the_shape(self):
+        @lnki.jit
+        def k(a):
+            data: nt.tensor[a.shape[0], 128] = lnl.load(a)  # evaluated in the kernel's scope
+            scaled: nt.tensor[[128, 128], lnl.float32] = lnl.multiply(data, 3.0)
+            out = lnl.ndarray((128, 128), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            lnl.store(out, scaled)
+            return out
+
+        a = f32(128, 128)
+        np.testing.assert_allclose(k(a), a * 3, rtol=1e-6)

@@ -12,6 +12,7 @@ from typing import Any, Iterator, Optional
 import numpy as np
 
 from .rules import frontend as _frontend
+from .rules import masks as _masks
 
 
 class IndexExpr(np.ndarray):
@@ -99,6 +100,8 @@ def as_mask(mask: Any) -> Optional[np.ndarray]:
         return None
     if isinstance(mask, (bool, np.bool_)):
         return None if mask else np.zeros((1, 1), dtype=bool)
+    if hasattr(mask, "storage"):
+        _masks.tile_mask(mask)  # a tile is a runtime value (err_unsupported_expression_in_mask)
     arr = np.asarray(mask)
     if arr.dtype != np.bool_:
         raise TypeError(f"mask= must be a comparison of index expressions, got an array of {arr.dtype}")

@@ -19,6 +19,7 @@ from .access_pattern import Indirection, Layout
 from .errors import NKIUnsupportedError, fail
 from .indexing import DynSlice, IndexExpr, TileIndex
 from .memory import Buffer
+from .rules import control_flow as _control_flow
 from .rules import dependencies as _deps
 
 
@@ -81,11 +82,10 @@ class NKITensor:
             "nl.*/nisa.* operations on it")
 
     def __bool__(self) -> bool:
-        # AWS's NkiTensor is a plain object: `if t:` is true, like `t is not None`. The legacy dialect's on-chip
-        # tiles refuse, since there `if tile:` is almost always a mistaken elementwise test; its HBM tensors
-        # are the kernel's arguments, where AWS's examples test optional ones with `if imm1:`.
-        if self.buffer.on_chip and _current_dialect() not in (None, "new"):
-            raise TypeError("an NKI tile has no truth value inside a kernel; compare it with nl.* ops instead")
+        # AWS's NkiTensor is a plain object: `if t:` is true, like `t is not None`. In the legacy dialect the
+        # front end's rules decide (an optional tensor parameter tested with `if b:` is one of them).
+        if _current_dialect() not in (None, "new"):
+            return _control_flow.tile_truth_value(self)  # a do-while's condition, else the rule it breaks
         return True
 
     # -- indexing ------------------------------------------------------------

@@ -11,10 +11,12 @@ How it is judged: while an affine loop of a legacy launch runs, every tensor acc
 .write call ``note_access``) stamps, per element of the tensor's allocation, the iteration that wrote it.
 An access to an element an earlier iteration of an enclosing affine loop wrote is the error. Stamps live
 as long as the loop, keyed weakly by allocation, so a tile that an iteration creates is new to the loop
-(even if Python reuses the address of an earlier one). Not judged: PSUM (matmul accumulation is its way of
-working), directly allocated tiles (one physical tile serves the logical tiles of many iterations by
-design), accesses through a bit-cast view or through indirect (tile-valued) indices, and loops of more
-than 65535 iterations (the stamps are 16-bit).
+(even if Python reuses the address of an earlier one). A masked write stamps only the positions its mask
+selects; an access through index arrays (tile-valued indices) the elements they name. PSUM is judged like
+SBUF: its accumulation across iterations is ``+=`` (a reduction). Stamps are 16-bit, 32-bit for loops of
+more than 65535 iterations. Not judged: directly allocated tiles (AWS's rule is about logical tiles; a
+modulo allocation puts the tiles of many iterations in one physical tile by design, and the simulator sees
+only the physical one), and accesses through a bit-cast view (other element size).
 """
 from __future__ import annotations
 
@@ -38,11 +40,13 @@ _count_lock = threading.Lock()
 
 
 class _Loop:
-    """One execution of an affine loop: its current iteration and the stamps of what it wrote."""
-    __slots__ = ("iteration", "stamps", "where", "unit")
+    """One execution of an affine loop: its current iteration and the stamps of what it wrote (16-bit, or
+    32-bit for a loop of more iterations)."""
+    __slots__ = ("iteration", "stamps", "where", "unit", "stamp_dtype")
 
-    def __init__(self, where: str, unit: str) -> None:
+    def __init__(self, where: str, unit: str, iterations: int = 0) -> None:
         self.iteration, self.unit = 0, unit
+        self.stamp_dtype = np.uint16 if iterations <= _MAX_ITERATIONS else np.uint32
         self.stamps: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()  # ndarray or _Pending
         self.where = where
 
@@ -74,14 +78,12 @@ class AffineRange:
         return f"affine_range({self.range.start}, {self.range.stop}, {self.range.step})"
 
     def __iter__(self) -> Iterator[int]:
-        if len(self.range) > _MAX_ITERATIONS:
-            return iter(self.range)
-        return _tracked(self.range, f"the nl.affine_range loop at {self.where}", "iteration")
+        return _tracked(self.range, f"the nl.affine_range loop at {self.where}", "iteration", len(self.range))
 
 
-def _tracked(values: Iterable[Any], where: str, unit: str) -> Iterator[Any]:
+def _tracked(values: Iterable[Any], where: str, unit: str, iterations: int) -> Iterator[Any]:
     global active
-    loop = _Loop(where, unit)
+    loop = _Loop(where, unit, iterations)
     stack = _stack()
     stack.append(loop)
     with _count_lock:
@@ -99,9 +101,9 @@ def _tracked(values: Iterable[Any], where: str, unit: str) -> Iterator[Any]:
 def grid_instances(program_ids: Iterable[tuple], size: int, dialect: Optional[str]) -> Iterable[tuple]:
     """The instances of a legacy SPMD grid are independent like affine iterations (AWS's error page: they
     may run in parallel, so each writes its own part of the outputs)."""
-    if dialect != "legacy" or size < 2 or size > _MAX_ITERATIONS:
+    if dialect != "legacy" or size < 2:
         return program_ids
-    return _tracked(program_ids, "the launch grid", "instance")
+    return _tracked(program_ids, "the launch grid", "instance", size)
 
 
 def affine_range(rng: range, dialect: Optional[str]) -> Any:
@@ -140,9 +142,8 @@ def _element_view(stamps: np.ndarray, base: np.ndarray, arr: np.ndarray) -> Opti
 
 
 def _exempt(storage: Any) -> bool:
-    from ..memory import psum
     from ..runtime import current_or_none
-    if storage.buffer is psum or storage.blocks is not None:
+    if storage.blocks is not None:
         return True
     launch = current_or_none()
     if launch is None:
@@ -171,8 +172,8 @@ def unwatch() -> None:
 
 def note_access(tensor: Any, writing: bool, mask: Any = None) -> None:
     """Called by NKITensor.read/.write while an affine loop runs or writes are watched: the dependency
-    check. Masked accesses (legacy ``mask=``) touch only part of the view and are left out rather than
-    judged on all of it."""
+    check, on the elements the access touches (a masked write only the positions its mask selects, an
+    indirect access the elements its indices name)."""
     if writing:
         watched = getattr(_local, "watched", None)
         if watched is not None and tensor.storage in watched[0]:
@@ -186,54 +187,117 @@ def note_access(tensor: Any, writing: bool, mask: Any = None) -> None:
             _local.reducing = None
         return
     base = storage.array
-    if mask is not None or not base.flags.c_contiguous or _exempt(storage):
+    if not base.flags.c_contiguous or _exempt(storage):
         return
-    arr = tensor.arr
-    if tensor.index is not None:
-        slices = tensor._fast_slices()
-        if slices is None:
-            return
-        arr = arr[slices]
-    if not arr.size:
+    elements = _elements(tensor, base, mask if writing else None)
+    if elements is None:
         return
     for loop in stack:
+        if loop.unit == "instance" and (elements.mask is not None or elements.flat is not None):
+            # Grid instances are judged on plain accesses only: the compiler builds one instance, and AWS
+            # ships kernels whose instances all write the same masked positions (nki-samples'
+            # resize_nearest_fixed_dma_kernel, launched over the batch, loops over the whole batch).
+            continue
         stamps = loop.stamps.get(storage)
         if stamps is None:
             if writing:
                 # Most tensors written in an iteration are that iteration's own (they die with it): remember
-                # the views, and make stamps only when another iteration touches the tensor.
-                loop.stamps[storage] = _Pending(loop.iteration, arr)
+                # the elements, and make stamps only when another iteration touches the tensor.
+                loop.stamps[storage] = _Pending(loop.iteration, elements)
             continue
         if isinstance(stamps, _Pending):
             if stamps.iteration == loop.iteration:
                 if writing:
-                    stamps.views.append(arr)
+                    stamps.accesses.append(elements)
                 continue
-            stamps = loop.stamps[storage] = stamps.materialize(base)
-        view = _element_view(stamps, base, arr)
-        if view is None:
+            stamps = loop.stamps[storage] = stamps.materialize(base, loop.stamp_dtype)
+        seen = elements.stamps(stamps, base)
+        if seen is None:
             continue
-        if view.any():
-            earlier = view[(view != 0) & (view != loop.iteration)]
+        if seen.any():
+            earlier = seen[(seen != 0) & (seen != loop.iteration)]
             if earlier.size:
                 _raise(tensor, writing, loop, int(earlier.min()))
         if writing:
-            view[...] = loop.iteration
+            elements.stamp(stamps, base, loop.iteration)
+
+
+class _Elements:
+    """The elements of an allocation one access touches: a strided view (``arr``), optionally narrowed by a
+    boolean ``mask`` of its shape, or flat element numbers (``flat``, an indirect or irregular access)."""
+    __slots__ = ("arr", "mask", "flat")
+
+    def __init__(self, arr: Optional[np.ndarray], mask: Optional[np.ndarray], flat: Optional[np.ndarray]) -> None:
+        self.arr, self.mask, self.flat = arr, mask, flat
+
+    def stamps(self, stamps: np.ndarray, base: np.ndarray) -> Optional[np.ndarray]:
+        if self.flat is not None:
+            return stamps[self.flat]
+        view = _element_view(stamps, base, self.arr)
+        return view if view is None or self.mask is None else view[self.mask]
+
+    def stamp(self, stamps: np.ndarray, base: np.ndarray, iteration: int) -> None:
+        if self.flat is not None:
+            stamps[self.flat] = iteration
+            return
+        view = _element_view(stamps, base, self.arr)
+        if view is not None:
+            if self.mask is None:
+                view[...] = iteration
+            else:
+                view[self.mask] = iteration
+
+
+def _elements(tensor: Any, base: np.ndarray, mask: Any) -> Optional[_Elements]:
+    """What ``tensor``'s access touches, or None when it touches nothing or cannot be told."""
+    arr = tensor.arr
+    if tensor.index is not None:
+        slices = tensor._fast_slices()
+        if slices is None:
+            return _indexed(tensor, base, arr, mask)
+        arr = arr[slices]
+    if not arr.size:
+        return None
+    if mask is None:
+        return _Elements(arr, None, None)
+    try:
+        selected = np.broadcast_to(np.asarray(mask, dtype=bool), arr.shape)
+    except ValueError:  # a mask narrower than the access: not judged rather than judged on all of it
+        return None
+    return _Elements(arr, selected, None) if selected.any() else None
+
+
+def _indexed(tensor: Any, base: np.ndarray, arr: np.ndarray, mask: Any) -> Optional[_Elements]:
+    """An access through index arrays (tile-valued indices, irregular aranges): the flat numbers of the
+    in-bounds elements it selects, when ``arr`` is the allocation itself in another shape."""
+    if arr.dtype != base.dtype or arr.size != base.size or not arr.flags.c_contiguous \
+            or arr.__array_interface__["data"][0] != base.__array_interface__["data"][0]:
+        return None
+    index = [np.asarray(a).view(np.ndarray) for a in tensor.index]
+    try:
+        lead = np.broadcast_shapes(*(a.shape for a in index))
+        valid = np.ones(lead, dtype=bool) if mask is None else np.array(np.broadcast_to(mask, lead), dtype=bool)
+    except ValueError:
+        return None
+    index = [np.broadcast_to(a, lead) for a in index]
+    for a, dim in zip(index, arr.shape):
+        valid &= (a >= 0) & (a < dim)
+    if not valid.any():
+        return None
+    return _Elements(None, None, np.ravel_multi_index(tuple(a[valid] for a in index), arr.shape))
 
 
 class _Pending:
     """The writes of one iteration to a tensor no other iteration has touched yet."""
-    __slots__ = ("iteration", "views")
+    __slots__ = ("iteration", "accesses")
 
-    def __init__(self, iteration: int, arr: np.ndarray) -> None:
-        self.iteration, self.views = iteration, [arr]
+    def __init__(self, iteration: int, elements: _Elements) -> None:
+        self.iteration, self.accesses = iteration, [elements]
 
-    def materialize(self, base: np.ndarray) -> np.ndarray:
-        stamps = np.zeros(base.size, dtype=np.uint16)
-        for arr in self.views:
-            view = _element_view(stamps, base, arr)
-            if view is not None:
-                view[...] = self.iteration
+    def materialize(self, base: np.ndarray, dtype: type) -> np.ndarray:
+        stamps = np.zeros(base.size, dtype=dtype)
+        for elements in self.accesses:
+            elements.stamp(stamps, base, self.iteration)
         return stamps
 
 

@@ -31,7 +31,9 @@ from typing import Any, Callable, Iterable, Optional
 
 from ..errors import NKIError, NKITypeError, _is_internal
 from ..typing import is_mutable
+from . import annotations as _annotations
 from . import dependencies as _deps
+from . import masks as _masks
 
 __all__ = ["begin", "end", "scope_violation", "index_truth_value", "index_item_assignment"]
 
@@ -161,7 +163,8 @@ def _is_control_block(stmt: ast.stmt, traced: "set[str]") -> bool:
 def _check_block(stmts: list, defined: "set[str]", local: "dict[str, int]", globals_: dict,
                  traced: "set[str]") -> Optional[tuple]:
     """(line of the use, name, line of its creation) of the first tensor used outside its block. ``local``:
-    tensors created in blocks that ended, not visible here unless created again."""
+    tensors created in blocks that ended, not visible here unless created again. ``traced``: the names an
+    ``if`` must read to be a block (_is_control_block)."""
     local = dict(local)
     for stmt in stmts:
         compound = isinstance(stmt, _CONTROL + (ast.With, ast.AsyncWith, ast.Try))
@@ -230,6 +233,7 @@ class Session:
     def __init__(self, func: Callable, params: "dict[Any, str]") -> None:
         self.func, self.params = func, params
         self.first_write: "dict[Any, tuple]" = {}
+        self.tracer: Optional[Callable] = None  # annotations.py's check of annotated shapes, while it runs
 
     def on_write(self, storage: Any, location: Optional[tuple]) -> None:
         self.first_write.setdefault(storage, location)
@@ -247,6 +251,7 @@ def begin(func: Callable, dialect: str, arguments: "dict[str, Any]") -> Optional
                           f"Local variable '{name}' is referenced outside of its parent scope: it is created "
                           f"inside a control block (line {created}) and tensors are local to the block that "
                           f"creates them; create it before the block and assign with '{name}[...] ='", location)
+    _masks.check(func)
     annotations = getattr(func, "__annotations__", {})
     params = {}
     for name, value in arguments.items():
@@ -254,6 +259,7 @@ def begin(func: Callable, dialect: str, arguments: "dict[str, Any]") -> Optional
         if storage is not None and not is_mutable(annotations.get(name)):
             params[storage] = name
     session = Session(func, params)
+    session.tracer = _annotations.begin(func, dialect)
     if params:
         _deps.watch(params, session.on_write)
     return session
@@ -264,6 +270,7 @@ def end(session: Optional[Session], result: Any) -> None:
     _deps.unwatch()
     if session is None:
         return
+    _annotations.end(session.tracer)
     returned = list(_tensors(result))
     if returned:
         for storage, name in session.params.items():
