@@ -19,6 +19,7 @@ import ml_dtypes
 import numpy as np
 
 from ..nki import dtypes as _dtypes
+from ..nki import float_bits as _float_bits
 
 __all__ = ["static_cast", "sizeinbytes", "finfo", "iinfo", "is_float_type", "bfloat16", "float16", "float32",
            "float8_e4m3", "float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu", "int8", "int16", "int32", "uint8",
@@ -62,7 +63,9 @@ def static_cast(values: Any, dtype: Any) -> np.ndarray:
     if arr.dtype == target:
         return arr.copy()
     with np.errstate(invalid="ignore"):
-        return arr.astype(target)
+        if target == float32:
+            return _float_bits.to_float32(arr).copy() if arr.dtype == float32 else _float_bits.to_float32(arr)
+        return _float_bits.from_float32(arr, target)  # astype; bit arithmetic for float32 -> bfloat16
 
 
 def sizeinbytes(dtype: Any) -> int:

@@ -6,6 +6,8 @@ from typing import Any, Callable
 import ml_dtypes
 import numpy as np
 
+from . import float_bits
+
 bool_ = np.dtype(np.bool_)
 int8, int16, int32 = np.dtype(np.int8), np.dtype(np.int16), np.dtype(np.int32)
 uint8, uint16, uint32 = np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.uint32)
@@ -117,7 +119,7 @@ def cast(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     if not is_float(dtype) and dtype != bool_ and is_float(values.dtype):
         with np.errstate(invalid="ignore"):
             return np.rint(values).astype(dtype)
-    return values.astype(dtype)
+    return float_bits.from_float32(values, dtype)  # astype, vectorised for bf16
 
 
 _NAMES = {bool_: "bool", int8: "int8", int16: "int16", int32: "int32", uint8: "uint8", uint16: "uint16",

@@ -11,7 +11,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from .. import dtypes, runtime
+from .. import dtypes, float_bits, runtime
 from ..errors import NKIError, fail
 from ..memory import Buffer, psum, sbuf
 from ..tensor import _mask_to, NKITensor
@@ -104,7 +104,7 @@ def fp32(v: Any) -> Any:
     if isinstance(v, np.ndarray):
         if v.dtype.names is not None:  # packed MX data: numpy would read its raw words as numbers
             dtypes.refuse_packed(v.dtype, "an engine operand of dtype")
-        return v.astype(np.float32, copy=False) if v.dtype != np.float32 else v
+        return float_bits.to_float32(v) if v.dtype != np.float32 else v
     if isinstance(v, np.generic):
         return np.float32(v)
     return v

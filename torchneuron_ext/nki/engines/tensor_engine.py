@@ -140,12 +140,13 @@ def matmul(stationary: NKITensor, moving: NKITensor, *, dst: Optional[NKITensor]
     _alloc_rules.check_matmul_dst_bank(dst, target, api)
     started = dst.storage.started_flags(dst)
     if accumulate is None:
-        # Usually the whole region is fresh (first K tile) or started (the rest): skip the select.
+        # Usually the whole region is fresh (first K tile) or started (the rest): skip the select. all() first:
+        # later K tiles outnumber first ones, and each reduction over the strided flags costs a tile's pass.
         flags = np.asarray(started[...])
-        if not flags.any():
-            accumulate = False
-        elif flags.all():
+        if flags.all():
             accumulate = True
+        elif not flags.any():
+            accumulate = False
     if accumulate is None:
         new = np.where(flags, fp32(np.asarray(dst.read())) + result, result)
     elif accumulate:

@@ -1,0 +1,49 @@
+"""Bit-exact, vectorised conversions between float32 and the narrow float dtypes (bfloat16, fp8).
+
+ml_dtypes converts element by element in a C loop per cast, which made casts the largest single cost of
+bf16 and fp8 kernels in the simulator (a bf16 (128, 512) tile: 85 us to float32, 240 us back; fp8: 1.3 ms).
+The same results come from integer arithmetic on the bit patterns: a bfloat16 is the top half of a float32,
+an 8-bit float has 256 values (a table). Results are identical to ml_dtypes' ``astype``, NaNs included
+(tests/nki/test_float_bits.py compares them over every bf16/fp8 pattern and float32 specials).
+"""
+from __future__ import annotations
+
+import functools
+
+import ml_dtypes
+import numpy as np
+
+_BF16 = np.dtype(ml_dtypes.bfloat16)
+_F32 = np.dtype(np.float32)
+_FP8 = tuple(np.dtype(d) for d in (ml_dtypes.float8_e4m3, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2,
+                                   ml_dtypes.float8_e8m0fnu))
+
+
+@functools.lru_cache(maxsize=None)
+def _fp8_table(dtype: np.dtype) -> np.ndarray:
+    return np.arange(256, dtype=np.uint8).view(dtype).astype(np.float32)
+
+
+def to_float32(values: np.ndarray) -> np.ndarray:
+    """``values.astype(float32)`` for a bfloat16 or fp8 array, without ml_dtypes' per-element loop; any other
+    dtype goes through ``astype`` (a float32 array is returned as it is)."""
+    dtype = values.dtype
+    if dtype == _BF16:
+        return (values.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+    if dtype in _FP8:
+        return np.take(_fp8_table(dtype), values.view(np.uint8))
+    return values.astype(np.float32, copy=False)
+
+
+def from_float32(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``values.astype(dtype)`` for a float32 array: bfloat16 rounds to nearest even on the bits (as ml_dtypes
+    does: overflow to infinity, a NaN becomes the canonical quiet NaN with its sign); other dtypes go through ``astype``."""
+    if values.dtype != _F32 or np.dtype(dtype) != _BF16 or values.ndim == 0:
+        return values.astype(dtype)
+    bits = np.ascontiguousarray(values).view(np.uint32)
+    rounded = ((bits + (np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1)))) >> np.uint32(16))
+    out = rounded.astype(np.uint16)
+    nan = values != values
+    if nan.any():
+        out[nan] = ((bits[nan] >> np.uint32(16)) & np.uint32(0x8000) | np.uint32(0x7FC0)).astype(np.uint16)
+    return out.view(_BF16)
