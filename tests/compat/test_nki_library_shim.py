@@ -432,6 +432,53 @@ def test_runner_counts_with_pytest_arguments_passed_through(tmp_path: Path) -> N
     assert [o.nodeid.split("::")[-1] for o in runner.read_junit(str(junit), str(tmp_path))] == ["test_not_fast"]
 
 
+_WRITES_ARTIFACTS = {
+    # the harness's artifact paths (test.utils.feature_flag_helper), reduced to what the plugin calls
+    "test/utils/__init__.py": "",
+    "test/utils/feature_flag_helper.py": """
+        import os, re
+
+        def resolve_base_output_directory(config):
+            return os.path.abspath(config.getoption("--output-directory"))
+
+        def construct_test_output_directory_name():
+            test_id = os.environ["PYTEST_CURRENT_TEST"].split("::")[-1].rsplit(" ", 1)[0]
+            return "out-" + re.sub(r"[^A-Za-z0-9]+", "_", test_id)
+    """,
+    "test/conftest.py": """
+        import test.utils.feature_flag_helper
+
+        def pytest_addoption(parser):
+            parser.addoption("--test-mode", action="store")
+            parser.addoption("--output-directory", default="neuron_test_output")
+    """,
+    "test/integration/alpha/test_x.py": """
+        import os
+        import pytest
+        from test.utils import feature_flag_helper as f
+
+        @pytest.mark.fast
+        def test_writes(request):
+            d = os.path.join(f.resolve_base_output_directory(request.config),
+                             f.construct_test_output_directory_name())
+            os.makedirs(d)
+            open(os.path.join(d, "inp-x-000.bin"), "wb").write(bytes(1000))
+    """,
+}
+
+
+def test_each_tests_harness_files_are_removed_unless_kept(tmp_path: Path) -> None:
+    _write(tmp_path, {**_FAKE_CHECKOUT, **_WRITES_ARTIFACTS})
+    (tmp_path / "test/integration/nkilib/core/gamma/test_broken.py").unlink()
+    out_dir = tmp_path / "artifacts"
+    for extra, kept in (([], False), (["--keep-test-output"], True)):
+        runner.run(str(tmp_path), extra=["--output-directory", str(out_dir), *extra, "-k", "test_writes"],
+                   junit_xml=str(tmp_path / "report.xml"), out=io.StringIO())
+        outcomes = runner.read_junit(str(tmp_path / "report.xml"), str(tmp_path))
+        assert [o.outcome for o in outcomes] == ["passed"]
+        assert sorted(p.name for p in out_dir.iterdir()) == (["out-test_writes"] if kept else [])
+
+
 def test_folder_of() -> None:
     assert runner.folder_of("test/integration/nkilib/core/moe/moe_cte/test_x.py") == "core/moe"
     assert runner.folder_of("test/integration/nkilib/experimental/conv/test_conv1d.py") == "experimental/conv"

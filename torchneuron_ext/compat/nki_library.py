@@ -19,7 +19,9 @@ conftest is imported, the plugin
 - runs the multi-rank collective tests (``inference_args.collective_ranks > 1``) on ``nki.launch_ranks``,
   one worker per rank with that rank's inputs, and leaves their validation to the harness
   (compat/nki_library_ranks.py): the public harness gives its simulator one launch with no per-rank inputs,
-  and AWS's simulator has no collectives. ``--single-launch-collectives`` keeps the harness's own path.
+  and AWS's simulator has no collectives. ``--single-launch-collectives`` keeps the harness's own path;
+- removes the files the harness writes for each test (its inputs, goldens and outputs under
+  ``--output-directory``) when the test ends, unless ``--keep-test-output``.
 
 Nothing in the checkout is modified. ``torchneuron-ext nki-library CHECKOUT`` (or
 ``python -m torchneuron_ext.compat.nki_library CHECKOUT``) runs the suite this way and reports the
@@ -27,8 +29,10 @@ outcomes per folder (compat/nki_library_runner.py).
 """
 from __future__ import annotations
 
+import os
+import shutil
 import sys
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 
@@ -66,12 +70,39 @@ def default_missing_harness_attributes() -> list:
 
 
 SINGLE_LAUNCH_OPTION = "--single-launch-collectives"
+KEEP_OUTPUT_OPTION = "--keep-test-output"
+HARNESS_PATHS = "test.utils.feature_flag_helper"
 
 
 def pytest_addoption(parser: Any) -> None:
     parser.addoption(SINGLE_LAUNCH_OPTION, action="store_true", default=False,
                      help="torchneuron_ext: run multi-rank collective tests as AWS's public harness does (one "
                           "simulator launch, no per-rank inputs) instead of one nki.launch_ranks worker per rank")
+    parser.addoption(KEEP_OUTPUT_OPTION, action="store_true", default=False,
+                     help="torchneuron_ext: keep each test's inputs and outputs the harness writes under "
+                          "--output-directory (by default they are removed when the test ends)")
+
+
+def test_output_directory(config: Any) -> Optional[str]:
+    """The directory the harness wrote the running test's artifacts to (None: not this harness)."""
+    paths = sys.modules.get(HARNESS_PATHS)
+    name = getattr(paths, "construct_test_output_directory_name", None)
+    base = getattr(paths, "resolve_base_output_directory", None)
+    if name is None or base is None or "PYTEST_CURRENT_TEST" not in os.environ:
+        return None
+    return os.path.join(base(config), name())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: Any, nextitem: Any) -> Any:
+    # The harness writes every test's inputs, goldens and outputs as files and never removes them: about
+    # 70 GB over the fast selection, enough to fill a disk mid-run.
+    # Named before the teardown runs: pytest clears PYTEST_CURRENT_TEST, which the harness names it from,
+    # at the teardown's end.
+    directory = None if item.config.getoption(KEEP_OUTPUT_OPTION) else test_output_directory(item.config)
+    yield
+    if directory is not None and os.path.isdir(directory):
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def launch_collectives_per_rank() -> str:
