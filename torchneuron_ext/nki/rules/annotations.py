@@ -15,15 +15,14 @@ tracer installed the check stays off rather than replace it. ``nki.typing`` is t
 from __future__ import annotations
 
 import ast
-import inspect
 import linecache
 import sys
-import textwrap
 from types import CodeType, FrameType
 from typing import Any, Callable, Optional
 
 from ..errors import NKIError
 from ..typing import _TensorType
+from .source import kernel_ast
 
 __all__ = ["begin", "end"]
 
@@ -44,11 +43,7 @@ def _statements(func: Callable) -> "dict[int, _Annotated]":
     if code in _CACHE:
         return _CACHE[code]
     found: "dict[int, _Annotated]" = {}
-    try:
-        lines, first = inspect.getsourcelines(func)
-        tree = ast.parse(textwrap.dedent("".join(lines)))
-    except (OSError, TypeError, SyntaxError, IndentationError):
-        tree = None
+    tree, first = kernel_ast(func)
     if tree is not None:
         for node in ast.walk(tree):
             if not (isinstance(node, ast.AnnAssign) and node.value is not None and isinstance(node.target, ast.Name)):

@@ -33,6 +33,7 @@ from ..errors import NKIError, NKITypeError, _is_internal
 from ..typing import is_mutable
 from . import annotations as _annotations
 from . import dependencies as _deps
+from .source import kernel_ast
 from . import masks as _masks
 
 __all__ = ["begin", "end", "scope_violation", "index_truth_value", "index_item_assignment"]
@@ -205,11 +206,7 @@ def scope_violation(func: Callable) -> Optional[tuple]:
     if code in _SCOPE_CACHE:
         return _SCOPE_CACHE[code]
     found = None
-    try:
-        lines, first = inspect.getsourcelines(func)
-        tree = ast.parse(textwrap.dedent("".join(lines)))
-    except (OSError, TypeError, SyntaxError, IndentationError):
-        tree = None
+    tree, first = kernel_ast(func)
     if tree is not None and tree.body and isinstance(tree.body[0], (ast.FunctionDef, ast.AsyncFunctionDef)):
         fdef = tree.body[0]
         offset = first - 1  # the source starts at the first decorator

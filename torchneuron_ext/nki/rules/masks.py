@@ -17,13 +17,12 @@ NKI 0.2 has no ``mask=``: the rule is the legacy dialect's.
 from __future__ import annotations
 
 import ast
-import inspect
 import linecache
-import textwrap
 from types import CodeType
 from typing import Any, Callable, Iterable, Optional
 
 from ..errors import NKIError, NKITypeError
+from .source import kernel_ast
 
 __all__ = ["check", "tile_mask"]
 
@@ -115,11 +114,7 @@ def check(func: Callable) -> None:
     code = func.__code__
     if code not in _CACHE:
         found = None
-        try:
-            lines, first = inspect.getsourcelines(func)
-            tree = ast.parse(textwrap.dedent("".join(lines)))
-        except (OSError, TypeError, SyntaxError, IndentationError):
-            tree = None
+        tree, first = kernel_ast(func)
         if tree is not None:
             hit = _violation(tree)
             if hit is not None:
