@@ -148,6 +148,24 @@ dominated by optimizer state:
         assert r.memory.dominant == "activations and other"
 
 
+def test_a_model_built_on_the_host_moves_to_the_device():
+    # The commonest script: build on the CPU, then model.to("neuron") (and .half()). FakeTensorMode's weak
+    # references make Module._apply's parameter swap fail without the dry run's own conversion.
+    def step():
+        m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+        m.to("neuron").half()
+        assert all(p.device.type == "neuron" and p.dtype == torch.float16 for p in m.parameters())
+        assert all(isinstance(p, torch.nn.Parameter) for p in m.parameters())
+        assert [name for name, _ in m.named_parameters()] == ["0.weight", "0.bias", "2.weight", "2.bias"]
+        m(torch.randn(2, 8, device="neuron", dtype=torch.float16)).sum().backward()
+        return [p.grad is not None for p in m.parameters()]
+
+    r = costmodel.dry_run(step)
+    assert r.value == [True] * 4
+    kinds = {e["name"] for e in r.trace["traceEvents"] if e.get("ph") == "X"}
+    assert "neuron::addmm" in kinds and "Memcpy HtoD (host -> neuron)" in kinds
+
+
 class TestErrors(TestCase):
     def test_item_names_what_to_do(self):
         def step():

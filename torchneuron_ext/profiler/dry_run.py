@@ -670,6 +670,44 @@ def _optimizers_as_on_device() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def _modules_move_fake_parameters() -> Iterator[None]:
+    """``model.to("neuron")`` (or ``.half()``) on a model built in the dry run: Module._apply swaps a fake
+    parameter's contents with torch.utils.swap_tensors, which refuses tensors with weak references, and
+    FakeTensorMode keeps one to each fake tensor it made. Converted fake parameters become new Parameter
+    objects instead (what ``torch.__future__.set_overwrite_module_params_on_conversion(True)`` does); an
+    optimizer made before the move would keep the old ones, as it would with that switch."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    original = torch.nn.Module._apply
+
+    def _apply(self: torch.nn.Module, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> Any:
+        fake = {k: p for k, p in self._parameters.items() if isinstance(p, FakeTensor)}
+        if not fake:
+            return original(self, fn, recurse)
+        converted = {}
+        with torch.no_grad():
+            for key, param in fake.items():
+                moved = torch.nn.Parameter(fn(param), requires_grad=param.requires_grad)
+                if param.grad is not None:
+                    moved.grad = fn(param.grad)
+                converted[key] = moved
+        every = self._parameters
+        self._parameters = {k: p for k, p in every.items() if k not in fake}
+        try:
+            return original(self, fn, recurse)
+        finally:
+            every.update(self._parameters)
+            every.update(converted)
+            self._parameters = every
+
+    torch.nn.Module._apply = _apply  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        torch.nn.Module._apply = original  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
 def _real_device_meshes() -> Iterator[None]:
     """A DeviceMesh keeps its ranks in a CPU tensor and reads them (tolist): it is bookkeeping, not the
     program's data, so it is built with real tensors. A mesh tensor made under the dry run (as
@@ -769,7 +807,7 @@ def dry_run_session(target: Optional[Union[Target, str]] = None, world_size: int
         _ACTIVE.append(recorder)
         try:
             with owners.hooks(), _no_printing_of_fakes(), _optimizers_as_on_device(), _real_device_meshes(), \
-                    _sharding_metadata_unrecorded(recorder), fake, recorder:
+                    _modules_move_fake_parameters(), _sharding_metadata_unrecorded(recorder), fake, recorder:
                 yield recorder
         finally:
             _ACTIVE.remove(recorder)
