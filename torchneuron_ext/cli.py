@@ -46,17 +46,23 @@ def _info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _script_argv(args: argparse.Namespace) -> list:
+    """The script and its arguments after `--`, without a leading `python` (both are optional)."""
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if command and os.path.basename(command[0]).startswith("python"):
+        command = command[1:]
+    return command
+
+
 def _profile(args: argparse.Namespace) -> int:
     import torch
     from torch.profiler import ProfilerActivity
 
     from torchneuron_ext.profiler import NeuronConfig, NeuronProfiler, format_report, summarize_trace
 
-    command = list(args.command)
-    if command and command[0] == "--":
-        command = command[1:]
-    if command and os.path.basename(command[0]).startswith("python"):
-        command = command[1:]
+    command = _script_argv(args)
     if not command:
         print("torchneuron-ext profile: give the script to run, e.g. `torchneuron-ext profile -- python train.py`",
               file=sys.stderr)
@@ -99,11 +105,7 @@ def _profile(args: argparse.Namespace) -> int:
 def _project(args: argparse.Namespace) -> int:
     from torchneuron_ext.profiler.dry_run import DryRunError, dry_run_script
 
-    command = list(args.command)
-    if command and command[0] == "--":
-        command = command[1:]
-    if command and os.path.basename(command[0]).startswith("python"):
-        command = command[1:]
+    command = _script_argv(args)
     if not command or (command[0] == "-m" and len(command) < 2):
         print("torchneuron-ext project: give the script to dry-run, e.g. "
               "`torchneuron-ext project --target trn2 -- python train.py`", file=sys.stderr)
