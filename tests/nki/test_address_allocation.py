@@ -149,3 +149,21 @@ def test_nkiobject_dataclasses_take_their_class_attributes_as_fields() -> None:
     with pytest.raises(TypeError):
         Section(shared=[3])
     assert nl.NKIObject(a=1).a == 1
+
+
+def test_nkiobject_dataclass_fields_may_be_left_unset() -> None:
+    # AWS's NKI Library builds MLPTKGConstantsDimensionSizes without its remainderIFused field (AWS's
+    # NKIObject takes **kwargs); the field is then absent, not a default value.
+    @dataclass
+    class Dims(nl.NKIObject):
+        T: int
+        fused: int
+        tile: int = 128
+
+    d = Dims(T=4, tile=64)
+    assert (d.T, d.tile, hasattr(d, "fused")) == (4, 64, False)
+    with pytest.raises(AttributeError, match="Dims.fused was never set"):
+        d.fused
+    d.fused = 2
+    assert d.fused == 2
+    assert Dims(1, 2).tile == 128 and Dims(1, 2).fused == 2

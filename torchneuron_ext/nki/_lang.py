@@ -33,13 +33,36 @@ tile = NKITensor
 Tensor = NKITensor  # the type name kernels annotate tiles with
 
 
+class _Unset:
+    """The default of an NKIObject field declared without one: AWS's NKI Library constructs such dataclasses
+    without every field (``MLPTKGConstantsDimensionSizes`` never passes its ``remainderIFused``), as AWS's
+    ``NKIObject(**kwargs)`` allows. Reading a field that was never set is an AttributeError, as in Python."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        if obj is None:
+            return self
+        raise AttributeError(f"{type(obj).__name__}.{self.name} was never set")
+
+    def __repr__(self) -> str:
+        return "<not set>"
+
+
 class NKIObject:
     """``nl.NKIObject``: the base class of the dataclasses and configuration objects kernels pass around. The
-    simulator runs kernels as Python, so it is a plain base; ``NKIObject(**fields)`` sets the fields."""
+    simulator runs kernels as Python, so it is a plain base; ``NKIObject(**fields)`` sets the fields, and a
+    dataclass subclass may be constructed without some of its fields (see _Unset)."""
 
     def __init__(self, **kwargs: Any) -> None:
         for key, value in kwargs.items():
             setattr(self, key, value)
+
+    def __post_init__(self) -> None:
+        for key, value in list(vars(self).items()):
+            if isinstance(value, _Unset):
+                delattr(self, key)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # AWS's kernels declare @dataclass NKIObjects with plain class attributes (``section_idx = None``) and
@@ -55,6 +78,11 @@ class NKIObject:
                     or isinstance(value, (property, classmethod, staticmethod, list, dict, set)):
                 continue
             annotations[name] = Any
+        for name, annotation in annotations.items():
+            if name not in cls.__dict__ and "ClassVar" not in str(annotation) and "InitVar" not in str(annotation):
+                unset = _Unset()
+                unset.__set_name__(cls, name)
+                setattr(cls, name, unset)
 
 
 class par_dim:
