@@ -18,6 +18,8 @@ import torchneuron_ext.nki.legacy as lnki
 import torchneuron_ext.nki.legacy.language as lnl
 from torchneuron_ext.nki import NKIError
 
+from .kernel_io import load
+
 as_strided = np.lib.stride_tricks.as_strided
 
 
@@ -37,13 +39,6 @@ def _copy_out(view):
     out = nl.ndarray(view.shape, dtype=view.dtype, buffer=nl.shared_hbm)
     nisa.dma_copy(dst=out, src=view)
     return out
-
-
-def _through_sbuf(a):
-    """``a`` (HBM, partition dimension first) in an SBUF tile of its shape."""
-    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=a)
-    return t
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -88,7 +83,7 @@ def test_view_methods_read_what_numpy_reads(case: int) -> None:
 def test_view_methods_on_sbuf_tiles() -> None:
     @nki.jit
     def k(a):
-        t = _through_sbuf(a)
+        t = load(a)
         v = t.reshape_dim(1, (6, 8)).permute((0, 2, 1)).slice(2, 1, 6, 2)
         out = nl.ndarray(v.shape, dtype=nl.float32, buffer=nl.sbuf)
         nisa.tensor_copy(dst=out, src=v)
@@ -173,7 +168,7 @@ def test_ap_on_hbm_is_as_strided(case: int) -> None:
 def test_ap_on_sbuf_reads_per_partition() -> None:
     @nki.jit
     def k(a):
-        t = _through_sbuf(a)
+        t = load(a)
         return _copy_out(t.ap(pattern=[[16, 16], [1, 8]], offset=8))
 
     a = f32(16, 16)
@@ -198,7 +193,7 @@ def test_ap_starts_at_the_views_offset() -> None:
 def test_ap_reinterprets_the_dtype() -> None:
     @nki.jit
     def k(a):
-        t = _through_sbuf(a)
+        t = load(a)
         return _copy_out(t.ap(pattern=[[8, 4], [1, 8]], offset=0, dtype=nl.bfloat16))
 
     a = np.arange(16, dtype=np.int32).reshape(4, 4) * 65537
@@ -211,7 +206,7 @@ def test_ap_as_destination() -> None:
     def k(a):
         out = nl.ndarray((4, 8), dtype=a.dtype, buffer=nl.shared_hbm)
         nisa.dma_copy(dst=out, src=a)
-        t = _through_sbuf(a)
+        t = load(a)
         nisa.dma_copy(dst=out.ap(pattern=[[8, 4], [2, 4]], offset=1), src=t.ap(pattern=[[8, 4], [1, 4]]))
         return out
 
@@ -273,7 +268,7 @@ def test_vector_offset_scatters_rows() -> None:
         out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
         nisa.dma_copy(dst=out, src=a)
         idx = _index_tile(rows)
-        nisa.dma_copy(dst=out.ap(pattern=[[4, 3], [1, 4]], vector_offset=idx, indirect_dim=0), src=_through_sbuf(src))
+        nisa.dma_copy(dst=out.ap(pattern=[[4, 3], [1, 4]], vector_offset=idx, indirect_dim=0), src=load(src))
         return out
 
     a, src = f32(8, 4), f32(3, 4) + 10
@@ -320,7 +315,7 @@ def test_a_tensor_compares_with_none_as_an_object() -> None:
 
     @nki.jit
     def k(a, bias=None):
-        t = _through_sbuf(a)
+        t = load(a)
         seen.update(ne=t != None, eq=t == None, truth=bool(t), bias=bias != None)  # noqa: E711
         if t:
             seen["if"] = True
@@ -377,18 +372,18 @@ tensor view: access pattern [[16, 8], [1, 16]] at offset 4 addresses elements [4
     def test_dynamic_offset_out_of_bounds(self):
         def body(a):
             idx = _index_tile([7])
-            nisa.dma_copy(dst=_through_sbuf(a[0:2]), src=a.ap(pattern=[[16, 2], [1, 16]], scalar_offset=idx))
+            nisa.dma_copy(dst=load(a[0:2]), src=a.ap(pattern=[[16, 2], [1, 16]], scalar_offset=idx))
         self.assertExpectedInline(self.message(body), """\
 .ap(scalar_offset=...) with a dynamic offset of 7: access pattern [[16, 2], [1, 16]] at offset 112 addresses elements [112, 143] of a tensor of 128 elements; dma_copy(oob_mode=nisa.oob_mode.skip) leaves them out [err_tensor_access_out_of_bound]""")
 
     def test_partition_step_of_an_sbuf_pattern(self):
         self.assertExpectedInline(
-            self.message(lambda a: _through_sbuf(a).ap(pattern=[[32, 4], [1, 16]])), """\
+            self.message(lambda a: load(a).ap(pattern=[[32, 4], [1, 16]])), """\
 .ap(pattern=[[32, 4], [1, 16]], offset=None): the first pair of an on-chip tensor's pattern walks its partitions, so its step must be the 16 elements of a partition (partitions are read contiguously), got 32 [err_invalid_access_pattern]""")
 
     def test_vector_offset_needs_hbm(self):
         self.assertExpectedInline(self.message(
-            lambda a: _through_sbuf(a).ap(pattern=[[16, 2], [1, 16]], vector_offset=_index_tile([0, 1]))), """\
+            lambda a: load(a).ap(pattern=[[16, 2], [1, 16]], vector_offset=_index_tile([0, 1]))), """\
 .ap(pattern=[[16, 2], [1, 16]], offset=None): vector_offset indexes an HBM tensor; this one is in sbuf [err_unsupported_memory]""")
 
     def test_scalar_and_vector_offsets_exclude_each_other(self):
@@ -404,7 +399,7 @@ tensor view: access pattern [[16, 8], [1, 16]] at offset 4 addresses elements [4
 .ap(scalar_offset=...): a dynamic offset holds integers, got float32 [err_unsupported_dtype]""")
 
     def test_partition_dimension_stays_first(self):
-        self.assertExpectedInline(self.message(lambda a: _through_sbuf(a).permute((1, 0))), """\
+        self.assertExpectedInline(self.message(lambda a: load(a).permute((1, 0))), """\
 permute((1, 0)): the partition dimension of an on-chip or vector-selected tensor stays first (dims[0] must be 0) [err_invalid_view]""")
 
     def test_broadcast_needs_size_one(self):
@@ -426,7 +421,7 @@ cannot reshape a view of shape (8, 8) (pattern [[16, 8], [1, 8]]) to (64,) witho
 slice(dim=1, start=4, end=20, step=1) of a dimension of size 16: needs 0 <= start < end <= 16 and step >= 1 [err_tensor_access_out_of_bound]""")
 
     def test_dynamic_select_of_the_partition_dimension(self):
-        self.assertExpectedInline(self.message(lambda a: _through_sbuf(a).select(0, _index_tile([1]))), """\
+        self.assertExpectedInline(self.message(lambda a: load(a).select(0, _index_tile([1]))), """\
 a dynamic select on an on-chip tensor cannot select its partition dimension (dim 0) [err_invalid_view]""")
 
     def test_one_dynamic_select_per_view(self):
@@ -500,7 +495,7 @@ def test_an_instruction_reads_a_broadcast_view_in_its_operands_shape() -> None:
     values (AWS's attention kernel subtracts a broadcast row max this way)."""
     @nki.jit
     def k(a, m):
-        qk, mx = _through_sbuf(a), _through_sbuf(m)
+        qk, mx = load(a), load(m)
         out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
         nisa.tensor_tensor(dst=out, data1=qk, data2=mx.expand_dim(1).broadcast(1, 3), op=nl.subtract)
         return _copy_out(out)
@@ -537,7 +532,7 @@ def test_integer_indexing_follows_nkitensor() -> None:
         t = nl.ndarray((16, 8, 4), dtype=a.dtype, buffer=nl.sbuf)
         seen.update(sbuf_p=t[3].shape, sbuf_f=t[:, 2].shape, sbuf_both=t[3, 2].shape, hbm_row=a[3].shape,
                     hbm_elem=a[3, 1].shape)
-        return _copy_out(_through_sbuf(a)[5])
+        return _copy_out(load(a)[5])
 
     a = f32(16, 8)
     np.testing.assert_array_equal(k(a), a[5:6])
@@ -609,9 +604,9 @@ def test_scalar_offset_out_of_bounds_write_is_skipped() -> None:
         nisa.dma_copy(dst=out, src=a)
         reg = nisa.register_alloc(-3)
         nisa.dma_copy(dst=out.ap(pattern=[[16, 2], [1, 16]], scalar_offset=reg, indirect_dim=0),
-                      src=_through_sbuf(a[0:2]), oob_mode=nisa.oob_mode.skip)
+                      src=load(a[0:2]), oob_mode=nisa.oob_mode.skip)
         nisa.dma_copy(dst=out.ap(pattern=[[16, 2], [1, 16]], scalar_offset=reg, indirect_dim=0, offset=16 * 4),
-                      src=_through_sbuf(a[2:4]), oob_mode=nisa.oob_mode.skip)  # rows 1 and 2
+                      src=load(a[2:4]), oob_mode=nisa.oob_mode.skip)  # rows 1 and 2
         return out
 
     a = f32(6, 16)
@@ -624,7 +619,7 @@ def test_scalar_offset_out_of_bounds_still_fails_other_accesses() -> None:
     """Without skip, and for a compute instruction (no oob_mode), an out-of-bounds dynamic offset is an error."""
     @nki.jit
     def k(a):
-        t = _through_sbuf(a)
+        t = load(a)
         idx = _index_tile([-1])
         out = nl.ndarray((4, 8), dtype=a.dtype, buffer=nl.sbuf)
         nisa.tensor_copy(dst=out, src=t.ap(pattern=[[16, 4], [1, 8]], scalar_offset=idx, indirect_dim=1))

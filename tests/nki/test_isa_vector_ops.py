@@ -12,26 +12,15 @@ import pytest
 import torchneuron_ext.nki as nki
 import torchneuron_ext.nki.isa as nisa
 import torchneuron_ext.nki.language as nl
-from torchneuron_ext.nki import NKIError, NKIUnsupportedError
+from torchneuron_ext.nki import NKIError
+
+from .kernel_io import load, store
 
 FP32_MIN = float(np.finfo(np.float32).min)
 
 
 def f32(*shape: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-
-
-def load(a: Any) -> Any:
-    """An SBUF copy of a kernel argument, as AWS's kernels bring inputs in."""
-    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=a)
-    return t
-
-
-def store(t: Any) -> Any:
-    out = nl.ndarray(t.shape, dtype=t.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=t)
-    return out
 
 
 def error(kernel: Callable, *args: Any) -> NKIError:
