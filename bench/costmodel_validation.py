@@ -1,83 +1,101 @@
-"""The cost model beside every public Trainium measurement in the reference notes: the validation
-table of docs/cost_model.md. `python bench/costmodel_validation.py` prints it (Markdown)."""
+"""The cost model beside every public Trainium measurement it can reproduce: the validation table of
+docs/cost_model.md.
+
+    python bench/costmodel_validation.py                 # the Markdown table and its summary
+    python bench/costmodel_validation.py --only collectives
+    python bench/costmodel_validation.py --json after.json --before before.json
+
+The rows live in bench/costmodel_rows/ (one module per family of measurements). ``--json`` saves each
+row's projection; ``--before`` adds the projections of an earlier run as a "before" column, e.g. of the
+model as it was before a revision: ``PYTHONPATH=<old checkout> python bench/costmodel_validation.py --json
+before.json`` (the rows use only the public API that both versions have).
+"""
 from __future__ import annotations
 
+import argparse
+import json
+import math
 import os
+import statistics
 import sys
+import traceback
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples", "nki"))
+sys.path.insert(0, os.path.dirname(__file__))
 
-import numpy as np  # noqa: E402
+from costmodel_rows import Row, all_rows  # noqa: E402
 
-from torchneuron_ext import costmodel  # noqa: E402
-from torchneuron_ext.nki.cost_model import Costs  # noqa: E402
-
-
-def nki_dma_s(target: str, nbytes: int) -> float:
-    c = Costs(target)
-    c.dma("dma_copy", nbytes, False, True)
-    return c.estimated_latency_s
-
-
-def nki_scalar_chain_s(target: str, n: int) -> float:
-    c = Costs(target)
-    for _ in range(n):
-        c.compute("scalar", "activation", 1)
-    return c.estimated_latency_s / n
-
-
-def layernorm_trn1_s() -> float:
-    """AWS's layernorm tutorial shape on trn1 through nki.benchmark: the kernel's estimate, plus the
-    host<->device transfers of its input and output and one launch (what neuron-bench's latency holds)."""
-    os.environ["NKI_TARGET"] = "trn1"
-    import torchneuron_ext.nki as nki
-    from layernorm import layernorm_new_bn  # examples/nki
-
-    x = np.random.rand(300, 1000).astype(np.float32)
-    g, b = np.ones(1000, np.float32), np.zeros(1000, np.float32)
-    k = nki.benchmark(warmup=1, iters=1)(layernorm_new_bn)
-    k(x, g, b)
-    t = costmodel.get_target("trn1")
-    transfers = sum(costmodel.copy(d, n, n, t).duration_s for d, n in
-                    (("HtoD", x.nbytes), ("HtoD", g.nbytes), ("HtoD", b.nbytes), ("DtoH", x.nbytes)))
-    return k.benchmark_result.nc_latency.get_latency_percentile(50) * 1e-6 + transfers + t.launch_s
-
-
-def gemm_trn1_s(n: int) -> float:
-    t = costmodel.get_target("trn1")
-    es = 4
-    return costmodel.eager_kernel("aten::mm", 2 * n * n * es, n * n * es, 2 * n ** 3, n * n, "Float", t).duration_s
-
-
-ROWS = [
-    # kernel, shape, dtype, target, measured seconds, source, projection
-    ("DMA HBM->SBUF, one transfer", "32 KiB", "-", "trn2", 1.416e-6, "DMA page, profile figure (M)",
-     lambda: nki_dma_s("trn2", 32 * 1024)),
-    ("DMA, 2 KiB per engine", "2 KiB", "-", "trn2", 97e-9, "DMA page (M)", lambda: nki_dma_s("trn2", 2048)),
-    ("DMA load, 16 engines", "128x128", "bf16", "trn2", 1e-6, "DMA page, trigger to completion (M)",
-     lambda: nki_dma_s("trn2", 128 * 128 * 2)),
-    ("dependent 1-element Scalar instructions (II)", "1 element", "fp32", "trn1", 189e-9, "perf guide (H)",
-     lambda: nki_scalar_chain_s("trn1", 100)),
-    ("NKI layernorm tutorial, nki.benchmark p50 (v2)", "300x1000", "fp32", "trn1", 1.97e-3,
-     "layernorm tutorial, Neuron 2.26 (M)", layernorm_trn1_s),
-    ("GEMM via PyTorch/XLA, warm", "512^3", "fp32", "trn1", 1.3e-3, "trnsci.dev (L)", lambda: gemm_trn1_s(512)),
-    ("GEMM via PyTorch/XLA, warm", "1024^3", "fp32", "trn1", 2.3e-3, "trnsci.dev (L)", lambda: gemm_trn1_s(1024)),
-    ("gap between executions, async", "tiny", "-", "inf2 (trn1 table)", 11.5e-6, "aws-neuron-sdk#1370 (L)",
-     lambda: costmodel.eager_kernel("aten::add", 8, 4, 0, 1, "Float", "trn1").duration_s),
-]
+WITHIN = 1.5          # the goal: every row within 1.5x ...
+MEDIAN_WITHIN = 1.25  # ... and the median row within 1.25x
 
 
 def fmt(s: float) -> str:
+    if s != s:
+        return "error"
     return f"{s * 1e3:.3g} ms" if s >= 1e-3 else f"{s * 1e6:.3g} us"
 
 
-def main() -> None:
-    print("| kernel | shape | dtype | target | measured | projected | projected/measured | source |")
-    print("|---|---|---|---|---|---|---|---|")
-    for kernel, shape, dtype, target, measured, source, fn in ROWS:
-        projected = fn()
-        print(f"| {kernel} | {shape} | {dtype} | {target} | {fmt(measured)} | {fmt(projected)} | "
-              f"{projected / measured:.2f} | {source} |")
+def off_by(ratio: float) -> float:
+    """How far a projected/measured ratio is from 1, as a factor either way (0.5 and 2 are both 2x)."""
+    return max(ratio, 1 / ratio) if ratio > 0 else math.inf
+
+
+def project(row: Row) -> float:
+    try:
+        return float(row.project())
+    except Exception:  # one broken row must not hide the others: it shows as "error"
+        traceback.print_exc(file=sys.stderr)
+        return math.nan
+
+
+def summary(ratios: list[float], label: str) -> str:
+    ok = [r for r in ratios if r == r]
+    if not ok:
+        return f"{label}: no rows"
+    offs = sorted(off_by(r) for r in ok)
+    within = sum(o <= WITHIN for o in offs)
+    return (f"{label}: {within} of {len(ok)} rows within {WITHIN}x, median {statistics.median(offs):.2f}x off "
+            f"(goal: all within {WITHIN}x, median within {MEDIAN_WITHIN}x)")
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", action="append", default=[], help="a row group (repeatable)")
+    ap.add_argument("--json", help="save each row's projection (seconds) here")
+    ap.add_argument("--before", help="a --json file of an earlier run, shown as the 'before' column")
+    args = ap.parse_args(argv)
+
+    rows = [r for r in all_rows() if not args.only or r.group in args.only]
+    before = json.load(open(args.before)) if args.before else None
+    projected = {r.key: project(r) for r in rows}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(projected, f, indent=1)
+
+    head = ["group", "kernel", "shape", "dtype", "target", "measured", "includes"]
+    if before is not None:
+        head += ["before", "before/measured"]
+    head += ["projected", "projected/measured", "source", "not explained by the model"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    ratios, ratios_before = [], []
+    for r in rows:
+        p = projected[r.key]
+        cells = [r.group, r.kernel, r.shape, r.dtype, r.target, fmt(r.measured_s), r.includes]
+        if before is not None:
+            b = before.get(r.key, math.nan)
+            b = math.nan if b is None else b
+            cells += [fmt(b), f"{b / r.measured_s:.2f}" if b == b else "new row"]
+            ratios_before.append(b / r.measured_s)
+        ratio = p / r.measured_s
+        ratios.append(ratio)
+        cells += [fmt(p), f"{ratio:.2f}", r.source, r.reason]
+        print("| " + " | ".join(cells) + " |")
+    print()
+    if before is not None:
+        print(summary(ratios_before, "before"))
+    print(summary(ratios, "projected"))
+    explained = [p / r.measured_s for r in rows if not r.reason for p in [projected[r.key]]]
+    print(summary(explained, "rows the model claims to explain"))
 
 
 if __name__ == "__main__":
