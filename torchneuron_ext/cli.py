@@ -61,6 +61,7 @@ def _profile(args: argparse.Namespace) -> int:
     from torch.profiler import ProfilerActivity
 
     from torchneuron_ext.profiler import NeuronConfig, NeuronProfiler, format_report, summarize_trace
+    from torchneuron_ext.profiler.kineto_markers import profiling
 
     command = _script_argv(args)
     if not command:
@@ -84,9 +85,9 @@ def _profile(args: argparse.Namespace) -> int:
     cfg = NeuronConfig(profile_output_dir=args.out)
     exporter = NeuronProfiler(cfg)
     status = 0
-    with torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
-                                experimental_config=cfg, on_trace_ready=exporter.export_trace,
-                                record_shapes=True, profile_memory=True):
+    with profiling(torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
+                                          experimental_config=cfg, on_trace_ready=exporter.export_trace,
+                                          record_shapes=True, profile_memory=True)):
         try:
             run()
         except SystemExit as e:

@@ -13,6 +13,7 @@ from torch.profiler import ProfilerActivity
 
 from .config import NeuronConfig, NeuronProfiler
 from ._format import format_bytes, format_us
+from .kineto_markers import profiling
 from .report import TraceSummary, format_report, summarize_trace
 from .trace_events import ClassifiedTrace, classify
 
@@ -157,8 +158,8 @@ def run_demo(out_dir: str, size: int = 2048, iters: int = 5) -> int:
             fn(x, w)
         cfg = NeuronConfig(profile_output_dir=os.path.join(out_dir, name.replace(".", "_")))
         exporter = NeuronProfiler(cfg)
-        with torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
-                                    experimental_config=cfg, on_trace_ready=exporter.export_trace) as prof:
+        with profiling(torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
+                                              experimental_config=cfg, on_trace_ready=exporter.export_trace)) as prof:
             # The iterations only: starting the capture and writing the trace are not the program's time.
             t0 = time.perf_counter()
             for _ in range(iters):
