@@ -12,6 +12,8 @@ import os
 os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
 
 from setuptools import find_packages, setup  # noqa: E402
+from setuptools.command.build_py import build_py  # noqa: E402
+from setuptools.command.editable_wheel import editable_wheel  # noqa: E402
 from torch.utils import cpp_extension  # noqa: E402
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -43,6 +45,43 @@ def _unity_source(folder: str, files: list[str]) -> str:
         with open(path, "w") as f:
             f.write(text)
     return path
+
+
+def startup_hook() -> tuple[str, str]:
+    """The NKI compatibility start-up hook (a .pth file in site-packages, torchneuron_ext/compat/startup.py):
+    installed with the package, so TORCHNEURON_EXT_NKI_COMPAT=1 alone makes `python kernel.py` find the
+    aliased `neuronxcc` / `nki` modules. Its text comes from startup.py, run without importing the package."""
+    import runpy
+    ns = runpy.run_path(os.path.join(ROOT, "torchneuron_ext", "compat", "startup.py"), run_name="torchneuron_ext_setup")
+    return ns["PTH_NAME"], ns["pth_text"]()
+
+
+class BuildPyWithStartupHook(build_py):
+    """A wheel carries the hook at its root, which pip installs into site-packages (and uninstalls)."""
+
+    def run(self) -> None:
+        super().run()
+        name, text = startup_hook()
+        with open(os.path.join(self.build_lib, name), "w") as f:
+            f.write(text)
+
+    def get_outputs(self, include_bytecode: bool = True) -> list:
+        return super().get_outputs(include_bytecode) + [os.path.join(self.build_lib, startup_hook()[0])]
+
+
+class EditableWheelWithStartupHook(editable_wheel):
+    """`pip install -e .` builds an editable wheel whose root files are installed as they are; the hook joins
+    them. The override is of setuptools' step that writes such root files (its namespace .pth files): where a
+    setuptools without it is met, the install still works and `python -m torchneuron_ext.compat
+    --install-hook` writes the hook by hand."""
+
+    def _install_namespaces(self, installation_dir, pth_prefix):  # noqa: ANN001
+        parent = getattr(super(), "_install_namespaces", None)
+        if parent is not None:
+            parent(installation_dir, pth_prefix)
+        name, text = startup_hook()
+        with open(os.path.join(installation_dir, name), "w") as f:
+            f.write(text)
 
 
 def sources() -> list[str]:
@@ -92,7 +131,8 @@ setup(
             extra_compile_args=extra_compile_args,
         )
     ],
-    cmdclass={"build_ext": cpp_extension.BuildExtension.with_options(use_ninja=True)},
+    cmdclass={"build_ext": cpp_extension.BuildExtension.with_options(use_ninja=True),
+              "build_py": BuildPyWithStartupHook, "editable_wheel": EditableWheelWithStartupHook},
     entry_points={
         "torch.backends": ["torchneuron_ext = torchneuron_ext:_autoload"],
         "console_scripts": ["torchneuron-ext = torchneuron_ext.cli:main"],

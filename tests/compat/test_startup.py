@@ -83,3 +83,18 @@ class TestStartupHook(TestCase):
         self.assertEqual(startup.uninstall_hook(d), startup.hook_path(d))
         self.assertFalse(os.path.exists(startup.hook_path(d)))
         self.assertIsNone(startup.uninstall_hook(d))
+
+
+class TestInstalledWithThePackage(TestCase):
+    """`pip install` (editable or not) writes the hook, so TORCHNEURON_EXT_NKI_COMPAT=1 alone works."""
+
+    def test_the_installed_distribution_lists_the_hook(self) -> None:
+        import importlib.metadata
+        import sysconfig
+        try:
+            files = importlib.metadata.files("torchneuron_ext") or []
+        except importlib.metadata.PackageNotFoundError:
+            self.skipTest("torchneuron_ext is imported from a tree, not installed")
+        self.assertIn(startup.PTH_NAME, [str(f) for f in files])
+        with open(os.path.join(sysconfig.get_paths()["purelib"], startup.PTH_NAME)) as f:
+            self.assertEqual(f.read(), startup.pth_text())

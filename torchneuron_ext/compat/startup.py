@@ -62,12 +62,16 @@ def hook_path(directory: Optional[str] = None) -> str:
     return os.path.join(directory or sysconfig.get_paths()["purelib"], PTH_NAME)
 
 
+def pth_text() -> str:
+    """The .pth file's contents (setup.py installs it with the package; install_hook writes it by hand)."""
+    return "# torchneuron_ext: NKI import aliases when TORCHNEURON_EXT_NKI_COMPAT=1 (docs/nki.md)\n" + PTH_LINE
+
+
 def install_hook(directory: Optional[str] = None) -> str:
     """Write the .pth start-up hook; returns its path."""
     path = hook_path(directory)
     with open(path, "w") as f:
-        f.write("# torchneuron_ext: NKI import aliases when TORCHNEURON_EXT_NKI_COMPAT=1 (docs/nki.md)\n")
-        f.write(PTH_LINE)
+        f.write(pth_text())
     return path
 
 
