@@ -11,9 +11,9 @@
 //     (conj_physical_: "DispatchStub: missing kernel for neuron") or a branch
 //     on the device (linalg_lstsq's driver), or give the CUDA answer where the
 //     CPU's differs (ldexp_ resizing its broadcast self). Run over host views
-//     they are the CPU's computation. Left out: views and aliases (metadata
-//     only; their composite is device-neutral and on the hot path), factories
-//     without tensor arguments and the allocation-only *_like / new_*
+//     they are the CPU's computation. Left out: views, aliases and in-place
+//     views (metadata only; their composite is device-neutral and on the hot
+//     path), factories without tensor arguments and the allocation-only *_like / new_*
 //     factories (empty + fill on the device), and the operators whose meaning
 //     involves the device itself (kNotRouted).
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -79,6 +79,11 @@ bool routes_composite(const c10::OperatorHandle& op) {
     return false;
   }
   if (!has_tensor_argument(schema) || returns_alias(schema)) return false;
+  // In-place views (as_strided_, squeeze_, t_, detach_, ...) change metadata only. Their composite is
+  // device-neutral; the generic path would take host views of the data, which a tensor without storage
+  // cannot give: functionalization applies them to its FunctionalTensor wrappers during torch.compile's
+  // tracing ("Cannot access data pointer of Tensor (e.g. FakeTensor, FunctionalTensor)").
+  if (op.hasTag(at::Tag::inplace_view)) return false;
   // An out= form generated around a functional operator that only neuron
   // implements (the fused RNN cells): its composite must call neuron's kernel.
   if (!schema.overload_name().empty()) {

@@ -20,6 +20,10 @@ For every OpInfo in ``op_db`` that runs on CPU, and each dtype of float32, bfloa
   the right shape and dtype, 0-dim ones included) raises; a dtype the result cannot be cast to raises
   on neuron iff it raises on CPU; a non-empty ``out=`` of the wrong shape is resized as on CPU (values
   and shape compared).
+- ``test_traced[<op>-float32]``: the first sample made non-contiguous, traced as ``torch.compile`` traces
+  (AOTAutograd: functionalization over fake tensors, ``aot_function`` with a no-op compiler) and run,
+  gives what the same trace gives on CPU; a sample the same trace refuses on CPU is not counted. It catches device
+  kernels reached under fake or functional tensors (they have no data), which eager checks cannot.
 - ``test_gradcheck[<op>-float64]``: ``torch.autograd.gradcheck`` (fast mode, no batched grads) of the
   first sample on neuron in float64, for a fixed subset of the ops (one in ``GRADCHECK_EVERY``; all of
   them in full mode); a sample CPU's gradcheck rejects too is not counted.
@@ -70,6 +74,7 @@ FULL = os.environ.get("NEURON_OPINFO_FULL", "") == "1"
 MAX_SAMPLES = int(os.environ.get("NEURON_OPINFO_MAX_SAMPLES", "0" if FULL else "8"))
 GRADCHECK_EVERY = 1 if FULL else 8  # gradcheck one op in GRADCHECK_EVERY (a fixed subset by name)
 GRADCHECK_SAMPLES = 3 if FULL else 1
+TRACED_SAMPLES = 0 if FULL else 1  # the AOT trace costs ~0.1 s a sample
 # ops whose interesting samples come later than MAX_SAMPLES
 SAMPLE_LIMITS = {
     "nn.functional.scaled_dot_product_attention": 32,  # sample 24: an attn_mask that requires grad
@@ -554,9 +559,33 @@ def check_gradcheck(op, dtype):
     return compared
 
 
+def check_traced(op, dtype):
+    from torch._functorch.aot_autograd import aot_function
+
+    def traced():
+        return aot_function(lambda inp, *a, **kw: op(inp, *a, **kw), fw_compiler=lambda gm, _: gm)
+
+    compared, name = 0, op_id(op)
+    if name in UNINITIALIZED:
+        return 0
+    for i, s in enumerate(get_samples(op, dtype, False, limit=TRACED_SAMPLES)):
+        nc = s.noncontiguous()
+        try:  # the trace's own result is the reference: random ops decompose differently when traced
+            cpu_out = _call(traced(), (nc.input, nc.args, nc.kwargs))
+        except Exception:
+            continue  # eager or the trace itself refuses the sample on CPU
+        dev_args = to_device_sample(name, (nc.input, nc.args, nc.kwargs))
+        if dev_args is None:
+            continue
+        where = f"{_describe(i, s)} made non-contiguous, traced"
+        assert_same(_call_on_device(traced(), dev_args, where), cpu_out, f"{where}: output")
+        compared += 1
+    return compared
+
+
 CHECKS = {"forward": check_forward, "backward": check_backward, "inplace": check_inplace, "out": check_out,
           "noncontiguous": check_noncontiguous, "variants": check_variants, "out_errors": check_out_errors,
-          "gradcheck": check_gradcheck}
+          "gradcheck": check_gradcheck, "traced": check_traced}
 
 
 # ---- parametrization ----------------------------------------------------------------------------
@@ -585,6 +614,8 @@ def _params(kind):
         supported = op.supported_dtypes("cpu")
         if kind == "backward":
             dtypes = ["float32"] if op.supports_autograd and torch.float32 in supported else []
+        elif kind == "traced":
+            dtypes = ["float32"] if torch.float32 in supported else []
         elif kind == "gradcheck":
             dtypes = ["float64"] if op.supports_autograd and torch.float64 in supported \
                 and _in_gradcheck_subset(name) else []

@@ -486,3 +486,22 @@ def test_default_torch_compile_in_a_fresh_process():
     """)
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
+
+
+def test_in_place_views_under_functionalization():
+    # adaptive_avg_pool over a channels-last-like input restores strides with as_strided_, which AOT's
+    # functionalization applies to its FunctionalTensor wrappers (no data): in-place views must stay
+    # metadata-only on neuron (they once ran the generic host path: "Cannot access data pointer").
+    x = torch.randn(2, 8, 4, device="neuron")
+    check(lambda x: torch.adaptive_avg_pool1d(x.transpose(1, 2), 1), x)
+    check(lambda x: F.adaptive_avg_pool2d(x.permute(0, 2, 1).unsqueeze(-1), 1), x)
+
+    def views(x):
+        y = x.clone()
+        y.t_()
+        y.unsqueeze_(0)
+        y.squeeze_(0)
+        y.transpose_(0, 1)
+        return y.as_strided_((4, 2), (1, 4)) * 2
+
+    check(views, torch.randn(4, 4, device="neuron"))
