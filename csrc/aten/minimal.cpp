@@ -1,9 +1,12 @@
 // The kernels a device must provide itself: allocation, views that share
 // device storage, resizing, and copies between devices. Everything else can
 // run through the generic zero-copy path (generic_fallback.cpp).
+#include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/op_registration/adaption.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/ResizeCommon.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_cpu_dispatch.h>
 #include <ATen/ops/as_strided_native.h>
@@ -31,6 +34,14 @@ namespace {
     counter_->increment();                                                            \
   } while (0)
 
+// torch.use_deterministic_algorithms(True) with torch.utils.deterministic.fill_uninitialized_memory (its
+// default): new memory holds NaN (floating types) or the integer maximum, as the CPU's and CUDA's empty and
+// resize_ give, instead of the caching allocator's stale bytes.
+bool deterministic_fill() {
+  const auto& ctx = at::globalContext();
+  return ctx.deterministicAlgorithms() && ctx.deterministicFillUninitializedMemory();
+}
+
 c10::DeviceIndex target_device(std::optional<c10::Device> device) {
   if (device.has_value() && device->has_index()) return device->index();
   return static_cast<c10::DeviceIndex>(neuron_rt::current_device());
@@ -54,6 +65,7 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarT
   at::Tensor t = at::detail::empty_generic(size, device_allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                            c10::dtype_or_default(dtype), memory_format);
   if (C10_UNLIKELY(numerics::trainium())) numerics::fill_uninitialized(t);
+  if (C10_UNLIKELY(deterministic_fill())) at::native::fill_empty_deterministic_(t);
   return t;
 }
 
@@ -67,6 +79,7 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
                                                    c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                                    c10::dtype_or_default(dtype));
   if (C10_UNLIKELY(numerics::trainium())) numerics::fill_uninitialized(t);
+  if (C10_UNLIKELY(deterministic_fill())) at::native::fill_empty_deterministic_(t);
   return t;
 }
 
@@ -86,11 +99,13 @@ const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
   NEURON_RECORD("aten::resize_");
   CurrentDeviceScope scope(self.device().index());
   auto* impl = self.unsafeGetTensorImpl();
+  const int64_t old_nbytes = impl->unsafe_storage() ? static_cast<int64_t>(impl->unsafe_storage().nbytes()) : 0;
   at::native::resize_impl_cpu_(impl, size, /*stride=*/std::nullopt);
   if (memory_format.has_value()) {
     TORCH_CHECK(*memory_format != c10::MemoryFormat::Preserve, "Unsupported memory format ", *memory_format);
     impl->empty_tensor_restride(*memory_format);
   }
+  if (C10_UNLIKELY(deterministic_fill())) at::native::fill_resize_deterministic_(self, old_nbytes);
   return self;
 }
 
