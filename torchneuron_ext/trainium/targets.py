@@ -188,7 +188,7 @@ TARGETS: dict[str, Target] = {
         scalar_clock_hz=1.2e9, scalar_lanes_16bit=256, scalar_lanes_other=128, gpsimd_clock_hz=1.2e9,
         hbm_bytes_per_s=4.9e12 / 8, hbm_capacity_bytes=144 * 2**30 // 8, dma_bytes_per_s_per_engine=33e9,
         link_bytes_per_s=2.56e12 / 8, cores_per_instance=128, efa_bytes_per_s=12.8e12 / 8 / (64 * 8),
-        link_port_bytes_per_s=2.56e12 / 8, collective_floor_s=99.6e-6,
+        link_port_bytes_per_s=256e9 / 2, collective_floor_s=99.6e-6,
         **dict(_CORE, gemm_moving_fmax=4096, psum_bf16=True),
     ),
 }
