@@ -88,8 +88,8 @@ R232_64RANK_ALLG = [(1024, 101.14), (2048, 101.93), (4096, 101.45), (8192, 101.8
 NEWER_FLOOR = ("a later runtime's small-size time (6-16 us here) is far below the floor the model takes from "
                "the same generation's other sweep (trn2: 101 us at 64 ranks in 2.32; trn1: 58 us in 2.10); the "
                "model has one floor per target and cannot tell which release or instance a figure comes from")
-TRN1_2X32_SMALL = ("below 64 MiB the 2.10 runtime's 2-instance times (520-2711 us) are 3-8x the hierarchical "
-                   "algorithm with 15 us EFA steps; Neuron 2.24's runtime notes 'reduced the average latency of "
+TRN1_2X32_SMALL = ("below 64 MiB the 2.10 runtime's 2-instance times (520-2711 us) are 1.5-17x the "
+                   "hierarchical algorithm with 15 us EFA steps; Neuron 2.24's runtime notes 'reduced the average latency of "
                    "32x2 collective groups by 65%': the measurement predates that, and its size steps (520 us "
                    "at 8 B, 1315 us from 64 KiB) follow no documented mechanism")
 
