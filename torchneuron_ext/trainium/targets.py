@@ -125,7 +125,8 @@ class Target:
 
         Two physical cores per logical core: twice the NeuronLink and EFA share and half the logical
         cores per instance (one rank per logical core); the engine and HBM figures stay per physical
-        core and the formulas multiply them by `lnc`.
+        core and the formulas multiply them by `lnc`. A NeuronLink port's rate and the collective floor
+        stay too: a rank's collective step uses one port whatever the LNC.
         """
         lnc = self.default_lnc if lnc is None else lnc
         if lnc not in self.lnc_sizes:
