@@ -10,6 +10,7 @@ import torchneuron_ext.nki.legacy.language as nl
 
 from torchneuron_ext import costmodel as cm
 from torchneuron_ext.nki.cost_model import Costs
+from torchneuron_ext.trainium import projection
 
 MiB = 1 << 20
 
@@ -77,13 +78,66 @@ class TestWorkedCases(TestCase):
         self.assertIn("projected 16.2 us on trn2 (cost model", k.benchmark_result.summary())
 
     def test_all_reduce(self):
+        # Worked case 5: 64 MiB over 2 ranks on trn2 LNC=2 is above 56 MiB, so a Ring (KangaRing needs
+        # 4 ranks or more): 2 steps x 1.5 us + 2(1/2) x 64 MiB over one NeuronLink port (128 GB/s), plus
+        # the floor of one collective (99.6 us).
         p = cm.collective("c10d::allreduce", 64 * MiB, 64 * MiB, 2, "trn2")
         self.assertEqual((p.engine, p.bound), ("link", "memory"))
-        self.assertAlmostEqual(p.duration_s * 1e6, 212.715, places=2)
+        self.assertAlmostEqual(p.duration_s * 1e6, 99.6 + 3 + 64 * MiB / 128e3, places=3)
+        self.assertAlmostEqual(p.duration_s * 1e6, 626.888, places=2)
+        # 128 ranks: 2 instances of 64 (LNC=2), hierarchical: intra-instance reduce-scatter (KangaRing:
+        # 32 steps, 63/64 of 64 MiB), inter-instance all-reduce of 1 MiB (RDH over EFA: 2 steps x 15 us,
+        # 1 MiB at 6.25 GB/s), intra-instance all-gather (as the reduce-scatter).
         beyond = cm.collective("c10d::allreduce", 64 * MiB, 64 * MiB, 128, "trn2")
         self.assertEqual(beyond.engine, "efa")
-        self.assertAlmostEqual(beyond.duration_s * 1e3, 25.117, places=2)
+        intra = 32 * 1.5 + 63 / 64 * 64 * MiB / 128e3
+        inter = 2 * 15 + MiB / 6.25e3
+        self.assertAlmostEqual(beyond.duration_s * 1e6, 99.6 + 2 * intra + inter, places=3)
+        self.assertAlmostEqual(beyond.duration_s * 1e3, 1.42556, places=4)
         self.assertEqual(cm.collective("c10d::allreduce", 64, 64, 1, "trn2").duration_s, 0.0)
+
+    def test_small_all_reduce_64_ranks_in_an_instance(self):
+        # A decode step's all-reduce of one token's hidden state (4096 bf16 = 8 KiB) over the 64 ranks of
+        # a trn2 instance: below 1 MiB, Mesh: 2 steps (reduce-scatter, all-gather) x 1.5 us + 2(63/64) x
+        # 8 KiB at 128 GB/s (Single-step Mesh, 1.5 + 63 x 8 KiB / 128 GB/s = 5.53 us, is slower), plus the
+        # floor. The ring formula charged 126 steps: 189 us.
+        p = cm.collective("c10d::allreduce", 8192, 8192, 64, "trn2")
+        self.assertAlmostEqual(p.duration_s * 1e6, 99.6 + 3 + 2 * 63 / 64 * 8192 / 128e3, places=4)
+        self.assertAlmostEqual(p.duration_s * 1e6, 102.726, places=2)
+        stages = projection.collective_stages("c10d::allreduce", 8192, 8192, 64, "trn2")
+        self.assertEqual([(s.algorithm, s.steps) for s in stages], [("mesh", 2)])
+        # Two ranks and a tiny buffer: the Single-step Mesh (one step, the whole buffer to the peer).
+        tiny = projection.collective_stages("c10d::allreduce", 1024, 1024, 2, "trn1")
+        self.assertEqual([(s.algorithm, s.steps) for s in tiny], [("single-step mesh", 1)])
+        # The documented choice by size: RDH from 1 MiB (log2 N steps per phase), KangaRing above 56 MiB.
+        mid = projection.collective_stages("c10d::allgather_into_tensor", 4 * MiB // 64, 4 * MiB, 64, "trn2")
+        self.assertEqual([(s.algorithm, s.steps) for s in mid], [("rdh", 6)])
+        big = projection.collective_stages("c10d::allgather_into_tensor", 64 * MiB // 64, 64 * MiB, 64, "trn2")
+        self.assertEqual([(s.algorithm, s.steps) for s in big], [("kangaring", 32)])
+
+    def test_one_gib_two_ranks_trn1(self):
+        # nccom-test's 1 GiB 2-rank all-reduce on trn1 took 18.93 ms: one NeuronLink-v2 port in one direction
+        # (384 GB/s per chip over 4 ports x 2 directions = 48 GB/s), not the core's 192 GB/s share of the
+        # chip total. Ring (above 56 MiB): 2 steps x 1.5 us + 1 GiB / 48 GB/s, plus trn1's floor (56.5 us).
+        p = cm.collective("c10d::allreduce", 2 ** 30, 2 ** 30, 2, "trn1")
+        self.assertAlmostEqual(p.duration_s * 1e6, 56.5 + 3 + 2 ** 30 / 48e3, places=3)
+        self.assertAlmostEqual(p.duration_s * 1e3, 22.4291, places=3)
+        self.assertAlmostEqual(p.duration_s / 18.93e-3, 1.18, places=2)
+
+    def test_two_instances_of_32(self):
+        # 64 ranks on trn1 (32 per instance): intra-instance reduce-scatter (Ring above 56 MiB: 31 steps,
+        # 31/32 GiB at 48 GB/s), inter-instance all-reduce of 1/32 GiB between 2 ranks (RDH: 2 steps x 15 us
+        # over EFA, 32 MiB at 3.125 GB/s), intra-instance all-gather, plus the floor once.
+        p = cm.collective("c10d::allreduce", 2 ** 30, 2 ** 30, 64, "trn1")
+        self.assertEqual(p.engine, "efa")
+        intra = 31 * 1.5 + 31 / 32 * 2 ** 30 / 48e3
+        inter = 2 * 15 + 2 ** 25 / 3.125e3
+        self.assertAlmostEqual(p.duration_s * 1e6, 56.5 + 2 * intra + inter, places=3)
+        self.assertAlmostEqual(p.duration_s * 1e3, 54.2581, places=3)
+        # 8 bytes: Mesh inside each instance (1 step each way), Single-step Mesh between them (one 15 us step):
+        # 56.5 + 1.5 + 15 + 1.5 = 74.5 us; the flat ring charged 126 EFA steps (1.89 ms).
+        small = cm.collective("c10d::allreduce", 8, 8, 64, "trn1")
+        self.assertAlmostEqual(small.duration_s * 1e6, 74.5, places=2)
 
 
 class TestKinds(TestCase):

@@ -13,8 +13,9 @@ costs are the NKI ISA reference's (Neuron 2.26) for NeuronCore-v2, carried to v3
 - Spills (runtime.Launch.check_live_ranges): live tiles over SBUF/PSUM capacity, saved and reloaded
   (SBUF by DMA to HBM, PSUM to SBUF by Vector copies), as AWS's compiler inserts them.
 - Collectives and cross-core transfers (``nki.collectives``, ``nisa.sendrecv``, ``nisa.core_barrier``):
-  the ring formulas of trainium/projection.py (``collective``) over the target's NeuronLink share and
-  step latency, on a queue of their own (the collective DMA rings run beside the compute engines).
+  the collective model of trainium/projection.py (``collective``: the runtime's algorithm for the size, one
+  NeuronLink port per rank, the latency floor of a collective; sendrecv and core_barrier without the floor),
+  on a queue of their own (the collective DMA rings run beside the compute engines).
 
 The cores of an LNC=2 launch run at the same time, each with its own engines: the launch's estimate
 is the slower core's (``Costs.concurrent``); instruction counts, bytes and FLOPs add up.
@@ -102,7 +103,11 @@ class Costs:
     def collective(self, name: str, nbytes: int, group_size: int, from_hbm: bool = False,
                    to_hbm: bool = False) -> None:
         """A collective or cross-core transfer of ``nbytes`` (the larger of what one rank sends and
-        receives) among ``group_size`` ranks, timed by projection.collective's ring formula."""
+        receives) among ``group_size`` ranks, timed by the cost model's collectives (projection.collective):
+        an ``nki.collectives`` operation is a collective instruction run by the CC cores, as nccom-test's
+        NEFFs are, so it pays the collective latency floor and its algorithm's steps; ``nisa.sendrecv`` and
+        ``nisa.core_barrier`` are the kernel's own transfer and semaphore instructions: their steps only
+        (projection.collective_stages), no floor."""
         self._tick()
         kind = name.rsplit(".", 1)[-1]
         if kind in ("sendrecv", "collective_permute", "collective_permute_implicit",
@@ -110,7 +115,11 @@ class Costs:
             kind = "send"  # one hop to a neighbour: the buffer once and one step
         elif kind == "core_barrier":
             kind = "barrier"
-        self.busy_s["collective"] += projection.collective(kind, nbytes, nbytes, group_size, self.hw).work_s
+        if name.rsplit(".", 1)[-1] in ("sendrecv", "core_barrier"):
+            seconds = sum(s.seconds for s in projection.collective_stages(kind, nbytes, nbytes, group_size, self.hw))
+        else:
+            seconds = projection.collective(kind, nbytes, nbytes, group_size, self.hw).work_s
+        self.busy_s["collective"] += seconds
         self.instructions[name] += 1
         if from_hbm:
             self.bytes_read += nbytes

@@ -197,32 +197,146 @@ def copy(direction: str, bytes_read: int, bytes_written: int, target: Optional[T
     return _pick(0.0, cands, 0, nbytes, 0)
 
 
-def collective(name: str, bytes_read: int, bytes_written: int, group_size: int,
-               target: Optional[Target | str] = None) -> Projection:
-    """Bytes over NeuronLink (EFA beyond one instance) plus per-step latency, ring algorithms.
+# ---------------------------------------------------------------------------------------------
+# Collectives: the runtime's algorithms, a latency floor, one NeuronLink port per rank, EFA across
+# instances (docs/cost_model.md, "Collectives: algorithms and latency floor").
+# ---------------------------------------------------------------------------------------------
 
-    all_reduce: 2(N-1)/N of the buffer and 2(N-1) steps; all_gather, reduce_scatter, all_to_all:
-    (N-1)/N of the full buffer and N-1 steps; broadcast, reduce, gather, scatter, barrier: the
-    buffer once and ceil(log2 N) steps; send/recv: the buffer and one step.
+# The runtime's empirical choice inside an instance (neuron-runtime/explore/intranode-collective-comm.rst,
+# "Algorithm Summary"): Mesh below 1 MB, RDH for 1-56 MB, KangaRing above 56 MB (Ring where KangaRing
+# does not apply). nccom-test's sizes are powers of two and its "MB" is MiB, so the bounds are too.
+MESH_BELOW_BYTES = 1 << 20
+KANGARING_ABOVE_BYTES = 56 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class CollectiveStage:
+    """One stage of a collective: an algorithm over `ranks` ranks of one interconnect."""
+
+    algorithm: str        # ring, mesh, single-step mesh, rdh, kangaring, direct, tree
+    ranks: int
+    link: str             # "link" (NeuronLink, inside an instance) or "efa" (across instances)
+    steps: int            # algorithm steps, each paying the interconnect's step latency
+    wire_bytes: float     # what one rank sends over the stage
+    seconds: float        # steps x step latency + wire bytes / the rank's bandwidth
+
+
+def _collective_kind(name: str) -> str:
+    op = name.split("::", 1)[-1].rstrip("_").lower()
+    if "allreduce" in op or "all_reduce" in op:
+        return "all_reduce"
+    if "allgather" in op or "all_gather" in op:
+        return "all_gather"
+    if "reduce_scatter" in op:
+        return "reduce_scatter"
+    if "alltoall" in op or "all_to_all" in op:
+        return "all_to_all"
+    if op in ("send", "recv", "recv_anysource") or "permute" in op or op == "sendrecv":
+        return "send"
+    return "tree"
+
+
+def _ranks_per_chip(t: Target) -> int:
+    """Ranks on one chip: 2 NeuronCore-v2 per Trainium, 8 physical cores per Trainium2/3, over the LNC.
+    KangaRing pairs two of a device's four (or more) ranks (intranode-collective-comm.rst), so Trn2/Trn3."""
+    return max(1, (2 if t.generation == 2 else 8) // t.lnc)
+
+
+def collective_stage(kind: str, nbytes: float, ranks: int, target: Target, link: str = "link") -> CollectiveStage:
+    """One collective of `kind` (all_reduce, all_gather, reduce_scatter, all_to_all) over `ranks` ranks of
+    one interconnect, on a buffer of `nbytes` (all-reduce's buffer, all-gather's output, reduce-scatter's
+    input), by the algorithm the runtime documents for its size.
+
+    Per phase (a reduce-scatter or an all-gather; an all-reduce is both), each rank sends (N-1)/N of the
+    buffer whatever the algorithm (intranode- and internode-collective-comm.rst: "traffic = (N-1) * C");
+    the algorithms differ in steps: Ring N-1, Mesh 1, RDH log2 N, KangaRing N/2 (pairs of ranks of a chip,
+    one of them active per cycle). The all-reduce's Single-step Mesh sends the whole buffer to every peer
+    in one step ((N-1) x B) and is taken where it is faster than two Mesh steps. Bandwidth and step
+    latency: one NeuronLink port in one direction and `link_hop_s` (link), or the rank's EFA share and
+    `efa_hop_s` (efa).
+    """
+    n = max(int(ranks), 1)
+    bw = target.link_port_bytes_per_s if link == "link" else target.efa_bytes_per_s
+    hop = target.link_hop_s if link == "link" else target.efa_hop_s
+    if n == 1:
+        return CollectiveStage("none", 1, link, 0, 0.0, 0.0)
+    phases = 2 if kind == "all_reduce" else 1
+    per_phase = (n - 1) / n * nbytes
+    if nbytes < MESH_BELOW_BYTES:
+        algorithm, steps = "mesh", 1
+    elif nbytes <= KANGARING_ABOVE_BYTES and n & (n - 1) == 0:
+        algorithm, steps = "rdh", int(math.log2(n))
+    elif link == "link" and n % 2 == 0 and n >= 4 and _ranks_per_chip(target) >= 4:
+        algorithm, steps = "kangaring", n // 2
+    else:
+        algorithm, steps = "ring", n - 1
+    stage = CollectiveStage(algorithm, n, link, phases * steps, phases * per_phase,
+                            phases * (steps * hop + per_phase / bw))
+    if kind == "all_reduce" and algorithm == "mesh":
+        single = CollectiveStage("single-step mesh", n, link, 1, (n - 1) * nbytes, hop + (n - 1) * nbytes / bw)
+        if single.seconds < stage.seconds:
+            stage = single
+    return stage
+
+
+def collective_stages(name: str, bytes_read: int, bytes_written: int, group_size: int,
+                      target: Optional[Target | str] = None) -> list[CollectiveStage]:
+    """The stages a collective runs as, without its latency floor (`collective` adds it).
+
+    Inside an instance one stage (`collective_stage`). Across instances, X instances of Y ranks each (groups
+    are symmetric: internode-collective-comm.rst), the hierarchical algorithm: all-reduce = intra-instance
+    reduce-scatter + inter-instance all-reduce of 1/Y of the buffer + intra-instance all-gather;
+    all-gather = inter (1/Y) then intra; reduce-scatter = intra then inter (1/Y); all-to-all = intra, then
+    the buffer's (X-1)/X over EFA. Send/recv and permutes: the buffer once, one step. Broadcast, reduce,
+    gather, scatter, barrier: the buffer once and ceil(log2 N) steps (a tree).
     """
     t = resolve_target(target)
     n = max(int(group_size), 1)
-    op = name.split("::", 1)[-1].rstrip("_").lower()
-    inter = n > t.cores_per_instance
-    bw = t.efa_bytes_per_s if inter else t.link_bytes_per_s
-    hop = t.efa_hop_s if inter else t.link_hop_s
-    full = max(bytes_read, bytes_written)
+    kind = _collective_kind(name)
+    full = float(max(bytes_read, bytes_written))
     if n == 1:
-        data, steps = 0.0, 0
-    elif "allreduce" in op or "all_reduce" in op:
-        data, steps = 2 * (n - 1) / n * full, 2 * (n - 1)
-    elif any(k in op for k in ("allgather", "all_gather", "reduce_scatter", "alltoall", "all_to_all")):
-        data, steps = (n - 1) / n * full, n - 1
-    elif op in ("send", "recv", "recv_anysource"):
-        data, steps = full, 1
-    else:
-        data, steps = full, math.ceil(math.log2(n))
-    return _pick(0.0, {"efa" if inter else "link": data / bw + steps * hop}, 0, full, 0)
+        return []
+    instances = math.ceil(n / t.cores_per_instance)
+    link = "efa" if instances > 1 else "link"
+    bw = t.efa_bytes_per_s if link == "efa" else t.link_port_bytes_per_s
+    hop = t.efa_hop_s if link == "efa" else t.link_hop_s
+    if kind == "send":
+        return [CollectiveStage("direct", n, link, 1, full, hop + full / bw)]
+    if kind == "tree":
+        steps = math.ceil(math.log2(n))
+        return [CollectiveStage("tree", n, link, steps, full, steps * hop + full / bw)]
+    if instances == 1:
+        return [collective_stage(kind, full, n, t)]
+    local = math.ceil(n / instances)
+    if kind == "all_reduce":
+        return [collective_stage("reduce_scatter", full, local, t),
+                collective_stage("all_reduce", full / local, instances, t, "efa"),
+                collective_stage("all_gather", full, local, t)]
+    if kind == "all_gather":
+        return [collective_stage("all_gather", full / local, instances, t, "efa"),
+                collective_stage("all_gather", full, local, t)]
+    if kind == "reduce_scatter":
+        return [collective_stage("reduce_scatter", full, local, t),
+                collective_stage("reduce_scatter", full / local, instances, t, "efa")]
+    return [collective_stage("all_to_all", full / instances, local, t),
+            collective_stage("all_to_all", full, instances, t, "efa")]
+
+
+def collective(name: str, bytes_read: int, bytes_written: int, group_size: int,
+               target: Optional[Target | str] = None) -> Projection:
+    """A collective run by the Neuron runtime: its latency floor plus its stages (`collective_stages`).
+
+    The floor (`Target.collective_floor_s`) is what one collective costs whatever its size and group: the
+    CC cores' setup and semaphore handshakes, read off the small-size end of AWS's nccom-test sweeps. The
+    engine is "efa" when the group spans instances, else "link"; the bound is memory (the interconnect).
+    """
+    t = resolve_target(target)
+    full = max(bytes_read, bytes_written)
+    stages = collective_stages(name, bytes_read, bytes_written, group_size, t)
+    if not stages:
+        return _pick(0.0, {}, 0, full, 0)
+    engine = "efa" if any(s.link == "efa" for s in stages) else "link"
+    return _pick(0.0, {engine: t.collective_floor_s + sum(s.seconds for s in stages)}, 0, full, 0)
 
 
 def nki_kernel(model_s: float, bytes_read: int, bytes_written: int, flops: int,

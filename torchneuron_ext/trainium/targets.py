@@ -71,6 +71,9 @@ class Target:
     efa_hop_s: float
     nki_min_ii_cycles: int      # engine initiation interval of a short instruction
     gpsimd_start_cycles: int
+    # Collectives (docs/cost_model.md, "Collectives: algorithms and latency floor").
+    link_port_bytes_per_s: float  # one NeuronLink port, one direction: what a rank's ring step moves at
+    collective_floor_s: float     # one collective's fixed cost (CC-core setup, handshakes), from nccom-test
 
     @property
     def core_type(self) -> str:
@@ -122,7 +125,8 @@ class Target:
 
         Two physical cores per logical core: twice the NeuronLink and EFA share and half the logical
         cores per instance (one rank per logical core); the engine and HBM figures stay per physical
-        core and the formulas multiply them by `lnc`.
+        core and the formulas multiply them by `lnc`. A NeuronLink port's rate and the collective floor
+        stay too: a rank's collective step uses one port whatever the LNC.
         """
         lnc = self.default_lnc if lnc is None else lnc
         if lnc not in self.lnc_sizes:
@@ -158,7 +162,8 @@ _TRN1 = Target(
     vector_clock_hz=1.12e9, vector_lanes_16bit=128, vector_lanes_other=128,
     scalar_clock_hz=1.4e9, scalar_lanes_16bit=128, scalar_lanes_other=128, gpsimd_clock_hz=1.4e9,
     hbm_bytes_per_s=820e9 / 2, hbm_capacity_bytes=32 * 2**30 // 2, dma_bytes_per_s_per_engine=17e9,
-    link_bytes_per_s=384e9 / 2, cores_per_instance=32, efa_bytes_per_s=800e9 / 8 / 32, **_CORE,
+    link_bytes_per_s=384e9 / 2, cores_per_instance=32, efa_bytes_per_s=800e9 / 8 / 32,
+    link_port_bytes_per_s=384e9 / 8, collective_floor_s=56.5e-6, **_CORE,
 )
 
 TARGETS: dict[str, Target] = {
@@ -172,7 +177,8 @@ TARGETS: dict[str, Target] = {
         vector_clock_hz=0.96e9, vector_lanes_16bit=512, vector_lanes_other=128,
         scalar_clock_hz=1.2e9, scalar_lanes_16bit=128, scalar_lanes_other=128, gpsimd_clock_hz=1.2e9,
         hbm_bytes_per_s=2.9e12 / 8, hbm_capacity_bytes=96 * 2**30 // 8, dma_bytes_per_s_per_engine=23e9,
-        link_bytes_per_s=1.28e12 / 8, cores_per_instance=128, efa_bytes_per_s=3.2e12 / 8 / 128, **_CORE,
+        link_bytes_per_s=1.28e12 / 8, cores_per_instance=128, efa_bytes_per_s=3.2e12 / 8 / 128,
+        link_port_bytes_per_s=1.024e12 / 8, collective_floor_s=99.6e-6, **_CORE,
     ),
     # AWS sells Trn3 as UltraServers and publishes no single-instance name.
     "trn3": Target(
@@ -183,6 +189,7 @@ TARGETS: dict[str, Target] = {
         scalar_clock_hz=1.2e9, scalar_lanes_16bit=256, scalar_lanes_other=128, gpsimd_clock_hz=1.2e9,
         hbm_bytes_per_s=4.9e12 / 8, hbm_capacity_bytes=144 * 2**30 // 8, dma_bytes_per_s_per_engine=33e9,
         link_bytes_per_s=2.56e12 / 8, cores_per_instance=128, efa_bytes_per_s=12.8e12 / 8 / (64 * 8),
+        link_port_bytes_per_s=256e9 / 2, collective_floor_s=99.6e-6,
         **dict(_CORE, gemm_moving_fmax=4096, psum_bf16=True),
     ),
 }
