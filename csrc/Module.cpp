@@ -12,6 +12,7 @@
 #include "aten/custom_op_kernel.h"
 #include "aten/host_view.h"
 #include "aten/host_kernel_routing.h"
+#include "aten/nested_tensor.h"
 #include "aten/numerics.h"
 #include "instrumentation/activity.h"
 #include "instrumentation/trace_schema.h"
@@ -156,6 +157,7 @@ PYBIND11_MODULE(_C, m) {
   using namespace torchneuron;
   m.doc() = "torchneuron_ext native runtime: an emulated AWS NeuronCore device for PyTorch";
   m.attr("_routed_to_host_kernels") = route_composites_to_host_kernels();
+  m.attr("_routed_nested_kernels") = route_nested_kernels();
   // Read while `import torch` runs (the backend's autoload): a value not understood warns, as an import must not fail.
   set_warn_on_generic(env_flag("TORCHNEURON_EXT_WARN_FALLBACK", /*fallback=*/false, OnBadEnv::kWarn));
 
