@@ -14,7 +14,8 @@ them through ``nki.benchmark`` (bench/costmodel_rows/matmul.py).
 - ``matmul_block_all``: M, N and K blocked (16 x 128, 2 x 512, 8 x 128 by default), the result block
   accumulated in SBUF across the K blocks and stored once.
 
-Run as a script to check the four against numpy at a small shape and print each one's estimate.
+Run as a script (add ``--device neuron`` for neuron tensors) to check the four against torch and print
+each one's estimate.
 """
 from __future__ import annotations
 
@@ -138,20 +139,30 @@ KERNELS = {"tiled": matmul_tiled, "hoist_load": matmul_hoist_load, "block_free":
            "block_all": matmul_block_all}
 
 
-def main() -> None:
-    import ml_dtypes
-    rng = np.random.default_rng(0)
-    K, M, N = 1024, 2048, 1024
-    lhsT = rng.standard_normal((K, M)).astype(ml_dtypes.bfloat16)
-    rhs = rng.standard_normal((K, N)).astype(ml_dtypes.bfloat16)
-    want = lhsT.astype(np.float32).T @ rhs.astype(np.float32)
+def main(device: str = "cpu") -> None:
+    """Check the four kernels against torch (bf16, a small shape; the fully optimized one with smaller
+    blocks), then print each one's nki.benchmark estimate on trn1 at a shape its default blocks take."""
+    import torch
+
+    from _check import check, on_device
+    on = on_device(device)
+    torch.manual_seed(0)
+    lhsT, rhs = torch.randn(256, 512).bfloat16(), torch.randn(256, 1024).bfloat16()
+    want = (lhsT.float().T @ rhs.float()).bfloat16()
+    blocks = {"block_all": {"TILES_M": 2, "TILES_N": 2, "TILES_K": 2}}
     for name, f in KERNELS.items():
-        bench = nki.benchmark(warmup=1, iters=1, platform_target="trn1")(f)
-        got = np.asarray(bench(lhsT, rhs)).astype(np.float32)
-        ok = np.allclose(got, want, atol=0.5, rtol=2e-2)
-        print(f"{name:11s} {'ok' if ok else 'MISMATCH'}  "
-              f"{bench.benchmark_result.nc_latency.get_latency_percentile(50):10.1f} us on trn1")
+        got = nki.jit(f)(*on(lhsT, rhs), **blocks.get(name, {}))
+        check(f"matmul tutorial, {name}, 512x256x1024 bf16", got, want, atol=0.5, rtol=2e-2)
+    import ml_dtypes
+    a = np.ones((1024, 2048), ml_dtypes.bfloat16)
+    b = np.ones((1024, 1024), ml_dtypes.bfloat16)
+    for name, f in KERNELS.items():
+        bench = nki.benchmark(warmup=0, iters=1, platform_target="trn1")(f)
+        bench(a, b)
+        print(f"{name:11s} {bench.benchmark_result.nc_latency.get_latency_percentile(50):10.1f} us on trn1 "
+              f"(2048x1024x1024 bf16)")
 
 
 if __name__ == "__main__":
-    main()
+    from _check import device_from_args
+    main(device_from_args(__doc__.split("\n")[0]))

@@ -89,9 +89,9 @@ def _op_input_dims(events: list) -> dict[Any, Any]:
     ("External id", which the runtime span and the kernel of the op share)."""
     dims: dict[Any, Any] = {}
     for e in events:
-        if e.get("cat") == S.CAT_CPU_OP:
-            a = e.get("args") or {}
-            if S.INPUT_DIMS in a and "External id" in a:
+        if isinstance(e, dict) and e.get("cat") == S.CAT_CPU_OP:
+            a = e.get("args")
+            if isinstance(a, dict) and S.INPUT_DIMS in a and "External id" in a:
                 dims[a["External id"]] = (e.get("name", ""), a[S.INPUT_DIMS])  # the innermost op wins
     return dims
 
@@ -100,16 +100,21 @@ def _input_dims(args: dict[str, Any], op_dims: dict[Any, Any], op: str) -> Optio
     """A kernel's operand shapes, hashable: its own "Input Dims" (the dry run writes them), else those of
     its framework op of the same name (a trace recorded with record_shapes=True), else None (the
     roofline fallback)."""
+    if not isinstance(args, dict):
+        return None
     dims = args.get(S.INPUT_DIMS)
     if dims is None and op_dims:
-        named = op_dims.get(args.get("External id"))
+        ext = args.get("External id")
+        named = op_dims.get(ext) if isinstance(ext, (int, str)) else None
         if named is not None and named[0].split("::")[-1] == op.split("::")[-1]:
             dims = named[1]
     if dims is None:
         return None
+    if not isinstance(dims, (list, tuple)):
+        return None
     try:
         return tuple(tuple(int(x) for x in d) if isinstance(d, (list, tuple)) else () for d in dims)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
 
 

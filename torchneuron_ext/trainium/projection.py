@@ -285,7 +285,7 @@ def matmul_dims(name: str, input_dims: Any) -> Optional[tuple[int, int, int, int
         return None
     try:
         a, b = [int(x) for x in a], [int(x) for x in b]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
     if op == "linear":
         if len(b) != 2:
