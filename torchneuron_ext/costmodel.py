@@ -45,6 +45,7 @@ from .trainium.projection import (
     gpsimd_s,
     matmul_dims,
     matmul_plan,
+    matmul_products,
     matmul_s,
     memory_s,
     nki_kernel,
@@ -68,5 +69,6 @@ __all__ = [
     "projected_lane_events", "resolve_target", "scalar_engine_s", "tensor_engine_s", "union_length",
     "vector_engine_s", "world_size",
     # Tensor Engine efficiency by shape (docs/cost_model.md)
-    "MatmulPlan", "matmul_dims", "matmul_plan", "matmul_s", "te_instruction_cycles", "te_throttle_s",
+    "MatmulPlan", "matmul_dims", "matmul_plan", "matmul_products", "matmul_s", "te_instruction_cycles",
+    "te_throttle_s",
 ]

@@ -172,6 +172,24 @@ class TestTensorEngineEfficiency(TestCase):
         self.assertAlmostEqual(roof * 1e6, 4.708, places=2)
         self.assertAlmostEqual(shaped * 1e6, 5.357, places=2)
 
+    def test_attention_products(self):
+        fwd = "aten::_scaled_dot_product_fused_attention_overrideable"
+        q = [1, 2, 256, 64]
+        self.assertEqual(cm.matmul_products(fwd, [q, q, q, [], [], []]), [(2, 256, 64, 256), (2, 256, 256, 64)])
+        bwd = cm.matmul_products(fwd + "_backward", [q, q, q, q, [], [], q, [1, 2, 256]])
+        self.assertEqual(bwd, [(2, 256, 64, 256), (2, 256, 256, 64), (2, 256, 256, 64), (2, 256, 256, 64)])
+        # Forward on trn1, head dim 64: Q K^T is 2 instructions of 256 cycles per head (K = 64: half the PE
+        # rows), P V 4 of 64 (moving free 64); 2 heads: 1536 cycles = 548.57 ns against 365.71 ns of FLOPs
+        # (4 x 2 x 256 x 256 x 64); the PSUM evictions: 2 x (2 x 256 + 2 x 64) = 1280 Vector cycles.
+        qk, pv = (cm.matmul_plan(m, k, n, "BFloat16", "trn1", b) for b, m, k, n in [(2, 256, 64, 256),
+                                                                                (2, 256, 256, 64)])
+        self.assertEqual((qk.cycles, pv.cycles, qk.eviction_cycles + pv.eviction_cycles), (1024, 512, 1280))
+        self.assertAlmostEqual((qk.tensor_s + pv.tensor_s) * 1e9, 548.571, places=2)
+        p = cm.eager_kernel(fwd, 0, 0, 4 * 2 * 256 * 256 * 64, 0, "BFloat16", "trn1", launch=False,
+                            input_dims=[q, q, q, [], [], []])
+        self.assertEqual(p.engine, "vector")
+        self.assertAlmostEqual(p.work_s * 1e9, 1142.857, places=2)
+
     def test_trace_recorded_with_shapes(self):
         # torch.profiler(record_shapes=True): the framework op (cpu_op) carries "Input Dims" under the
         # correlation id its kernel shares; the replay uses them only when the op names agree.

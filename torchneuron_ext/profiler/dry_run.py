@@ -43,7 +43,7 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..instrumentation import trace_schema as S
-from ..trainium.projection import matmul_dims, project, resolve_target
+from ..trainium.projection import matmul_products, project, resolve_target
 from ..trainium.targets import Target
 
 aten = torch.ops.aten
@@ -457,11 +457,12 @@ class _Recorder(TorchDispatchMode):
         flops = estimate_flops(schema_name, inputs) or convolution_flops(schema_name, call_args, outputs)
         overload = func._overloadname
         op = name if overload == "default" else f"{schema_name}.{overload}"
-        # A matmul-family kernel's operand shapes (torch's "Input Dims"): its Tensor Engine instructions.
+        # A matmul-family or attention kernel's operand shapes (torch's "Input Dims"): its Tensor Engine
+        # instructions.
         dims = None
         if flops:
             shapes = [list(a.shape) if isinstance(a, torch.Tensor) else [] for a in call_args]
-            if matmul_dims(op, shapes) is not None:
+            if matmul_products(op, shapes):
                 dims = shapes
         p = project(op, tier, read, written, flops, elements, dtype, self.target, input_dims=dims)
         args: dict[str, Any] = {S.ELEMENTS: elements, S.BYTES_WRITTEN: written, S.BYTES: read + written,

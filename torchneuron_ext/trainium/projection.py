@@ -331,19 +331,57 @@ def memory_s(nbytes: float, target: Target) -> float:
     return nbytes / target.memory_bytes_per_s
 
 
+# Attention kernels (SDPA forward and backward): the positions of query and key (and value) in their
+# arguments, and the products their FLOPs count (flops.cpp: 4 B H L S D forward, 8 backward).
+_ATTENTION_QKV = {
+    "_scaled_dot_product_flash_attention_for_cpu": (0, 1, 2),
+    "_scaled_dot_product_fused_attention_overrideable": (0, 1, 2),
+    "_scaled_dot_product_flash_attention_for_cpu_backward": (1, 2, 3),
+    "_scaled_dot_product_fused_attention_overrideable_backward": (1, 2, 3),
+}
+
+
+def matmul_products(name: str, input_dims: Any) -> Optional[list[tuple[int, int, int, int]]]:
+    """The (batch, M, K, N) products a Tensor Engine kernel is made of, from its inputs' shapes: one for the
+    matmul family (matmul_dims); for attention with query (B, H, L, D), key (B, H, S, D) and value
+    (B, H, S, Dv), forward Q K^T (L x D x S) and P V (L x S x Dv) per head, backward dP = dO V^T
+    (L x Dv x S), dV = P^T dO (S x L x Dv), dQ = dS K (L x S x D), dK = dS^T Q (S x L x D): the products
+    the FLOP rule counts. None when the shapes do not say."""
+    one = matmul_dims(name, input_dims)
+    if one is not None:
+        return [one]
+    op = name.split("::", 1)[-1].split(".", 1)[0]
+    pos = _ATTENTION_QKV.get(op)
+    dims = _dims_list(input_dims)
+    if pos is None or dims is None or len(dims) <= pos[2]:
+        return None
+    try:
+        q, k, v = ([int(x) for x in dims[i]] for i in pos)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if len(q) != 4 or len(k) != 4 or len(v) != 4:
+        return None
+    bh, length, d, s, dv = q[0] * q[1], q[2], q[3], k[2], v[3]
+    if op.endswith("_backward"):
+        return [(bh, length, dv, s), (bh, s, length, dv), (bh, length, s, d), (bh, s, length, d)]
+    return [(bh, length, d, s), (bh, length, s, dv)]
+
+
 def _tensor_candidates(name: str, flops: int, dtype: str, t: Target, input_dims: Any, from_idle: bool,
                        cands: dict[str, float]) -> None:
-    """The Tensor Engine's time of a matmul-family kernel (and the Vector engine's PSUM evictions): its
-    instruction sequence (matmul_plan) when its operands' shapes are known, else its FLOPs at the peak
-    (the roofline fallback). `from_idle`: the kernel is its own NEFF, so on trn2/trn3 it pays the
-    Tensor Engine's throttle ramp (te_throttle_s)."""
-    shape = matmul_dims(name, input_dims) if input_dims is not None else None
-    if shape is not None:
-        batch, m, k, n = shape
-        plan = matmul_plan(m, k, n, dtype, t, batch)
-        te = plan.tensor_s
-        if plan.eviction_s > 0:
-            cands["vector"] = plan.eviction_s
+    """The Tensor Engine's time of a matmul-family or attention kernel (and the Vector engine's PSUM
+    evictions): its instruction sequence (matmul_plan of each product) when its operands' shapes are known,
+    else its FLOPs at the peak (the roofline fallback). `from_idle`: the kernel is its own NEFF, so on
+    trn2/trn3 it pays the Tensor Engine's throttle ramp (te_throttle_s)."""
+    products = matmul_products(name, input_dims) if input_dims is not None else None
+    if products:
+        te = evict = 0.0
+        for batch, m, k, n in products:
+            plan = matmul_plan(m, k, n, dtype, t, batch)
+            te += plan.tensor_s
+            evict += plan.eviction_s
+        if evict > 0:
+            cands["vector"] = evict
     else:
         te = tensor_engine_s(flops, dtype, t)
     if from_idle:
