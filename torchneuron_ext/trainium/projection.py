@@ -185,11 +185,11 @@ class MatmulPlan:
     instructions: int        # nc_matmul instructions
     cycles: float            # their Tensor Engine cycles, summed over the logical core's physical cores
     output_tiles: int        # PSUM tiles copied to SBUF (one per output tile, after its K accumulation)
-    eviction_cycles: float   # Vector cycles of those copies
+    eviction_cycles: float   # copy cycles of those evictions (one element per partition and cycle)
     stationary: str          # "lhs": stationary tiles from M (moving from N); "rhs": the transposed mapping
     flops: int               # 2 M K N x batch, the useful work
     tensor_s: float          # Tensor Engine seconds on the logical core
-    eviction_s: float        # Vector seconds of the PSUM evictions on the logical core
+    eviction_s: float        # seconds of the PSUM evictions on the logical core (psum_copy_rate_hz)
     peak_flops: float        # the logical core's BF16 peak
 
     @property
@@ -207,8 +207,9 @@ def matmul_plan(m: int, k: int, n: int, dtype: str = "BFloat16", target: Optiona
     moving free) cycles, which is how the array's fill shows). Of the two mappings (M on the stationary
     side and N on the moving side, or the transpose, which the Trn1 architecture guide recommends for a
     matrix-vector product: the matrix stationary, the vector moving) the cheaper is taken. Each output tile
-    is accumulated over K in one PSUM bank, then copied to SBUF by the Vector engine (max(MIN_II, free)
-    cycles: TensorE cannot read PSUM). The work is split over the logical core's physical cores.
+    is accumulated over K in one PSUM bank, then copied to SBUF (max(MIN_II, free) cycles: TensorE cannot
+    read PSUM) by Vector, and Scalar beside it from NeuronCore-v3 on (psum_copy_rate_hz). The work is split
+    over the logical core's physical cores.
     """
     t = resolve_target(target)
     m, k, n, batch = max(int(m), 1), max(int(k), 1), max(int(n), 1), max(int(batch), 1)
@@ -231,9 +232,19 @@ def matmul_plan(m: int, k: int, n: int, dtype: str = "BFloat16", target: Optiona
     cycles *= batch
     evict *= batch
     plan = MatmulPlan(instructions, cycles, tiles_total, evict, side, 2 * m * k * n * batch,
-                      cycles / (t.tensor_clock_hz * t.lnc), evict / (t.vector_clock_hz * t.lnc),
+                      cycles / (t.tensor_clock_hz * t.lnc), evict / (psum_copy_rate_hz(t) * t.lnc),
                       t.tensor_peak_flops)
     return plan
+
+
+def psum_copy_rate_hz(target: Target) -> float:
+    """Elements per partition and second the engines that read PSUM can copy out of it: the Vector engine on
+    NeuronCore-v2, where Vector and Scalar cannot access PSUM at the same time (A2); Vector and Scalar side
+    by side from NeuronCore-v3 on, which lifts that limit for different banks (A3): each output tile has a
+    bank of its own."""
+    if target.generation <= 2:
+        return target.vector_clock_hz
+    return target.vector_clock_hz + target.scalar_clock_hz
 
 
 def matmul_s(m: int, k: int, n: int, dtype: str = "BFloat16", target: Optional[Target | str] = None,
