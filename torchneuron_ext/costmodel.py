@@ -41,13 +41,20 @@ from .trainium.projection import (
     default_target,
     eager_kernel,
     get_target,
+    MatmulPlan,
     gpsimd_s,
+    matmul_dims,
+    matmul_plan,
+    matmul_products,
+    matmul_s,
     memory_s,
     nki_kernel,
     parse_target,
     project,
     resolve_target,
     scalar_engine_s,
+    te_instruction_cycles,
+    te_throttle_s,
     tensor_engine_s,
     vector_engine_s,
 )
@@ -61,4 +68,7 @@ __all__ = [
     "gpsimd_s", "memory_s", "nki_kernel", "op_name", "parse_target", "project", "project_stats", "project_trace",
     "projected_lane_events", "resolve_target", "scalar_engine_s", "tensor_engine_s", "union_length",
     "vector_engine_s", "world_size",
+    # Tensor Engine efficiency by shape (docs/cost_model.md)
+    "MatmulPlan", "matmul_dims", "matmul_plan", "matmul_products", "matmul_s", "te_instruction_cycles",
+    "te_throttle_s",
 ]

@@ -10,7 +10,8 @@ import pytest
 
 from .conftest import EXAMPLES
 
-MODULES = ["vector_add", "rmsnorm", "layernorm", "matmul", "softmax", "transpose2d", "attention"]
+MODULES = ["vector_add", "rmsnorm", "layernorm", "matmul", "matmul_tutorial", "softmax", "transpose2d",
+           "attention"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -50,6 +50,9 @@ MODEL_NS = _S["MODEL_NS"]
 GROUP_SIZE = _S["GROUP_SIZE"]
 IN = _S["IN"]
 IN_COMPILED_REGION = _S["IN_COMPILED_REGION"]
+# Torch's own key for the arguments' shapes (a cpu_op's with record_shapes=True); the dry run writes it on a
+# matmul-family kernel too, so the cost model can project it as its Tensor Engine instructions.
+INPUT_DIMS = "Input Dims"
 
 # Lane names: "NC<core>" and one of these.
 LANE_HARDWARE = _S["LANE_HARDWARE"]

@@ -156,7 +156,9 @@ def _filled(shape: Any, value: Any, dtype: Any, buffer: Any, name: str) -> NKITe
     storage = _allocate(shp, dtype, buffer, name, par_axis, fill=value)
     par_axis = storage.par_axis
     if storage.buffer.on_chip:
-        _rt.current().costs.compute("vector", "memset", math.prod(shp[1:]) if len(shp) > 1 else 1)
+        # The elements per partition: with block dimensions before nl.par_dim, those are free too.
+        per_partition = math.prod(shp) // (int(shp[par_axis]) or 1) if len(shp) > 1 else 1
+        _rt.current().costs.compute("vector", "memset", per_partition)
     return NKITensor(storage, storage.array, None, par_axis)
 
 

@@ -8,7 +8,8 @@ costs are the NKI ISA reference's (Neuron 2.26) for NeuronCore-v2, carried to v3
 
 - Vector and Scalar: max(MIN_II, N) cycles, N the free elements per partition (partitions run in
   parallel); GpSimd: GPSIMD_START + N cycles.
-- Tensor engine: max(min(64, stationary free size), moving free size) cycles; fp32 at a quarter rate.
+- Tensor engine: max(min(MIN_II, stationary free size), moving free size) cycles; fp32 at a quarter rate
+  (trainium/projection.py's te_instruction_cycles, shared with the eager matmul's instruction model).
 - DMA: the fixed cross-engine cost per transfer, then bytes at the core's memory bandwidth.
 - Spills (runtime.Launch.check_live_ranges): live tiles over SBUF/PSUM capacity, saved and reloaded
   (SBUF by DMA to HBM, PSUM to SBUF by Vector copies), as AWS's compiler inserts them.
@@ -85,8 +86,12 @@ class Costs:
         self.instructions[name] += 1
 
     def matmul(self, name: str, k: int, m: int, n: int, fp32: bool) -> None:
+        """One nc_matmul of stationary [k, m] and moving [k, n]: the cycles of the eager matmul's instruction
+        model too (projection.te_instruction_cycles: max(min(MIN_II, m), n), x fp32_slowdown for fp32). An
+        fp8 double_row or MX instruction contracts 2 or 4 rows per partition in the time of one BF16
+        instruction, so it is charged as BF16 here (its k counts the rows)."""
         self._tick()
-        cycles = max(min(64, m), n) * (self.hw.fp32_slowdown if fp32 else 1)
+        cycles = projection.te_instruction_cycles(m, n, "Float" if fp32 else "BFloat16", self.hw)
         self.busy_s["tensor"] += cycles / self._clock_hz["tensor"]
         self.instructions[name] += 1
         self.flops += 2 * k * m * n

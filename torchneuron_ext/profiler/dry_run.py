@@ -43,7 +43,7 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..instrumentation import trace_schema as S
-from ..trainium.projection import project, resolve_target
+from ..trainium.projection import matmul_products, project, resolve_target
 from ..trainium.targets import Target
 
 aten = torch.ops.aten
@@ -457,11 +457,20 @@ class _Recorder(TorchDispatchMode):
         flops = estimate_flops(schema_name, inputs) or convolution_flops(schema_name, call_args, outputs)
         overload = func._overloadname
         op = name if overload == "default" else f"{schema_name}.{overload}"
-        p = project(op, tier, read, written, flops, elements, dtype, self.target)
+        # A matmul-family or attention kernel's operand shapes (torch's "Input Dims"): its Tensor Engine
+        # instructions.
+        dims = None
+        if flops:
+            shapes = [list(a.shape) if isinstance(a, torch.Tensor) else [] for a in call_args]
+            if matmul_products(op, shapes):
+                dims = shapes
+        p = project(op, tier, read, written, flops, elements, dtype, self.target, input_dims=dims)
         args: dict[str, Any] = {S.ELEMENTS: elements, S.BYTES_WRITTEN: written, S.BYTES: read + written,
                                 S.DTYPE: dtype, S.BYTES_READ: read}
         if flops:
             args[S.FLOPS] = flops
+        if dims is not None:
+            args[S.INPUT_DIMS] = dims
         device = next((t.device.index or 0 for t in inputs + outputs if t.device.type == "neuron"), 0)
         self._emit(S.KERNEL_PREFIX + op.split("::", 1)[-1], S.CAT_KERNEL, _KERNEL_TID, tier, op, args,
                    p.duration_s * 1e6, device)

@@ -84,6 +84,40 @@ def union_length(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
+def _op_input_dims(events: list) -> dict[Any, Any]:
+    """torch's cpu_op events recorded with record_shapes=True: their "Input Dims" by correlation id
+    ("External id", which the runtime span and the kernel of the op share)."""
+    dims: dict[Any, Any] = {}
+    for e in events:
+        if isinstance(e, dict) and e.get("cat") == S.CAT_CPU_OP:
+            a = e.get("args")
+            if isinstance(a, dict) and S.INPUT_DIMS in a and "External id" in a:
+                dims[a["External id"]] = (e.get("name", ""), a[S.INPUT_DIMS])  # the innermost op wins
+    return dims
+
+
+def _input_dims(args: dict[str, Any], op_dims: dict[Any, Any], op: str) -> Optional[tuple]:
+    """A kernel's operand shapes, hashable: its own "Input Dims" (the dry run writes them), else those of
+    its framework op of the same name (a trace recorded with record_shapes=True), else None (the
+    roofline fallback)."""
+    if not isinstance(args, dict):
+        return None
+    dims = args.get(S.INPUT_DIMS)
+    if dims is None and op_dims:
+        ext = args.get("External id")
+        named = op_dims.get(ext) if isinstance(ext, (int, str)) else None
+        if named is not None and named[0].split("::")[-1] == op.split("::")[-1]:
+            dims = named[1]
+    if dims is None:
+        return None
+    if not isinstance(dims, (list, tuple)):
+        return None
+    try:
+        return tuple(tuple(int(x) for x in d) if isinstance(d, (list, tuple)) else () for d in dims)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
 def project_trace(trace: Union[dict[str, Any], ClassifiedTrace], target: Optional[Union[Target, str]] = None,
                   group_size: Optional[int] = None) -> ProjectedTimeline:
     """Replay a trace's device activities on the target.
@@ -130,6 +164,7 @@ def project_trace(trace: Union[dict[str, Any], ClassifiedTrace], target: Optiona
 
     out: list[ProjectedKernel] = []
     memo: dict[tuple, Projection] = {}
+    op_dims = _op_input_dims(c.trace.get("traceEvents") or [])
     lane_end: dict[tuple[int, int], float] = {}
     # core -> [measured end, the graph's kernel, its own projected duration, its children's so far]
     graphs: dict[int, list] = {}
@@ -143,13 +178,14 @@ def project_trace(trace: Union[dict[str, Any], ClassifiedTrace], target: Optiona
         read = a.bytes_read if S.BYTES_READ in args else int(args.get(S.BYTES, 0))
         # A collective's own group (a subgroup is not the world); older traces: the trace's world size.
         ranks = int(args.get(S.GROUP_SIZE, 0) or group_size) if tier == _COLLECTIVE else 1
+        dims = _input_dims(args, op_dims, S.op_name(name)) if a.flops and not is_copy else None
         key = (name, tier, read, a.bytes_written, a.flops, a.elements, str(args.get(S.DTYPE, "")), a.model_ns,
-               inside, is_copy, ranks)
+               inside, is_copy, ranks, dims)
         proj = memo.get(key)
         if proj is None:  # a loop's kernels repeat: project each distinct one once
             proj = memo[key] = project(
                 S.op_name(name), tier, read, a.bytes_written, a.flops, a.elements, key[6], t, a.model_ns, ranks,
-                launch=not inside, copy_direction=S.copy_direction(name) if is_copy else "")
+                launch=not inside, copy_direction=S.copy_direction(name) if is_copy else "", input_dims=dims)
         # A graph's kernels were dispatched with it (one launch).
         dispatch = graph[1].dispatch_us if inside else compressed(ts)
         lane = (core, -1 if tier == _COLLECTIVE else stream)

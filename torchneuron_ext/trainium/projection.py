@@ -132,6 +132,195 @@ def tensor_engine_s(flops: float, dtype: str, target: Target) -> float:
     return flops / peak
 
 
+# ---------------------------------------------------------------------------------------------
+# Tensor Engine efficiency by shape (docs/cost_model.md, "Tensor Engine efficiency").
+# A matmul is the instruction sequence the compiler issues for it, not its FLOPs over the peak: tiles of
+# at most 128 (K, the PE rows) x 128 (stationary free: the PE columns) and 128 x 512 (moving free: one
+# 2 KiB PSUM bank of fp32 per partition), each nc_matmul costing max(min(MIN_II, stationary free),
+# moving free) Tensor Engine cycles (AWS's NKI ISA reference, Neuron 2.26; the Trn1 architecture
+# guide's initiation interval max(N, MM_INIT_LATENCY = 64) with background, fast LoadStationary).
+# ---------------------------------------------------------------------------------------------
+
+# The Tensor Engine's power-delivery limit (Neuron Explorer's summary page, dI/dt): on Trn2 and Trn3 it
+# starts at ~50% of its maximum utilisation and ramps to full over ~3 us after idle. An eager matmul is
+# its own NEFF, reached after a launch gap (~12 us) of an idle Tensor Engine, so each pays the ramp.
+TE_THROTTLE = {"trn2": (0.5, 3e-6), "trn3": (0.5, 3e-6)}  # (starting fraction, ramp seconds)
+
+# Operators whose Tensor Engine work is one (batched) M x K @ K x N, and which of their inputs are the two
+# matrices (torch's "Input Dims" order): the shape path of eager_kernel / compiled_kernel.
+_MATMUL_OPERANDS = {
+    "mm": (0, 1), "bmm": (0, 1), "addmm": (1, 2), "baddbmm": (1, 2), "addbmm": (1, 2), "mv": (0, 1),
+    "addmv": (1, 2), "dot": (0, 1), "vdot": (0, 1), "matmul": (0, 1), "linear": (0, 1), "_int_mm": (0, 1),
+}
+
+
+def _fp_kind(dtype: str) -> str:
+    return "fp8" if _is_fp8(dtype) else "16" if _is_16bit(dtype) else "fp32"
+
+
+def te_instruction_cycles(stationary_free: int, moving_free: int, dtype: str, target: Target) -> float:
+    """One nc_matmul's Tensor Engine cycles when issued back to back: max(min(MIN_II, stationary free),
+    moving free) for BF16/FP16 (the moving tile streams one column per cycle; a short moving tile waits
+    for the MultiplyMoving initiation interval or the stationary load), x fp32_slowdown for FP32, / the
+    FP8 rate (double_row on trn2: K = 256 in the time of 128)."""
+    cycles = float(max(min(target.nki_min_ii_cycles, stationary_free), moving_free))
+    kind = _fp_kind(dtype)
+    if kind == "fp32":
+        cycles *= target.fp32_slowdown
+    elif kind == "fp8":
+        cycles /= target.fp8_speedup
+    return cycles
+
+
+def _tiles(extent: int, tile: int) -> list[tuple[int, int]]:
+    """(size, count) of the tiles covering `extent`: the full tiles and the remainder."""
+    full, rest = divmod(max(int(extent), 1), tile)
+    return [(s, c) for s, c in ((tile, full), (rest, 1 if rest else 0)) if c]
+
+
+@dataclasses.dataclass(frozen=True)
+class MatmulPlan:
+    """The instruction sequence of one (batched) M x K @ K x N on one logical core (matmul_plan)."""
+
+    instructions: int        # nc_matmul instructions
+    cycles: float            # their Tensor Engine cycles, summed over the logical core's physical cores
+    output_tiles: int        # PSUM tiles copied to SBUF (one per output tile, after its K accumulation)
+    eviction_cycles: float   # copy cycles of those evictions (one element per partition and cycle)
+    stationary: str          # "lhs": stationary tiles from M (moving from N); "rhs": the transposed mapping
+    flops: int               # 2 M K N x batch, the useful work
+    tensor_s: float          # Tensor Engine seconds on the logical core
+    eviction_s: float        # seconds of the PSUM evictions on the logical core (psum_copy_rate_hz)
+    peak_flops: float        # the logical core's BF16 peak
+
+    @property
+    def efficiency(self) -> float:
+        """Useful FLOPs over what the Tensor Engine's BF16 peak does in the same time (1 = the peak)."""
+        return 0.0 if self.tensor_s <= 0 else self.flops / (self.tensor_s * self.peak_flops)
+
+
+def matmul_plan(m: int, k: int, n: int, dtype: str = "BFloat16", target: Optional[Target | str] = None,
+                batch: int = 1) -> MatmulPlan:
+    """The nc_matmul instructions a compiler issues for `batch` products of M x K @ K x N.
+
+    Each of ceil(K/128) contraction tiles of each output tile is one instruction of its real sizes (the
+    remainder tiles are short, not padded work: a short tile still costs max(min(64, stationary free),
+    moving free) cycles, which is how the array's fill shows). Of the two mappings (M on the stationary
+    side and N on the moving side, or the transpose, which the Trn1 architecture guide recommends for a
+    matrix-vector product: the matrix stationary, the vector moving) the cheaper is taken. Each output tile
+    is accumulated over K in one PSUM bank, then copied to SBUF (max(MIN_II, free) cycles: TensorE cannot
+    read PSUM) by Vector, and Scalar beside it from NeuronCore-v3 on (psum_copy_rate_hz). The work is split
+    over the logical core's physical cores.
+    """
+    t = resolve_target(target)
+    m, k, n, batch = max(int(m), 1), max(int(k), 1), max(int(n), 1), max(int(batch), 1)
+    kt = math.ceil(k / t.pe_array)
+    stat_max, mov_max = t.gemm_stationary_fmax, t.gemm_moving_fmax
+    best = None
+    for side, (sd, md) in (("lhs", (m, n)), ("rhs", (n, m))):
+        cycles, tiles, evict = 0.0, 0, 0.0
+        for s_size, s_count in _tiles(sd, stat_max):
+            for m_size, m_count in _tiles(md, mov_max):
+                count = s_count * m_count
+                cycles += count * kt * te_instruction_cycles(s_size, m_size, dtype, t)
+                tiles += count
+                evict += count * max(t.nki_min_ii_cycles, m_size)
+        if best is None or cycles < best[1]:
+            best = (side, cycles, tiles, evict)
+    side, cycles, tiles, evict = best
+    tiles_total = tiles * batch
+    instructions = tiles_total * kt
+    cycles *= batch
+    evict *= batch
+    plan = MatmulPlan(instructions, cycles, tiles_total, evict, side, 2 * m * k * n * batch,
+                      cycles / (t.tensor_clock_hz * t.lnc), evict / (psum_copy_rate_hz(t) * t.lnc),
+                      t.tensor_peak_flops)
+    return plan
+
+
+def psum_copy_rate_hz(target: Target) -> float:
+    """Elements per partition and second the engines that read PSUM can copy out of it: the Vector engine on
+    NeuronCore-v2, where Vector and Scalar cannot access PSUM at the same time (A2); Vector and Scalar side
+    by side from NeuronCore-v3 on, which lifts that limit for different banks (A3): each output tile has a
+    bank of its own."""
+    if target.generation <= 2:
+        return target.vector_clock_hz
+    return target.vector_clock_hz + target.scalar_clock_hz
+
+
+def matmul_s(m: int, k: int, n: int, dtype: str = "BFloat16", target: Optional[Target | str] = None,
+             batch: int = 1) -> float:
+    """Tensor Engine seconds of `batch` products M x K @ K x N on the target's logical core, as the
+    instruction sequence of matmul_plan (the entry point for other lowerings, e.g. convolution)."""
+    return matmul_plan(m, k, n, dtype, target, batch).tensor_s
+
+
+def te_throttle_s(work_s: float, target: Target) -> float:
+    """Extra seconds Tensor Engine work of `work_s` (at full rate) takes when it starts from idle on a
+    target with the dI/dt limit: the rate ramps linearly from f0 to 1 over the ramp, so the first
+    ramp x (1 + f0) / 2 of work takes the whole ramp. 0 on trn1 (no such limit documented)."""
+    spec = TE_THROTTLE.get(target.name)
+    if not spec or work_s <= 0:
+        return 0.0
+    f0, ramp = spec
+    ramp_work = ramp * (1 + f0) / 2
+    if work_s >= ramp_work:
+        return ramp - ramp_work
+    # f0 t + (1 - f0) t^2 / (2 ramp) = work_s
+    a = (1 - f0) / (2 * ramp)
+    t = (-f0 + math.sqrt(f0 * f0 + 4 * a * work_s)) / (2 * a)
+    return t - work_s
+
+
+def _dims_list(dims: Any) -> Optional[list]:
+    if isinstance(dims, str):
+        import json
+        try:
+            dims = json.loads(dims)
+        except ValueError:
+            return None
+    return dims if isinstance(dims, (list, tuple)) else None
+
+
+def matmul_dims(name: str, input_dims: Any) -> Optional[tuple[int, int, int, int]]:
+    """(batch, M, K, N) of a matmul-family kernel from its inputs' shapes (torch's "Input Dims": one list
+    per argument, [] for non-tensors), or None when the op is not one product or the shapes do not say.
+    mm [M,K]@[K,N]; bmm/baddbmm/addbmm [B,M,K]@[B,K,N]; mv [M,K]@[K]; dot [K].[K]; linear
+    [..., K] with weight [N, K]; matmul of 2-D or batched 3-D operands."""
+    op, _ = _base_op(name)
+    pos = _MATMUL_OPERANDS.get(op)
+    dims = _dims_list(input_dims)
+    if pos is None or dims is None or len(dims) <= pos[1]:
+        return None
+    a, b = dims[pos[0]], dims[pos[1]]
+    if not isinstance(a, (list, tuple)) or not isinstance(b, (list, tuple)) or not a or not b:
+        return None
+    try:
+        a, b = [int(x) for x in a], [int(x) for x in b]
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if op == "linear":
+        if len(b) != 2:
+            return None
+        rows = 1
+        for x in a[:-1]:
+            rows *= x
+        return (1, rows, a[-1], b[0])
+    if op in ("dot", "vdot") and len(a) == len(b) == 1:
+        return (1, 1, a[0], 1)
+    if op in ("mv", "addmv") and len(a) == 2 and len(b) == 1:
+        return (1, a[0], a[1], 1)
+    if len(a) == 2 and len(b) == 2:
+        return (1, a[0], a[1], b[1])
+    if len(a) == 3 and len(b) == 3 and op in ("bmm", "baddbmm", "addbmm", "matmul"):
+        return (a[0], a[1], a[2], b[2])
+    if op == "matmul" and len(a) >= 2 and len(b) == 2:
+        rows = 1
+        for x in a[:-1]:
+            rows *= x
+        return (1, rows, a[-1], b[1])
+    return None
+
+
 def vector_engine_s(elements: float, dtype: str, target: Target, passes: float = 1.0) -> float:
     lanes = target.vector_lanes_16bit if _is_16bit(dtype) else target.vector_lanes_other
     return elements * passes / (lanes * target.vector_clock_hz * target.lnc)
@@ -153,11 +342,72 @@ def memory_s(nbytes: float, target: Target) -> float:
     return nbytes / target.memory_bytes_per_s
 
 
+# Attention kernels (SDPA forward and backward): the positions of query and key (and value) in their
+# arguments, and the products their FLOPs count (flops.cpp: 4 B H L S D forward, 8 backward).
+_ATTENTION_QKV = {
+    "_scaled_dot_product_flash_attention_for_cpu": (0, 1, 2),
+    "_scaled_dot_product_fused_attention_overrideable": (0, 1, 2),
+    "_scaled_dot_product_flash_attention_for_cpu_backward": (1, 2, 3),
+    "_scaled_dot_product_fused_attention_overrideable_backward": (1, 2, 3),
+}
+
+
+def matmul_products(name: str, input_dims: Any) -> Optional[list[tuple[int, int, int, int]]]:
+    """The (batch, M, K, N) products a Tensor Engine kernel is made of, from its inputs' shapes: one for the
+    matmul family (matmul_dims); for attention with query (B, H, L, D), key (B, H, S, D) and value
+    (B, H, S, Dv), forward Q K^T (L x D x S) and P V (L x S x Dv) per head, backward dP = dO V^T
+    (L x Dv x S), dV = P^T dO (S x L x Dv), dQ = dS K (L x S x D), dK = dS^T Q (S x L x D): the products
+    the FLOP rule counts. None when the shapes do not say."""
+    one = matmul_dims(name, input_dims)
+    if one is not None:
+        return [one]
+    op = name.split("::", 1)[-1].split(".", 1)[0]
+    pos = _ATTENTION_QKV.get(op)
+    dims = _dims_list(input_dims)
+    if pos is None or dims is None or len(dims) <= pos[2]:
+        return None
+    try:
+        q, k, v = ([int(x) for x in dims[i]] for i in pos)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if len(q) != 4 or len(k) != 4 or len(v) != 4:
+        return None
+    bh, length, d, s, dv = q[0] * q[1], q[2], q[3], k[2], v[3]
+    if op.endswith("_backward"):
+        return [(bh, length, dv, s), (bh, s, length, dv), (bh, length, s, d), (bh, s, length, d)]
+    return [(bh, length, d, s), (bh, length, s, dv)]
+
+
+def _tensor_candidates(name: str, flops: int, dtype: str, t: Target, input_dims: Any, from_idle: bool,
+                       cands: dict[str, float]) -> None:
+    """The Tensor Engine's time of a matmul-family or attention kernel (and the Vector engine's PSUM
+    evictions): its instruction sequence (matmul_plan of each product) when its operands' shapes are known,
+    else its FLOPs at the peak (the roofline fallback). `from_idle`: the kernel is its own NEFF, so on
+    trn2/trn3 it pays the Tensor Engine's throttle ramp (te_throttle_s)."""
+    products = matmul_products(name, input_dims) if input_dims is not None else None
+    if products:
+        te = evict = 0.0
+        for batch, m, k, n in products:
+            plan = matmul_plan(m, k, n, dtype, t, batch)
+            te += plan.tensor_s
+            evict += plan.eviction_s
+        if evict > 0:
+            cands["vector"] = evict
+    else:
+        te = tensor_engine_s(flops, dtype, t)
+    if from_idle:
+        te += te_throttle_s(te, t)
+    cands["tensor"] = te
+
+
 def eager_kernel(name: str, bytes_read: int, bytes_written: int, flops: int = 0, elements: int = 0,
-                 dtype: str = "", target: Optional[Target | str] = None, launch: bool = True) -> Projection:
+                 dtype: str = "", target: Optional[Target | str] = None, launch: bool = True,
+                 input_dims: Any = None) -> Projection:
     """An ATen kernel run as its own NEFF: max over the engines it uses (roofline), plus one launch.
 
     `launch=False` for kernels that are part of a bigger launch (an op inside a compiled graph).
+    `input_dims` (torch's "Input Dims": the arguments' shapes), where known, projects a matmul-family
+    kernel as its Tensor Engine instruction sequence (matmul_plan) instead of its FLOPs at the peak.
     """
     t = resolve_target(target)
     op, backward = _base_op(name)
@@ -165,7 +415,7 @@ def eager_kernel(name: str, bytes_read: int, bytes_written: int, flops: int = 0,
     passes = BACKWARD_PASSES if backward else 1
     cands = {"dma": memory_s(nbytes, t)}
     if op in _TENSOR_OPS and flops:
-        cands["tensor"] = tensor_engine_s(flops, dtype, t)
+        _tensor_candidates(name, flops, dtype, t, input_dims, launch, cands)
     elif op in _NORM_OPS:
         cands["vector"] = vector_engine_s(elements, dtype, t, NORM_VECTOR_PASSES * passes)
         cands["scalar"] = scalar_engine_s(elements, dtype, t, NORM_SCALAR_PASSES * passes)
@@ -354,22 +604,28 @@ def nki_kernel(model_s: float, bytes_read: int, bytes_written: int, flops: int,
 
 
 def compiled_kernel(name: str, bytes_read: int, bytes_written: int, flops: int = 0, elements: int = 0,
-                    dtype: str = "", target: Optional[Target | str] = None) -> Projection:
-    """A compiled graph pays one launch; its generated kernels run inside it and pay none."""
+                    dtype: str = "", target: Optional[Target | str] = None, input_dims: Any = None) -> Projection:
+    """A compiled graph pays one launch; its generated kernels run inside it and pay none.
+
+    An extern matmul call inside it with `input_dims` known is its instruction sequence (matmul_plan)."""
     t = resolve_target(target)
     graph = name.split("::")[-1].startswith("graph_")
     nbytes = bytes_read + bytes_written
     cands = {"dma": memory_s(nbytes, t)}
-    if flops:
-        cands["tensor"] = tensor_engine_s(flops, dtype, t)
     if elements:
         cands["vector"] = vector_engine_s(elements, dtype, t)
+    if flops:
+        plan_cands: dict[str, float] = {}
+        _tensor_candidates(name, flops, dtype, t, input_dims, False, plan_cands)
+        cands["tensor"] = plan_cands["tensor"]
+        if "vector" in plan_cands:
+            cands["vector"] = max(cands.get("vector", 0.0), plan_cands["vector"])
     return _pick(t.launch_s if graph else 0.0, cands, flops, nbytes, elements)
 
 
 def project(name: str, tier: str, bytes_read: int = 0, bytes_written: int = 0, flops: int = 0, elements: int = 0,
             dtype: str = "", target: Optional[Target | str] = None, model_ns: int = 0, group_size: int = 1,
-            launch: bool = True, copy_direction: str = "") -> Projection:
+            launch: bool = True, copy_direction: str = "", input_dims: Any = None) -> Projection:
     """The projection of one recorded device activity, by its tier (and op name)."""
     t = resolve_target(target)
     if copy_direction:
@@ -381,9 +637,10 @@ def project(name: str, tier: str, bytes_read: int = 0, bytes_written: int = 0, f
     elif tier == "custom":
         p = custom_kernel(bytes_read, bytes_written, elements, dtype, t)
     elif tier == "compiled":
-        p = compiled_kernel(name, bytes_read, bytes_written, flops, elements, dtype, t)
+        p = compiled_kernel(name, bytes_read, bytes_written, flops, elements, dtype, t, input_dims=input_dims)
     else:
-        p = eager_kernel(name, bytes_read, bytes_written, flops, elements, dtype, t)
+        p = eager_kernel(name, bytes_read, bytes_written, flops, elements, dtype, t, launch=launch,
+                         input_dims=input_dims)
     if not launch and p.launch_s:
         p = _pick(0.0, {p.engine: p.work_s}, p.flops, p.bytes, p.elements)
     return p
