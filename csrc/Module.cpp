@@ -6,6 +6,7 @@
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/profiler/combined_traceback.h>
 #include <torch/csrc/utils/python_numbers.h>
 #include <torch/extension.h>
 
@@ -24,6 +25,7 @@
 #include "backend/allocator.h"
 #include "backend/errors.h"
 #include "backend/generator.h"
+#include "backend/memory_history.h"
 #include "runtime/device.h"
 #include "runtime/memory.h"
 
@@ -74,6 +76,67 @@ py::list memory_snapshot(int device) {
     d["pool"] = seg.small ? "small" : "large";
     out.append(d);
   }
+  return out;
+}
+
+}  // namespace
+}  // namespace torchneuron
+
+// torch/csrc/profiler/python/combined_traceback.h declares these, but includes a JSON header the installed
+// torch does not ship; the declarations are PyTorch's (libtorch_python).
+namespace torch {
+std::vector<pybind11::object> py_symbolize(std::vector<CapturedTraceback*>& to_symbolize);
+void installCapturedTracebackPython();
+}  // namespace torch
+
+namespace torchneuron {
+namespace {
+
+// Stacks for the recorded contexts, in order (None where none was recorded); one symbolization for all.
+std::vector<py::object> symbolize(const std::vector<std::shared_ptr<c10::GatheredContext>>& contexts) {
+  std::vector<torch::CapturedTraceback*> tracebacks;
+  for (const auto& c : contexts)
+    if (auto* t = dynamic_cast<torch::CapturedTraceback*>(c.get())) tracebacks.push_back(t);
+  std::vector<py::object> frames = torch::py_symbolize(tracebacks);
+  std::vector<py::object> out;
+  size_t next = 0;
+  for (const auto& c : contexts)
+    out.push_back(dynamic_cast<torch::CapturedTraceback*>(c.get()) != nullptr ? frames[next++] : py::list());
+  return out;
+}
+
+// torch.cuda.memory._snapshot()'s device_traces: per device, its events as dicts.
+py::list memory_history_traces() {
+  py::list out;
+  for (const auto& device_events : memory_history::events()) {
+    std::vector<std::shared_ptr<c10::GatheredContext>> contexts;
+    for (const auto& e : device_events) contexts.push_back(e.context);
+    auto frames = symbolize(contexts);
+    py::list trace;
+    for (size_t i = 0; i < device_events.size(); ++i) {
+      const auto& e = device_events[i];
+      py::dict d;
+      d["action"] = e.action;
+      d["addr"] = e.addr;
+      d["size"] = e.size;
+      d["stream"] = 0;
+      d["time_us"] = e.time_us;
+      d["frames"] = frames[i];
+      trace.append(d);
+    }
+    out.append(trace);
+  }
+  return out;
+}
+
+// The stacks of a device's live allocations, by address.
+py::dict memory_live_frames(int device) {
+  auto live = memory_history::live_contexts(device);
+  std::vector<std::shared_ptr<c10::GatheredContext>> contexts;
+  for (const auto& [addr, c] : live) contexts.push_back(c);
+  auto frames = symbolize(contexts);
+  py::dict out;
+  for (size_t i = 0; i < live.size(); ++i) out[py::int_(live[i].first)] = frames[i];
   return out;
 }
 
@@ -199,6 +262,16 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("_memory_stats", &memory_stats);
   m.def("_memory_snapshot", &memory_snapshot);
+  m.def("_record_memory_history", [](bool enabled, bool trace, int stacks, size_t max_entries, bool clear) {
+    static bool unwinder = false;  // lets CapturedTraceback gather Python frames
+    if (!unwinder) {
+      torch::installCapturedTracebackPython();
+      unwinder = true;
+    }
+    memory_history::configure(enabled, trace, static_cast<memory_history::Stacks>(stacks), max_entries, clear);
+  });
+  m.def("_memory_history_traces", &memory_history_traces);
+  m.def("_memory_live_frames", &memory_live_frames);
   m.def("_empty_cache", [] { device_allocator()->emptyCache(); });
   m.def("_reset_peak_memory_stats", [](int d) { guarded([&] { neuron_rt::core_allocator(d).reset_peak(); }); });
   m.def("_reset_accumulated_memory_stats",

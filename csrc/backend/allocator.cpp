@@ -13,6 +13,7 @@
 #include "../runtime/memory.h"
 #include "../instrumentation/activity.h"
 #include "errors.h"
+#include "memory_history.h"
 
 namespace torchneuron {
 
@@ -23,6 +24,7 @@ using c10::CachingDeviceAllocator::DeviceStats;
 // One deleter per core, so freeing needs no pointer lookup.
 template <int D>
 void free_on_core(void* ptr) {
+  if (C10_UNLIKELY(memory_history::enabled())) memory_history::record_free(D, ptr, memory_history::gather());
   neuron_rt::core_allocator(D).free(ptr);
 }
 
@@ -35,7 +37,9 @@ constexpr auto kDeleters = make_deleters(std::make_integer_sequence<int, neuron_
 void free_any(void* ptr) {
   if (ptr == nullptr) return;
   int d = neuron_rt::device_of_pointer(ptr);
-  if (d >= 0) neuron_rt::core_allocator(d).free(ptr);
+  if (d < 0) return;
+  if (C10_UNLIKELY(memory_history::enabled())) memory_history::record_free(d, ptr, memory_history::gather());
+  neuron_rt::core_allocator(d).free(ptr);
 }
 
 void copy_stat(const neuron_rt::Stat (&from)[neuron_rt::kNumPools], c10::CachingAllocator::StatArray& to) {
@@ -51,7 +55,22 @@ class NeuronDeviceAllocator final : public c10::DeviceAllocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override {
     const int device = neuron_rt::current_device();
+    if (C10_UNLIKELY(memory_history::enabled()) && nbytes > 0) return allocate_recorded(device, nbytes);
     void* ptr = nbytes > 0 ? guarded([&] { return neuron_rt::core_allocator(device).malloc(nbytes); }) : nullptr;
+    return {ptr, ptr, kDeleters[device], c10::Device(c10::DeviceType::PrivateUse1, device)};
+  }
+
+  // With the memory history on: the stack is gathered before the allocator's lock is taken.
+  c10::DataPtr allocate_recorded(int device, size_t nbytes) {
+    auto context = memory_history::gather();
+    void* ptr = nullptr;
+    try {
+      ptr = guarded([&] { return neuron_rt::core_allocator(device).malloc(nbytes); });
+    } catch (...) {
+      memory_history::record_oom(device, neuron_rt::round_size(nbytes), context);
+      throw;
+    }
+    memory_history::record_alloc(device, ptr, neuron_rt::round_size(nbytes), std::move(context));
     return {ptr, ptr, kDeleters[device], c10::Device(c10::DeviceType::PrivateUse1, device)};
   }
 

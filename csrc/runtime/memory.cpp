@@ -34,6 +34,11 @@ void for_each_stat(MemoryStats& stats, Fn fn) {
       fn(*s);
 }
 std::atomic<MemoryObserver> g_observer{nullptr};
+std::atomic<SegmentObserver> g_segment_observer{nullptr};
+
+void notify_segment(int device, void* ptr, size_t size, bool taken) {
+  if (auto* obs = g_segment_observer.load(std::memory_order_relaxed)) obs(device, ptr, size, taken);
+}
 
 void notify(int device, void* ptr, int64_t delta, const MemoryStats& s) {
   if (auto* obs = g_observer.load(std::memory_order_relaxed)) {
@@ -166,6 +171,7 @@ void* CoreAllocator::malloc(size_t nbytes) {
   blocks_.emplace(reinterpret_cast<uintptr_t>(ptr), b);
   stats_.num_device_alloc++;
   count_segment_locked(rounded, small, /*add=*/true);
+  notify_segment(device_, ptr, rounded, /*taken=*/true);
   count_use_locked(b, /*add=*/true);
   notify(device_, ptr, static_cast<int64_t>(rounded), stats_);
   return ptr;
@@ -255,6 +261,7 @@ uint64_t CoreAllocator::release_cached_locked() {
       stats_.num_device_free++;
       released += b->second.size;
       void* ptr = reinterpret_cast<void*>(b->first);
+      notify_segment(device_, ptr, b->second.size, /*taken=*/false);
       blocks_.erase(b);
       std::free(ptr);
     });
@@ -343,6 +350,7 @@ std::vector<CoreAllocator::Segment> CoreAllocator::snapshot() const {
 }
 
 void set_memory_observer(MemoryObserver observer) { g_observer.store(observer); }
+void set_segment_observer(SegmentObserver observer) { g_segment_observer.store(observer); }
 
 namespace {
 // Set once the allocators exist, so a CPU allocation that fails before any neuron use

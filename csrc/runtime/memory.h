@@ -152,6 +152,12 @@ class CoreAllocator {
 using MemoryObserver = void (*)(int device, void* ptr, int64_t delta, int64_t allocated, int64_t reserved);
 void set_memory_observer(MemoryObserver observer);
 
+// Called when a core takes a segment (a block of host memory) from the host (`taken`) or gives one back, under
+// the core's lock: it must not wait for anything that may itself wait for an allocator. Set by the backend's
+// memory history (torch.neuron.memory._record_memory_history).
+using SegmentObserver = void (*)(int device, void* ptr, size_t size, bool taken);
+void set_segment_observer(SegmentObserver observer);
+
 // The per-core allocators, created on first use (capacity from
 // NEURON_EMU_HBM_SIZE, default 24 GiB).
 CoreAllocator& core_allocator(int device);

@@ -130,3 +130,83 @@ def memory_summary(device: DeviceLike = None, abbreviated: bool = False) -> str:
     )
     lines.append("=" * width)
     return "\n".join(lines) + "\n"
+
+
+# ---- memory history and snapshots, as torch.cuda.memory's ----------------------------------------------
+
+_STACKS = {"python": 1, "all": 2}
+_RECORDED_ACTIONS = ("alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "oom")
+_skip_actions: frozenset = frozenset()
+
+
+def _record_memory_history(enabled: str | None = "all", context: str | None = "all", stacks: str = "all",
+                           max_entries: int = 2 ** 63 - 1, device: DeviceLike = None, clear_history: bool = False,
+                           compile_context: bool = False, global_record_annotations: bool = False,
+                           skip_actions: list[str] | None = None) -> None:
+    """Record the allocator's events and the stack of each, as ``torch.cuda.memory._record_memory_history``.
+
+    ``enabled``: ``"all"`` keeps the event trace (alloc, free, segment_alloc, segment_free, oom; at most
+    ``max_entries`` per core, the oldest dropped), ``"state"`` only the stacks of live allocations, ``None``
+    stops recording. ``context``: ``None`` records no stacks (``"state"``, ``"alloc"`` and ``"all"`` record the
+    allocating stack; a free records its own). ``stacks``: ``"python"`` (Python and TorchScript frames) or
+    ``"all"`` (with C++ frames). Every core of the process is recorded (``device`` is accepted for
+    torch.cuda's signature, as CUDA records every device too). ``_snapshot()`` returns what was recorded.
+    """
+    global _skip_actions
+    if enabled not in (None, "state", "all"):
+        raise ValueError(f"enabled={enabled!r}: use 'all', 'state' or None")
+    if context not in (None, "state", "alloc", "all"):
+        raise ValueError(f"context={context!r}: use 'all', 'alloc', 'state' or None")
+    if stacks not in _STACKS:
+        raise ValueError(f"stacks={stacks!r}: use 'python' or 'all'")
+    if compile_context or global_record_annotations:
+        raise NotImplementedError("compile_context and global_record_annotations are not recorded on neuron: "
+                                  "torch.profiler's trace has the compiled regions and annotations")
+    unknown = set(skip_actions or ()) - set(_RECORDED_ACTIONS)
+    if unknown:
+        raise ValueError(f"skip_actions: unknown action(s) {sorted(unknown)}; the actions are {_RECORDED_ACTIONS}")
+    if max_entries < 1:
+        raise ValueError(f"max_entries={max_entries}: keep at least one event")
+    _skip_actions = frozenset(skip_actions or ())
+    _C._record_memory_history(enabled is not None, enabled == "all", 0 if context is None else _STACKS[stacks],
+                              min(max_entries, 2 ** 63 - 1), clear_history)
+
+
+def _snapshot(device: DeviceLike = None, augment_with_fx_traces: bool = False) -> dict[str, Any]:
+    """The allocator's state and recorded history in ``torch.cuda.memory._snapshot()``'s format: ``segments``
+    (each of this allocator's blocks is its own segment of host memory, with its one block), ``device_traces``
+    (per core, the recorded events) and ``allocator_settings``. PyTorch's visualizer reads it
+    (``torch.cuda._memory_viz``, pytorch.org/memory_viz after ``_dump_snapshot``)."""
+    if augment_with_fx_traces:
+        raise NotImplementedError("augment_with_fx_traces is not supported on neuron")
+    segments = []
+    devices = local_devices()
+    for d in devices:
+        frames = _C._memory_live_frames(d)
+        for b in _C._memory_snapshot(d):
+            active = b["state"] == "active_allocated"
+            block_frames = frames.get(b["address"], []) if active else []
+            segments.append({
+                "device": d, "address": b["address"], "total_size": b["size"],
+                "allocated_size": b["size"] if active else 0, "active_size": b["size"] if active else 0,
+                "requested_size": b["requested_size"] if active else 0, "stream": 0,
+                "segment_type": b["pool"], "segment_pool_id": (0, 0), "is_expandable": False,
+                "frames": block_frames,
+                "blocks": [{"address": b["address"], "size": b["size"],
+                            "requested_size": b["requested_size"] if active else 0,
+                            "state": b["state"], "frames": block_frames}],
+            })
+    traces = [[e for e in trace if e["action"] not in _skip_actions]
+              for trace in _C._memory_history_traces()[:devices.stop]]
+    return {"segments": segments, "device_traces": traces,
+            "allocator_settings": {"PYTORCH_NEURON_ALLOC_CONF": "", "max_split_size": -1, "expandable_segments": False,
+                                   "roundup_power2_divisions": {"1": 4}}}
+
+
+def _dump_snapshot(filename: str = "dump_snapshot.pickle", augment_with_fx_traces: bool = False) -> None:
+    """Pickle ``_snapshot()`` to ``filename``, for pytorch.org/memory_viz or ``python -m torch.cuda._memory_viz``."""
+    import pickle
+
+    snapshot = _snapshot(augment_with_fx_traces=augment_with_fx_traces)
+    with open(filename, "wb") as f:
+        pickle.dump(snapshot, f)
