@@ -85,6 +85,53 @@ class TestWorkedCases(TestCase):
         self.assertAlmostEqual(beyond.duration_s * 1e3, 25.117, places=2)
         self.assertEqual(cm.collective("c10d::allreduce", 64, 64, 1, "trn2").duration_s, 0.0)
 
+    def test_convolution_lowered_onto_the_pe_array(self):
+        # docs/cost_model.md, Worked cases 6: ResNet's stem, 3 -> 64 channels, 7x7, stride 2, 224x224 -> 112x112,
+        # batch 1, bf16 on trn1. 3 input channels fill a 32-row quadrant: 4 taps per instruction, 13 per
+        # 512-pixel tile (24 full tiles and one of 256), one column tile of 64: 13 x 12,544 = 163,072 cycles.
+        t = cm.get_target("trn1")
+        stem = cm.ConvGeometry(pixels=112 * 112, cin=3, taps=49, cout=64)
+        self.assertAlmostEqual(cm.convolution_s(stem, "BFloat16", t) * 1e6, 58.240, places=2)
+        flops = 2 * 112 * 112 * 147 * 64
+        self.assertAlmostEqual(cm.tensor_engine_s(flops, "BFloat16", t) * 1e6, 2.573, places=2)  # 4.4% of it
+        read, written = (3 * 224 * 224 + 64 * 147) * 2, 64 * 112 * 112 * 2
+        p = cm.eager_kernel("aten::convolution_overrideable", read, written, flops, 64 * 112 * 112, "BFloat16", t,
+                            conv_weight=(64, 3, 7, 7))
+        self.assertEqual((p.engine, p.bound), ("tensor", "compute"))
+        self.assertAlmostEqual(p.duration_s * 1e6, 70.240, places=2)
+        # 64 -> 64 channels, 3x3 at 56x56: 2 taps per instruction (64-row halves), 5 per tile; 6 tiles of 512
+        # pixels and one of 64; half the columns: 5 x 3,136 cycles = 5.600 us, 45% of the peak's 2.520 us.
+        mid = cm.ConvGeometry(pixels=56 * 56, cin=64, taps=9, cout=64)
+        self.assertAlmostEqual(cm.convolution_s(mid, "BFloat16", t) * 1e6, 5.600, places=2)
+        # 512 -> 512, 3x3 at 7x7: 49 pixels under the 64-cycle floor: 4 x 36 x 64 cycles = 3.291 us.
+        late = cm.ConvGeometry(pixels=49, cin=512, taps=9, cout=512)
+        self.assertAlmostEqual(cm.convolution_s(late, "BFloat16", t) * 1e6, 3.291, places=2)
+        # FP32 at a quarter rate; depthwise (one input channel per group) on the Vector engine: 9 passes.
+        self.assertAlmostEqual(cm.convolution_s(late, "Float", t), 4 * cm.convolution_s(late, "BFloat16", t))
+        dw = cm.ConvGeometry(pixels=56 * 56, cin=1, taps=9, cout=1, groups=64)
+        self.assertAlmostEqual(cm.convolution_s(dw, "BFloat16", t),
+                               cm.vector_engine_s(64 * 56 * 56, "BFloat16", t, passes=9))
+
+    def test_convolution_geometry_from_a_record(self):
+        # A real run's record has no shapes: K = FLOPs / (2 x outputs) is exact; the output channels are
+        # found when the weight is the largest tensor (512 x 4608 elements here: Cout = 512, 49 pixels).
+        late_flops = 2 * 49 * 512 * 4608
+        g = cm.convolution_geometry((512 * 4608 + 512 * 49) * 2, 512 * 49 * 2, late_flops, 512 * 4608, "BFloat16")
+        self.assertEqual(g, cm.ConvGeometry(pixels=49, cin=4608, taps=1, cout=512))
+        # ... or when the input is (the weight and a bias are the rest): 16 -> 8 channels, 3x3, 32x32 -> 30x30.
+        read = (16 * 32 * 32 + 8 * 144 + 8) * 4
+        g = cm.convolution_geometry(read, 8 * 900 * 4, 2 * 900 * 144 * 8, 16 * 32 * 32, "Float")
+        self.assertEqual(g, cm.ConvGeometry(pixels=900, cin=144, taps=1, cout=8))
+        # The stem's output is its largest tensor: the channels are unknown, full columns are assumed.
+        flops = 2 * 112 * 112 * 147 * 64
+        g = cm.convolution_geometry((3 * 224 * 224 + 64 * 147) * 2, 64 * 112 * 112 * 2, flops, 64 * 112 * 112,
+                                    "BFloat16")
+        self.assertEqual(g, cm.ConvGeometry(pixels=6272, cin=147, taps=1, cout=128))
+        # The backward keeps the dense peak.
+        t = cm.get_target("trn1")
+        bwd = cm.eager_kernel("aten::convolution_backward_overrideable", 0, 0, 2 * flops, 0, "BFloat16", t)
+        self.assertAlmostEqual(bwd.work_s, cm.tensor_engine_s(2 * flops, "BFloat16", t))
+
 
 class TestKinds(TestCase):
     def test_copies(self):

@@ -266,6 +266,17 @@ def convolution_s(geometry: ConvGeometry, dtype: str, target: Target) -> float:
     return cycles / (target.tensor_clock_hz * target.lnc)
 
 
+# Row gathers (embedding lookups): the DMA engines gather the indexed rows by descriptor (indirect DMA, the
+# DGE page of the NKI docs), so the table is not streamed; the record's bytes read hold the whole table.
+_ROW_GATHER_OPS = frozenset({"embedding", "index_select"})
+
+
+def row_gather_bytes(bytes_read: int, bytes_written: int) -> int:
+    """The bytes a row gather moves: the rows it reads (as many bytes as it writes, at most the inputs)
+    and the rows it writes; the indices are left out (a few bytes per row)."""
+    return min(bytes_read, bytes_written) + bytes_written
+
+
 def _convolution_engine_s(bytes_read: int, bytes_written: int, flops: int, elements: int, dtype: str, t: Target,
                           weight_shape: Optional[tuple], groups: int) -> float:
     """A forward convolution record's Tensor Engine time (convolution_s), at the dense peak if its
@@ -285,7 +296,8 @@ def eager_kernel(name: str, bytes_read: int, bytes_written: int, flops: int = 0,
     op, backward = _base_op(name)
     nbytes = bytes_read + bytes_written
     passes = BACKWARD_PASSES if backward else 1
-    cands = {"dma": memory_s(nbytes, t)}
+    cands = {"dma": memory_s(row_gather_bytes(bytes_read, bytes_written) if op in _ROW_GATHER_OPS and not backward
+                             else nbytes, t)}
     if op in _CONV_OPS and flops and not backward:
         cands["tensor"] = _convolution_engine_s(bytes_read, bytes_written, flops, elements, dtype, t, conv_weight,
                                                 conv_groups)
@@ -296,6 +308,8 @@ def eager_kernel(name: str, bytes_read: int, bytes_written: int, flops: int = 0,
         cands["scalar"] = scalar_engine_s(elements, dtype, t, NORM_SCALAR_PASSES * passes)
     elif op in _SCALAR_OPS:
         cands["scalar"] = scalar_engine_s(elements, dtype, t, passes)
+    elif op in _ROW_GATHER_OPS and not backward:
+        pass  # the DMA engines' gather alone
     elif elements:
         cands["vector"] = vector_engine_s(elements, dtype, t, passes)
     return _pick(t.launch_s if launch else 0.0, cands, flops, nbytes, elements)
