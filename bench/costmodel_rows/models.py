@@ -173,7 +173,7 @@ def encoder_latency_s(family: str, target: str = "trn1", seq: int = 128, **overr
             return model(input_ids=ids, attention_mask=torch.ones_like(ids))
 
     hidden = kw.get("hidden_size", kw.get("dim", 768))
-    pooled = 0 if family == "DistilBert" else hidden
+    pooled = 0 if family in ("DistilBert", "Electra") else hidden  # no pooler
     return _one_neff_s(build, call, target, host_in=(seq * 4, seq * 4), host_out=(seq * hidden * 4, pooled * 4))
 
 
@@ -274,6 +274,21 @@ ROWS = [
     Row("models", "bert-large-uncased inference, traced, P50 latency", "batch 1, seq 128", "bf16 matmuls",
         "trn1", 2.66885757e-3, HOST, _ENC.format(v="2.27.0"),
         lambda: encoder_latency_s("Bert", hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
+                                  intermediate_size=4096)),
+    Row("models", "albert-base-v2 inference, traced, P50 latency", "batch 1, seq 128", "bf16 matmuls", "trn1",
+        0.85997581e-3, HOST, _ENC.format(v="2.27.0"),
+        lambda: encoder_latency_s("Albert", hidden_size=768, embedding_size=128, num_attention_heads=12,
+                                  intermediate_size=3072),
+        reason="ALBERT's gelu_new is seven elementwise ops on the 128x3072 intermediate (mul, pow, add, tanh), "
+               "which the NEFF fuses into one activation; the dry run charges each a pass over HBM (0.68 ms)"),
+    Row("models", "google/electra-base-discriminator inference, traced, P50 latency", "batch 1, seq 128",
+        "bf16 matmuls", "trn1", 0.93317032e-3, HOST, _ENC.format(v="2.27.0"),
+        lambda: encoder_latency_s("Electra", embedding_size=768, hidden_size=768, num_hidden_layers=12,
+                                  num_attention_heads=12, intermediate_size=3072)),
+    Row("models", "roberta-large inference, traced, P50 latency", "batch 1, seq 128", "bf16 matmuls", "trn1",
+        2.66981125e-3, HOST, _ENC.format(v="2.27.0"),
+        lambda: encoder_latency_s("Roberta", vocab_size=50265, max_position_embeddings=514, type_vocab_size=1,
+                                  pad_token_id=1, hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
                                   intermediate_size=4096)),
     Row("models", "google/vit-base-patch16-224 inference, traced, P50 latency", "batch 1, 224x224",
         "bf16 matmuls", "inf2 (trn1 table)", 1.322e-3, HOST, _VIS.format(f="transformers"),
