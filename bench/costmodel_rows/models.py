@@ -323,35 +323,53 @@ ROWS = [
 ]
 
 
-def compiled_against_dry_run(depth: int = 18, target: str = "trn1") -> tuple[float, float]:
-    """The cross-check of the two ways to project a row: ResNet-`depth` at batch 1 run for real on the
-    emulator, compiled (``torch.compile(backend="neuron")``: one graph, one launch), profiled and projected
-    (``project_trace``), against the dry run's one-NEFF projection (no host copies). Returns both, in
-    seconds. The compile takes minutes here: ``cd bench && python -m costmodel_rows.models``."""
+def compiled_against_dry_run(model: str = "resnet18", target: str = "trn1") -> tuple[float, float]:
+    """The cross-check of the two ways to project a row: `model` (resnet18 at batch 1, or distilbert at
+    batch 1 x 128 tokens) run for real on the emulator, compiled (``torch.compile(backend="neuron")``),
+    profiled and projected (``project_trace``: the graph's launch and its kernels), against the dry run's
+    one-NEFF projection without the host copies. Returns both, in seconds. Each compile takes minutes
+    here: ``cd bench && python -m costmodel_rows.models``."""
     import json
     import tempfile
 
     from torch.profiler import ProfilerActivity, profile
 
     torch.manual_seed(0)
-    m = ResNet(depth).to(torch.bfloat16).eval().to("neuron")
-    x = torch.zeros(1, 3, 224, 224, dtype=torch.bfloat16, device="neuron")
+    if model == "distilbert":
+        m = _hf("DistilBert").to(torch.bfloat16).eval().to("neuron")
+        ids = torch.zeros(1, 128, dtype=torch.long, device="neuron")
+        args, kwargs = (), dict(input_ids=ids, attention_mask=torch.ones_like(ids))
+
+        def call(mod):
+            i = torch.zeros(1, 128, dtype=torch.long, device="neuron")
+            with torch.no_grad():
+                return mod(input_ids=i, attention_mask=torch.ones_like(i))
+
+        dry = _one_neff_s(_on_device(lambda: _hf("DistilBert")), call, target)
+    else:
+        m = ResNet(int(model[6:])).to(torch.bfloat16).eval().to("neuron")
+        args, kwargs = (torch.zeros(1, 3, 224, 224, dtype=torch.bfloat16, device="neuron"),), {}
+        dry = vision_latency_s(model, 1, target, host=False)
     f = torch.compile(m, backend="neuron")
     with torch.no_grad():
-        f(x)
+        f(*args, **kwargs)
         torch.neuron.synchronize()
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
-            f(x)
+            f(*args, **kwargs)
             torch.neuron.synchronize()
     with tempfile.TemporaryDirectory() as d:
         prof.export_chrome_trace(d + "/trace.json")
         with open(d + "/trace.json") as fh:
             trace = json.load(fh)
-    compiled = costmodel.project_trace(trace, target).busy_us * 1e-6
-    return compiled, vision_latency_s(f"resnet{depth}", 1, target, host=False)
+    if model == "distilbert":  # the dry run's figure without the host copies, as the compiled run's
+        t = costmodel.get_target(target)
+        dry -= 2 * costmodel.copy("HtoD", 512, 512, t).duration_s
+        dry -= costmodel.copy("DtoH", 128 * 768 * 4, 128 * 768 * 4, t).duration_s
+    return costmodel.project_trace(trace, target).busy_us * 1e-6, dry
 
 
 if __name__ == "__main__":
-    c, d = compiled_against_dry_run()
-    print(f"resnet18 batch 1 on trn1: compiled run {c * 1e6:.1f} us, dry run as one NEFF {d * 1e6:.1f} us "
-          f"({c / d:.2f}x)")
+    for name in ("resnet18", "distilbert"):
+        c, d = compiled_against_dry_run(name)
+        print(f"{name} batch 1 on trn1: compiled run {c * 1e6:.1f} us, dry run as one NEFF {d * 1e6:.1f} us "
+              f"({c / d:.2f}x)")
