@@ -31,11 +31,15 @@ from .profiler.projection import (
 )
 from .trainium.projection import (
     BACKWARD_PASSES,
+    CONV_TAP_STACKING,
     NORM_SCALAR_PASSES,
     NORM_VECTOR_PASSES,
     Projection,
     collective,
     compiled_kernel,
+    ConvGeometry,
+    convolution_geometry,
+    convolution_s,
     copy,
     custom_kernel,
     default_target,
@@ -52,6 +56,7 @@ from .trainium.projection import (
     parse_target,
     project,
     resolve_target,
+    row_gather_bytes,
     scalar_engine_s,
     te_instruction_cycles,
     te_throttle_s,
@@ -62,6 +67,7 @@ from .trainium.targets import GENERATIONS as TARGET_NAMES
 from .trainium.targets import Target
 
 __all__ = [
+    "CONV_TAP_STACKING", "ConvGeometry", "convolution_geometry", "convolution_s", "row_gather_bytes",
     "BACKWARD_PASSES", "DryRunError", "DryRunResult", "MemoryReport", "dry_run", "dry_run_script", "is_dry_run", "NORM_SCALAR_PASSES", "NORM_VECTOR_PASSES", "PROJECTED_STREAM_TID_BASE", "PROJECTED_TID_BASE",
     "ProjectedKernel", "ProjectedTimeline", "Projection", "TARGET_NAMES", "Target", "add_projected_lanes",
     "collective", "compiled_kernel", "copy", "custom_kernel", "default_target", "eager_kernel", "get_target",

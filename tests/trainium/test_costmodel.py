@@ -289,6 +289,53 @@ class TestTensorEngineEfficiency(TestCase):
         got = [k for k in r.projection.kernels if k.name == "neuron::mm"][0]
         self.assertAlmostEqual(got.duration_us, want.duration_s * 1e6, places=3)
 
+    def test_convolution_lowered_onto_the_pe_array(self):
+        # docs/cost_model.md, Worked cases 6: ResNet's stem, 3 -> 64 channels, 7x7, stride 2, 224x224 -> 112x112,
+        # batch 1, bf16 on trn1. 3 input channels fill a 32-row quadrant: 4 taps per instruction, 13 per
+        # 512-pixel tile (24 full tiles and one of 256), one column tile of 64: 13 x 12,544 = 163,072 cycles.
+        t = cm.get_target("trn1")
+        stem = cm.ConvGeometry(pixels=112 * 112, cin=3, taps=49, cout=64)
+        self.assertAlmostEqual(cm.convolution_s(stem, "BFloat16", t) * 1e6, 58.240, places=2)
+        flops = 2 * 112 * 112 * 147 * 64
+        self.assertAlmostEqual(cm.tensor_engine_s(flops, "BFloat16", t) * 1e6, 2.573, places=2)  # 4.4% of it
+        read, written = (3 * 224 * 224 + 64 * 147) * 2, 64 * 112 * 112 * 2
+        p = cm.eager_kernel("aten::convolution_overrideable", read, written, flops, 64 * 112 * 112, "BFloat16", t,
+                            conv_weight=(64, 3, 7, 7))
+        self.assertEqual((p.engine, p.bound), ("tensor", "compute"))
+        self.assertAlmostEqual(p.duration_s * 1e6, 70.240, places=2)
+        # 64 -> 64 channels, 3x3 at 56x56: 2 taps per instruction (64-row halves), 5 per tile; 6 tiles of 512
+        # pixels and one of 64; half the columns: 5 x 3,136 cycles = 5.600 us, 45% of the peak's 2.520 us.
+        mid = cm.ConvGeometry(pixels=56 * 56, cin=64, taps=9, cout=64)
+        self.assertAlmostEqual(cm.convolution_s(mid, "BFloat16", t) * 1e6, 5.600, places=2)
+        # 512 -> 512, 3x3 at 7x7: 49 pixels under the 64-cycle floor: 4 x 36 x 64 cycles = 3.291 us.
+        late = cm.ConvGeometry(pixels=49, cin=512, taps=9, cout=512)
+        self.assertAlmostEqual(cm.convolution_s(late, "BFloat16", t) * 1e6, 3.291, places=2)
+        # FP32 at a quarter rate; depthwise (one input channel per group) on the Vector engine: 9 passes.
+        self.assertAlmostEqual(cm.convolution_s(late, "Float", t), 4 * cm.convolution_s(late, "BFloat16", t))
+        dw = cm.ConvGeometry(pixels=56 * 56, cin=1, taps=9, cout=1, groups=64)
+        self.assertAlmostEqual(cm.convolution_s(dw, "BFloat16", t),
+                               cm.vector_engine_s(64 * 56 * 56, "BFloat16", t, passes=9))
+
+    def test_convolution_geometry_from_a_record(self):
+        # A real run's record has no shapes: K = FLOPs / (2 x outputs) is exact; the output channels are
+        # found when the weight is the largest tensor (512 x 4608 elements here: Cout = 512, 49 pixels).
+        late_flops = 2 * 49 * 512 * 4608
+        g = cm.convolution_geometry((512 * 4608 + 512 * 49) * 2, 512 * 49 * 2, late_flops, 512 * 4608, "BFloat16")
+        self.assertEqual(g, cm.ConvGeometry(pixels=49, cin=4608, taps=1, cout=512))
+        # ... or when the input is (the weight and a bias are the rest): 16 -> 8 channels, 3x3, 32x32 -> 30x30.
+        read = (16 * 32 * 32 + 8 * 144 + 8) * 4
+        g = cm.convolution_geometry(read, 8 * 900 * 4, 2 * 900 * 144 * 8, 16 * 32 * 32, "Float")
+        self.assertEqual(g, cm.ConvGeometry(pixels=900, cin=144, taps=1, cout=8))
+        # The stem's output is its largest tensor: the channels are unknown, full columns are assumed.
+        flops = 2 * 112 * 112 * 147 * 64
+        g = cm.convolution_geometry((3 * 224 * 224 + 64 * 147) * 2, 64 * 112 * 112 * 2, flops, 64 * 112 * 112,
+                                    "BFloat16")
+        self.assertEqual(g, cm.ConvGeometry(pixels=6272, cin=147, taps=1, cout=128))
+        # The backward keeps the dense peak.
+        t = cm.get_target("trn1")
+        bwd = cm.eager_kernel("aten::convolution_backward_overrideable", 0, 0, 2 * flops, 0, "BFloat16", t)
+        self.assertAlmostEqual(bwd.work_s, cm.tensor_engine_s(2 * flops, "BFloat16", t))
+
 
 class TestKinds(TestCase):
     def test_copies(self):
@@ -319,6 +366,19 @@ class TestKinds(TestCase):
         fwd = cm.eager_kernel("aten::gelu", 0, 0, 0, n, "Float", t)
         bwd = cm.eager_kernel("aten::gelu_backward", 0, 0, 0, n, "Float", t)
         self.assertAlmostEqual(bwd.work_s, 2 * fwd.work_s)
+
+    def test_row_gather_moves_the_rows_not_the_table(self):
+        # BERT-base's word embedding (30522 x 768 bf16, 46.9 MB) looked up for 128 tokens: the record reads the
+        # table and the int64 ids; the DMA gathers 128 rows (196,608 B) and writes them: 393,216 B / 272 GB/s.
+        t = cm.get_target("trn1")
+        read, written = 30522 * 768 * 2 + 128 * 8, 128 * 768 * 2
+        self.assertEqual(cm.row_gather_bytes(read, written), 393_216)
+        p = cm.eager_kernel("aten::embedding", read, written, 0, 30522 * 768, "BFloat16", t)
+        self.assertEqual((p.engine, p.bound), ("dma", "launch"))
+        self.assertAlmostEqual(p.work_s * 1e6, 1.4457, places=3)
+        # Its backward writes the whole table's gradient: unchanged.
+        bwd = cm.eager_kernel("aten::embedding_dense_backward", written, read, 0, 30522 * 768, "BFloat16", t)
+        self.assertGreater(bwd.work_s, 100 * p.work_s)
 
     def test_compiled_graph_pays_one_launch(self):
         graph = cm.project("compiled::graph_0", "compiled", target="trn2")

@@ -43,7 +43,7 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..instrumentation import trace_schema as S
-from ..trainium.projection import matmul_products, project, resolve_target
+from ..trainium.projection import CONV_GROUPS_ARG, CONV_WEIGHT_ARG, matmul_products, project, resolve_target
 from ..trainium.targets import Target
 
 aten = torch.ops.aten
@@ -134,6 +134,17 @@ def convolution_flops(name: str, args: tuple, outputs: Sequence[torch.Tensor]) -
         g, x, w, transposed, mask = args[0], args[1], args[2], bool(args[6]), args[9]
         return _convolution_flops(x if transposed else g, w) * (int(bool(mask[0])) + int(bool(mask[1])))
     return 0
+
+
+def convolution_shape(name: str, args: tuple) -> Optional[tuple[tuple[int, ...], int]]:
+    """A forward (not transposed) convolution's weight shape and groups, which the cost model's convolution
+    lowering needs (trainium/projection.py, convolution_geometry); None for anything else."""
+    if name != "aten::convolution_overrideable" or len(args) < 9 or bool(args[6]):
+        return None
+    w = args[1]
+    if not isinstance(w, torch.Tensor) or w.dim() < 3:
+        return None
+    return tuple(int(d) for d in w.shape), int(args[8])
 
 
 _KIND_CACHE: dict[Any, str] = {}
@@ -464,13 +475,17 @@ class _Recorder(TorchDispatchMode):
             shapes = [list(a.shape) if isinstance(a, torch.Tensor) else [] for a in call_args]
             if matmul_products(op, shapes):
                 dims = shapes
-        p = project(op, tier, read, written, flops, elements, dtype, self.target, input_dims=dims)
+        conv = convolution_shape(schema_name, call_args)
+        p = project(op, tier, read, written, flops, elements, dtype, self.target, input_dims=dims,
+                    conv_weight=conv[0] if conv else None, conv_groups=conv[1] if conv else 1)
         args: dict[str, Any] = {S.ELEMENTS: elements, S.BYTES_WRITTEN: written, S.BYTES: read + written,
                                 S.DTYPE: dtype, S.BYTES_READ: read}
         if flops:
             args[S.FLOPS] = flops
         if dims is not None:
             args[S.INPUT_DIMS] = dims
+        if conv:
+            args[CONV_WEIGHT_ARG], args[CONV_GROUPS_ARG] = list(conv[0]), conv[1]
         device = next((t.device.index or 0 for t in inputs + outputs if t.device.type == "neuron"), 0)
         self._emit(S.KERNEL_PREFIX + op.split("::", 1)[-1], S.CAT_KERNEL, _KERNEL_TID, tier, op, args,
                    p.duration_s * 1e6, device)

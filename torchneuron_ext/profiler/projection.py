@@ -14,7 +14,7 @@ import os
 from typing import Any, Iterable, Optional, Union
 
 from ..instrumentation import trace_schema as S
-from ..trainium.projection import Projection, copy, project, resolve_target
+from ..trainium.projection import CONV_GROUPS_ARG, CONV_WEIGHT_ARG, Projection, copy, project, resolve_target
 from ..trainium.targets import Target
 from .trace_events import COPY, ClassifiedTrace, classify
 
@@ -180,12 +180,13 @@ def project_trace(trace: Union[dict[str, Any], ClassifiedTrace], target: Optiona
         ranks = int(args.get(S.GROUP_SIZE, 0) or group_size) if tier == _COLLECTIVE else 1
         dims = _input_dims(args, op_dims, S.op_name(name)) if a.flops and not is_copy else None
         key = (name, tier, read, a.bytes_written, a.flops, a.elements, str(args.get(S.DTYPE, "")), a.model_ns,
-               inside, is_copy, ranks, dims)
+               inside, is_copy, ranks, dims, tuple(args.get(CONV_WEIGHT_ARG) or ()), int(args.get(CONV_GROUPS_ARG, 1)))
         proj = memo.get(key)
         if proj is None:  # a loop's kernels repeat: project each distinct one once
             proj = memo[key] = project(
                 S.op_name(name), tier, read, a.bytes_written, a.flops, a.elements, key[6], t, a.model_ns, ranks,
-                launch=not inside, copy_direction=S.copy_direction(name) if is_copy else "", input_dims=dims)
+                launch=not inside, copy_direction=S.copy_direction(name) if is_copy else "", input_dims=dims,
+                conv_weight=key[12] or None, conv_groups=key[13])
         # A graph's kernels were dispatched with it (one launch).
         dispatch = graph[1].dispatch_us if inside else compressed(ts)
         lane = (core, -1 if tier == _COLLECTIVE else stream)

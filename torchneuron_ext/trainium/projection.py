@@ -399,10 +399,141 @@ def _tensor_candidates(name: str, flops: int, dtype: str, t: Target, input_dims:
         te += te_throttle_s(te, t)
     cands["tensor"] = te
 
+# ---------------------------------------------------------------------------------------------
+# Convolution as the Neuron compiler lowers it (docs/cost_model.md, Formulas, "Convolution").
+# ---------------------------------------------------------------------------------------------
+
+_CONV_OPS = frozenset({"convolution", "convolution_overrideable", "_convolution", "conv2d", "conv1d", "conv3d"})
+# Taps of the filter stacked on the PE array's rows when the input channels of one tile leave room, with
+# the replicas aligned to 32- or 64-partition quadrants (AWS's NKI Library conv1d, K replication).
+CONV_TAP_STACKING = ((32, 4), (64, 2))
+# Trace args a record may carry for a convolution (the dry run writes them; a real run's record has none).
+CONV_WEIGHT_ARG = "conv weight shape"
+CONV_GROUPS_ARG = "conv groups"
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvGeometry:
+    """A forward convolution as an implicit GEMM: `pixels` output positions (batch x spatial) per group,
+    `cin` input channels per group, `taps` filter positions (kh x kw), `cout` output channels per group,
+    `groups` groups."""
+    pixels: int
+    cin: int
+    taps: int
+    cout: int
+    groups: int = 1
+
+
+def _dtype_bytes(dtype: str) -> int:
+    if _is_16bit(dtype):
+        return 2
+    if _is_fp8(dtype) or dtype in ("Char", "Byte", "Bool"):
+        return 1
+    return 8 if dtype in ("Double", "Long", "ComplexFloat") else 4
+
+
+def convolution_geometry(bytes_read: int, bytes_written: int, flops: int, elements: int, dtype: str,
+                         weight_shape: Optional[tuple] = None, groups: int = 1) -> Optional[ConvGeometry]:
+    """A forward convolution's implicit GEMM from its record.
+
+    With the weight's shape (the dry run records it): exact. Without it (a real run's record: bytes, FLOPs,
+    elements), the contraction per output element K = FLOPs / (2 x output elements) is exact; the output
+    channels are recovered when the largest tensor (`elements`) is the weight (Cout = elements / K) or the
+    input (Cout = (input bytes read - elements) / K, with or without a bias), else unknown, and the
+    taps are taken as one (K = Cin): the im2col matmul of K, with full PE columns.
+    """
+    size = _dtype_bytes(dtype)
+    out = bytes_written // size
+    if out <= 0 or flops <= 0:
+        return None
+    if weight_shape:
+        w = [int(d) for d in weight_shape]
+        taps = 1
+        for d in w[2:]:
+            taps *= d
+        cout_total, g = w[0], max(int(groups), 1)
+        pixels = out // max(cout_total, 1)
+        return ConvGeometry(pixels, w[1], taps, cout_total // g, g)
+    k = flops // (2 * out)
+    if k <= 0:
+        return None
+    read = bytes_read // size
+    cout = 0
+    if elements > out:
+        cand = elements // k  # the weight is the largest tensor, the rest is the input (and a bias)
+        if cand * k == elements and out % cand == 0 and 0 < read - elements <= elements:
+            cout = cand
+        else:  # the input is the largest: the rest is the weight (and a bias)
+            for per in (k, k + 1):
+                cand, left = divmod(read - elements, per)
+                if cand > 0 and left == 0 and out % cand == 0:
+                    cout = cand
+                    break
+    if not cout:  # unknown: full PE columns
+        cout = min(out, 128)
+    return ConvGeometry(max(out // cout, 1), k, 1, cout)
+
+
+def convolution_s(geometry: ConvGeometry, dtype: str, target: Target) -> float:
+    """The Tensor Engine's time for a forward convolution lowered onto the PE array.
+
+    Each group is an implicit GEMM: the output channels are the stationary columns (tiles of up to 128),
+    the output pixels the moving free dimension (tiles of up to `gemm_moving_fmax`, 512 on NC-v2/v3), and
+    the contraction runs over the input channels on the PE rows (tiles of 128), one filter tap per matmul
+    instruction, accumulated in PSUM; when a tile of input channels fills at most 32 (64) rows, 4 (2) taps
+    are stacked in one instruction (AWS's NKI Library conv1d). An instruction takes
+    max(min(64, columns), moving free) cycles (the NKI cost model's Tensor formula), FP32 at a quarter rate.
+    Depthwise convolutions (one input channel per group) run on the Vector engine instead: one
+    multiply-accumulate pass per tap over the output.
+    """
+    g = geometry
+    if g.groups > 1 and g.cin == 1:
+        return vector_engine_s(g.pixels * g.cout * g.groups, dtype, target, passes=g.taps)
+    rows, fmax = target.pe_array, target.gemm_moving_fmax
+    cin_tile = min(rows, g.cin)
+    stack = 1
+    for width, factor in CONV_TAP_STACKING:
+        if cin_tile <= width:
+            stack = factor
+            break
+    stack = min(stack, g.taps)
+    per_tile = math.ceil(g.cin / rows) * math.ceil(g.taps / stack)
+    cycles = 0
+    for c0 in range(0, g.cout, target.gemm_stationary_fmax):
+        cols = min(target.gemm_stationary_fmax, g.cout - c0)
+        full, last = divmod(g.pixels, fmax)
+        moving = full * max(min(64, cols), fmax) + (max(min(64, cols), last) if last else 0)
+        cycles += per_tile * moving
+    cycles *= g.groups
+    if _is_fp8(dtype):
+        cycles /= target.fp8_speedup
+    elif not _is_16bit(dtype):
+        cycles *= target.fp32_slowdown
+    return cycles / (target.tensor_clock_hz * target.lnc)
+
+
+# Row gathers (embedding lookups): the DMA engines gather the indexed rows by descriptor (indirect DMA, the
+# DGE page of the NKI docs), so the table is not streamed; the record's bytes read hold the whole table.
+_ROW_GATHER_OPS = frozenset({"embedding", "index_select"})
+
+
+def row_gather_bytes(bytes_read: int, bytes_written: int) -> int:
+    """The bytes a row gather moves: the rows it reads (as many bytes as it writes, at most the inputs)
+    and the rows it writes; the indices are left out (a few bytes per row)."""
+    return min(bytes_read, bytes_written) + bytes_written
+
+
+def _convolution_engine_s(bytes_read: int, bytes_written: int, flops: int, elements: int, dtype: str, t: Target,
+                          weight_shape: Optional[tuple], groups: int) -> float:
+    """A forward convolution record's Tensor Engine time (convolution_s), at the dense peak if its
+    geometry cannot be recovered."""
+    geometry = convolution_geometry(bytes_read, bytes_written, flops, elements, dtype, weight_shape, groups)
+    return tensor_engine_s(flops, dtype, t) if geometry is None else convolution_s(geometry, dtype, t)
+
 
 def eager_kernel(name: str, bytes_read: int, bytes_written: int, flops: int = 0, elements: int = 0,
                  dtype: str = "", target: Optional[Target | str] = None, launch: bool = True,
-                 input_dims: Any = None) -> Projection:
+                 input_dims: Any = None, conv_weight: Optional[tuple] = None, conv_groups: int = 1) -> Projection:
     """An ATen kernel run as its own NEFF: max over the engines it uses (roofline), plus one launch.
 
     `launch=False` for kernels that are part of a bigger launch (an op inside a compiled graph).
@@ -413,14 +544,20 @@ def eager_kernel(name: str, bytes_read: int, bytes_written: int, flops: int = 0,
     op, backward = _base_op(name)
     nbytes = bytes_read + bytes_written
     passes = BACKWARD_PASSES if backward else 1
-    cands = {"dma": memory_s(nbytes, t)}
-    if op in _TENSOR_OPS and flops:
+    cands = {"dma": memory_s(row_gather_bytes(bytes_read, bytes_written) if op in _ROW_GATHER_OPS and not backward
+                             else nbytes, t)}
+    if op in _CONV_OPS and flops and not backward:
+        cands["tensor"] = _convolution_engine_s(bytes_read, bytes_written, flops, elements, dtype, t, conv_weight,
+                                                conv_groups)
+    elif op in _TENSOR_OPS and flops:
         _tensor_candidates(name, flops, dtype, t, input_dims, launch, cands)
     elif op in _NORM_OPS:
         cands["vector"] = vector_engine_s(elements, dtype, t, NORM_VECTOR_PASSES * passes)
         cands["scalar"] = scalar_engine_s(elements, dtype, t, NORM_SCALAR_PASSES * passes)
     elif op in _SCALAR_OPS:
         cands["scalar"] = scalar_engine_s(elements, dtype, t, passes)
+    elif op in _ROW_GATHER_OPS and not backward:
+        pass  # the DMA engines' gather alone
     elif elements:
         cands["vector"] = vector_engine_s(elements, dtype, t, passes)
     return _pick(t.launch_s if launch else 0.0, cands, flops, nbytes, elements)
@@ -604,17 +741,23 @@ def nki_kernel(model_s: float, bytes_read: int, bytes_written: int, flops: int,
 
 
 def compiled_kernel(name: str, bytes_read: int, bytes_written: int, flops: int = 0, elements: int = 0,
-                    dtype: str = "", target: Optional[Target | str] = None, input_dims: Any = None) -> Projection:
+                    dtype: str = "", target: Optional[Target | str] = None, input_dims: Any = None,
+                    conv_weight: Optional[tuple] = None, conv_groups: int = 1) -> Projection:
     """A compiled graph pays one launch; its generated kernels run inside it and pay none.
 
-    An extern matmul call inside it with `input_dims` known is its instruction sequence (matmul_plan)."""
+    An extern matmul call inside it with `input_dims` known is its instruction sequence (matmul_plan); an
+    extern convolution is its lowering (convolution_s)."""
     t = resolve_target(target)
     graph = name.split("::")[-1].startswith("graph_")
     nbytes = bytes_read + bytes_written
     cands = {"dma": memory_s(nbytes, t)}
+    op, backward = _base_op(name)
     if elements:
         cands["vector"] = vector_engine_s(elements, dtype, t)
-    if flops:
+    if flops and op in _CONV_OPS and not backward:
+        cands["tensor"] = _convolution_engine_s(bytes_read, bytes_written, flops, elements, dtype, t, conv_weight,
+                                                conv_groups)
+    elif flops:
         plan_cands: dict[str, float] = {}
         _tensor_candidates(name, flops, dtype, t, input_dims, False, plan_cands)
         cands["tensor"] = plan_cands["tensor"]
@@ -625,7 +768,8 @@ def compiled_kernel(name: str, bytes_read: int, bytes_written: int, flops: int =
 
 def project(name: str, tier: str, bytes_read: int = 0, bytes_written: int = 0, flops: int = 0, elements: int = 0,
             dtype: str = "", target: Optional[Target | str] = None, model_ns: int = 0, group_size: int = 1,
-            launch: bool = True, copy_direction: str = "", input_dims: Any = None) -> Projection:
+            launch: bool = True, copy_direction: str = "", input_dims: Any = None,
+            conv_weight: Optional[tuple] = None, conv_groups: int = 1) -> Projection:
     """The projection of one recorded device activity, by its tier (and op name)."""
     t = resolve_target(target)
     if copy_direction:
@@ -637,10 +781,11 @@ def project(name: str, tier: str, bytes_read: int = 0, bytes_written: int = 0, f
     elif tier == "custom":
         p = custom_kernel(bytes_read, bytes_written, elements, dtype, t)
     elif tier == "compiled":
-        p = compiled_kernel(name, bytes_read, bytes_written, flops, elements, dtype, t, input_dims=input_dims)
+        p = compiled_kernel(name, bytes_read, bytes_written, flops, elements, dtype, t, input_dims=input_dims,
+                            conv_weight=conv_weight, conv_groups=conv_groups)
     else:
         p = eager_kernel(name, bytes_read, bytes_written, flops, elements, dtype, t, launch=launch,
-                         input_dims=input_dims)
+                         input_dims=input_dims, conv_weight=conv_weight, conv_groups=conv_groups)
     if not launch and p.launch_s:
         p = _pick(0.0, {p.engine: p.work_s}, p.flops, p.bytes, p.elements)
     return p
