@@ -80,10 +80,13 @@ def llama_config(model: str, tp: int = 1, layers: int | None = None, context: in
     fields = dict(MODELS[model])
     head_dim = fields["hidden_size"] // fields["num_attention_heads"]
     heads, kv = tp_heads(fields["num_attention_heads"], fields["num_key_value_heads"], tp)
-    fields.update(num_attention_heads=heads, num_key_value_heads=kv, head_dim=head_dim)
     if layers:
         fields["num_hidden_layers"] = layers
-    return LlamaConfig(max_position_embeddings=max(context + 1, 2048), tie_word_embeddings=False, **fields)
+    config = LlamaConfig(max_position_embeddings=max(context + 1, 2048), tie_word_embeddings=False,
+                         head_dim=head_dim, **fields)
+    # Padded heads no longer divide the hidden size, which LlamaConfig's constructor checks: set them after.
+    config.num_attention_heads, config.num_key_value_heads = heads, kv
+    return config
 
 
 @dataclasses.dataclass
@@ -148,7 +151,7 @@ class Breakdown:
     matmul_us: float
     collective_us: float
     other_us: float
-    launches: int
+    launches: int         # kernels that pay a launch when eager (collectives and copies do not)
     launch_us: float      # the target's launch of one NEFF
     eager_us: float       # the dry run's own timeline
 
@@ -172,8 +175,8 @@ def breakdown(result) -> Breakdown:
             matmul += work
         else:
             other += work
-    return Breakdown(matmul, collective, other, len(timeline.kernels), timeline.target.launch_s * 1e6,
-                     timeline.wall_us)
+    launches = sum(1 for k in timeline.kernels if k.projection.launch_s > 0)
+    return Breakdown(matmul, collective, other, launches, timeline.target.launch_s * 1e6, timeline.wall_us)
 
 
 def project_decode(model: str, tp: int, target: str, context: int, batch: int = 1, layers: int | None = None):
