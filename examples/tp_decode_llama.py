@@ -1,8 +1,8 @@
 """Dry run of one decode step of a Llama-style model with tensor parallelism, as LLM serving runs it.
 
-    python examples/tp_decode_llama.py                         # one Llama-3-70B layer, TP=32 on trn1 and TP=64 on trn2
-    python examples/tp_decode_llama.py --model llama-2-7b --tp 32 --target trn1 --context 4096
-    python examples/tp_decode_llama.py --tiny                  # a toy, seconds
+    python examples/tp_decode_llama.py                  # one Llama-3-70B decoder layer, TP=32 on trn1, TP=64 on trn2
+    python examples/tp_decode_llama.py --model llama-2-7b --tp 32 --target trn1 --context 4096   # the whole model
+    python examples/tp_decode_llama.py --tiny           # a toy's layer, seconds
 
 One rank of a fake world of `tp` ranks decodes one token (batch 1 by default) with a KV cache of `context`
 positions, on fake tensors (torchneuron_ext.costmodel.dry_run): nothing is allocated and nothing is computed.
@@ -34,6 +34,7 @@ import math
 import resource
 import sys
 import time
+from typing import Optional
 
 import torch
 
@@ -54,7 +55,7 @@ MODELS = {
                         num_key_value_heads=8, vocab_size=128256, rope_theta=500000.0),
     "llama-3.1-405b": dict(hidden_size=16384, intermediate_size=53248, num_hidden_layers=126,
                            num_attention_heads=128, num_key_value_heads=8, vocab_size=128256, rope_theta=500000.0),
-    "tiny": dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=6,
+    "tiny": dict(hidden_size=60, intermediate_size=96, num_hidden_layers=2, num_attention_heads=6,
                  num_key_value_heads=2, vocab_size=256),
 }
 MODELS["llama-3.3-70b"] = MODELS["llama-3-70b"]
@@ -95,9 +96,11 @@ class Decoder:
     cache: object
     context: int
     batch: int
+    layer: Optional[tuple] = None  # one decoder layer alone: its input hidden state and rotary embeddings
 
 
-def build_decoder(config, tp: int, context: int, batch: int = 1, dtype: torch.dtype = torch.bfloat16) -> Decoder:
+def build_decoder(config, tp: int, context: int, batch: int = 1, dtype: torch.dtype = torch.bfloat16,
+                  layer_only: bool = False) -> Decoder:
     """The model on the neuron device, sharded over `tp` ranks of the (fake) world, and its KV cache filled to
     `context` positions. Meant for a dry run's setup: under it nothing is allocated."""
     from transformers import LlamaForCausalLM, StaticCache
@@ -130,13 +133,22 @@ def build_decoder(config, tp: int, context: int, batch: int = 1, dtype: torch.dt
     # The cache holds each rank's own K/V heads for `context` positions.
     cache = StaticCache(config=config, max_cache_len=context)
     cache.early_initialization(batch, config.num_key_value_heads // tp, config.head_dim, dtype, torch.device("neuron"))
-    return Decoder(model, cache, context, batch)
+    layer = None
+    if layer_only:  # the layer's input as the model before it would hand it over (made here, not recorded)
+        hidden = torch.zeros(batch, 1, config.hidden_size, dtype=dtype, device="neuron")
+        position = torch.full((batch, 1), context - 1, dtype=torch.long, device="neuron")
+        layer = (hidden, position, model.model.rotary_emb(hidden, position))
+    return Decoder(model, cache, context, batch, layer)
 
 
 def decode_step(d: Decoder) -> torch.Tensor:
     """One token per sequence at position context - 1: the new K/V written into the cache in place, attention
     over the cache's `context` positions, the logits of the new token and its greedy choice."""
     with torch.no_grad():
+        if d.layer is not None:  # one decoder layer: attention over the cache, its all-reduces, the MLP
+            hidden, position, rotary = d.layer
+            return d.model.model.layers[0](hidden, attention_mask=None, position_ids=position, cache=d.cache,
+                                           use_cache=True, position_embeddings=rotary)
         ids = torch.zeros(d.batch, 1, dtype=torch.long, device="neuron")
         position = torch.tensor([d.context - 1], device="neuron")
         logits = d.model(input_ids=ids, cache=d.cache, use_cache=True, cache_position=position,
@@ -179,10 +191,13 @@ def breakdown(result) -> Breakdown:
     return Breakdown(matmul, collective, other, launches, timeline.target.launch_s * 1e6, timeline.wall_us)
 
 
-def project_decode(model: str, tp: int, target: str, context: int, batch: int = 1, layers: int | None = None):
-    """The dry run of one decode step of `model` as one rank of `tp`, and its breakdown."""
-    config = llama_config(model, tp, layers, context)
-    result = costmodel.dry_run(decode_step, setup=lambda: build_decoder(config, tp, context, batch),
+def project_decode(model: str, tp: int, target: str, context: int, batch: int = 1, layers: int | None = None,
+                   layer_only: bool = False):
+    """The dry run of one decode step of `model` as one rank of `tp` (or of its first decoder layer alone), and
+    its breakdown."""
+    config = llama_config(model, tp, 1 if layer_only else layers, context)
+    result = costmodel.dry_run(decode_step, setup=lambda: build_decoder(config, tp, context, batch,
+                                                                        layer_only=layer_only),
                                target=target, world_size=tp)
     return result, breakdown(result)
 
@@ -203,22 +218,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", default=None, choices=sorted(MODELS))
     p.add_argument("--tp", type=int, default=None)
     p.add_argument("--target", default=None)
-    p.add_argument("--context", type=int, default=4096)
+    p.add_argument("--context", type=int, default=4096, help="KV cache positions attended over (default 4096)")
     p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--layers", type=int, default=None, help="default: the model's (the worked example: 1)")
+    p.add_argument("--layers", type=int, default=None, help="default: the model's")
+    p.add_argument("--layer", action="store_true", help="one decoder layer alone (the default without --model)")
     p.add_argument("--tiny", action="store_true", help="a 2-layer toy at TP=4 on trn1 and TP=8 on trn2")
     args = p.parse_args(argv)
     if args.model or args.tp or args.target:
-        cases = [(args.model or "llama-3-70b", args.tp or 32, args.target or "trn1", args.layers)]
-    elif args.tiny:
-        cases = [("tiny", 4, "trn1", None), ("tiny", 8, "trn2", None)]
+        cases = [(args.model or "llama-3-70b", args.tp or 32, args.target or "trn1", args.layer)]
     else:  # the worked example: one Llama-3-70B decoder layer at TP=32 on trn1 and TP=64 on trn2 (LNC=2)
-        cases = [("llama-3-70b", 32, "trn1", args.layers or 1), ("llama-3-70b", 64, "trn2", args.layers or 1)]
-    for model, tp, target, layers in cases:
-        result, b = project_decode(model, tp, target, args.context, args.batch, layers)
-        n = layers or MODELS[model]["num_hidden_layers"]
-        print(describe(f"{model}, {n} layer(s), TP={tp} on {result.memory.target.label}, batch {args.batch}, "
-                       f"context {args.context}", result, b))
+        model = "tiny" if args.tiny else "llama-3-70b"
+        cases = [(model, 4 if args.tiny else 32, "trn1", True), (model, 8 if args.tiny else 64, "trn2", True)]
+    for model, tp, target, layer_only in cases:
+        result, b = project_decode(model, tp, target, args.context, args.batch, args.layers, layer_only)
+        what = "one decoder layer" if layer_only else f"{args.layers or MODELS[model]['num_hidden_layers']} layers"
+        heads, kv = tp_heads(MODELS[model]["num_attention_heads"], MODELS[model]["num_key_value_heads"], tp)
+        print(describe(f"{model}, {what}, TP={tp} on {result.memory.target.label} ({heads // tp} query and "
+                       f"{kv // tp} K/V heads per rank), batch {args.batch}, context {args.context}", result, b))
     print(f"peak host RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB")
     return 0
 

@@ -51,10 +51,10 @@ def test_decode_step_of_one_rank():
     names = [k.name for k in timeline.kernels]
     assert names.count("neuron::allreduce") == 2 * 2 + 1
     assert names.count("neuron::allgather_into_tensor") == 1
-    # Toy heads: 6 query heads and 2 K/V heads of 64 / 6 = 10 -> padded to 8 and replicated to 4 over 4 ranks:
-    # q_proj's local weight is 64 x (2 heads x 10) bf16, read with the token's 64 features.
+    # Toy heads: 6 query heads of 60 / 6 = 10 and 2 K/V heads -> padded to 8 and replicated to 4 over 4 ranks:
+    # q_proj's local weight is 60 x (2 heads x 10) bf16, read with the token's 60 features.
     mm = [k for k in timeline.kernels if k.name == "neuron::mm"]
-    assert mm[0].projection.bytes == 20 * 64 * 2 + 64 * 2 + 20 * 2
+    assert mm[0].projection.bytes == 20 * 60 * 2 + 60 * 2 + 20 * 2
     work = sum(k.projection.work_s for k in timeline.kernels) * 1e6
     assert b.compiled_us == pytest.approx(work + costmodel.get_target("trn1").launch_s * 1e6)
     assert b.matmul_us + b.collective_us + b.other_us == pytest.approx(work)
@@ -89,3 +89,22 @@ def test_training_example_searches_the_degree_that_fits(capsys):
     assert degree == 4
     assert rank.world_size == 4 and rank.memory.fits
     assert dry_run_llama.breakdown(rank).collective_us > 0  # o_proj's and down_proj's all-reduces
+
+
+def test_decoder_layer_worked_example():
+    """docs/cost_model.md, Worked examples: one Llama-3-70B decoder layer decoding one token at TP 32 on trn1,
+    context 4096. Per rank: 2 query heads (8192 x 256), 1 K/V head each (8192 x 128), the MLP's 28672 / 32 = 896
+    columns; every matmul reads its weight from HBM at 272 GB/s (memory-bound: one token)."""
+    result, b = tp_decode_llama.project_decode("llama-3-70b", 32, "trn1", context=4096, layer_only=True)
+    bw = 272e9
+    x, h = 8192 * 2, 8192
+    q = (h * 256 * 2 + x + 256 * 2) / bw            # 15.482 us (o_proj the same bytes)
+    kv = (h * 128 * 2 + x + 128 * 2) / bw           # 7.771 us each
+    mlp = (h * 896 * 2 + x + 896 * 2) / bw          # 54.038 us each of gate, up, down
+    attention = (2 * 4096 * 128 * 2 + 256 * 2 + 256 * 2 + 12) / bw  # the K/V cache read: 7.714 us
+    assert b.matmul_us == pytest.approx((2 * q + 2 * kv + 3 * mlp + attention) * 1e6, rel=1e-3)
+    assert b.matmul_us == pytest.approx(216.33, abs=0.01)
+    # Two all-reduces of the 8192-wide bf16 hidden state over the 32 ranks (o_proj's and down_proj's).
+    reduce = costmodel.collective("c10d::allreduce", x, x, 32, "trn1").duration_s * 1e6
+    assert b.collective_us == pytest.approx(2 * reduce)
+    assert b.compiled_us == pytest.approx(b.matmul_us + b.collective_us + b.other_us + 12.0)
