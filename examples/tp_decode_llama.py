@@ -13,6 +13,8 @@ vocabulary; random weights; bf16), sharded Megatron-style with DTensor's paralle
   row-split layer followed by an all-reduce of the hidden state (2 per layer);
 - the embedding split by vocabulary rows (an all-reduce), the LM head by vocabulary columns (an all-gather of
   the logits), the norms replicated;
+- the intermediate size and the vocabulary rounded up to a multiple of the degree (even shards, as Megatron-style
+  parallel layers divide them);
 - attention heads padded up to a multiple of the degree (NeuronX Distributed's ``pad_model``, "pads the number
   of attention heads" so that any degree divides them) and K/V heads replicated up to the degree when there
   are fewer (transformers-neuronx's ``GQA.REPLICATED_HEADS``: "useful for low-latency small-batch
@@ -83,6 +85,11 @@ def llama_config(model: str, tp: int = 1, layers: int | None = None, context: in
     heads, kv = tp_heads(fields["num_attention_heads"], fields["num_key_value_heads"], tp)
     if layers:
         fields["num_hidden_layers"] = layers
+    # The other sharded dimensions rounded up to a multiple of the degree: Megatron-style parallel layers
+    # (NxD's ColumnParallelLinear/RowParallelLinear, ParallelEmbedding) divide them evenly, and DTensor's
+    # sharding propagation assumes even shards (11008 / 24 would not be).
+    for key in ("intermediate_size", "vocab_size"):
+        fields[key] = math.ceil(fields[key] / tp) * tp
     config = LlamaConfig(max_position_embeddings=max(context + 1, 2048), tie_word_embeddings=False,
                          head_dim=head_dim, **fields)
     # Padded heads no longer divide the hidden size, which LlamaConfig's constructor checks: set them after.
