@@ -87,14 +87,16 @@ ROWS = [
     row("Llama-2-70b", "trn1.32xlarge", "trn1", 32, 256, 128, 128, 25.18129, CSV.format("trn1")),
     row("Llama-2-70b", "trn1.32xlarge", "trn1", 32, 4096, 2048, 2048, 26.85046, CSV.format("trn1")),
     row("Llama-3-70B", "trn1.32xlarge", "trn1", 32, 1152, 128, 1024, 24.48, CSV.format("trn1")),
-    row("Llama-3-8B", "trn1.32xlarge", "trn1", 32, 4096, 128, 3968, 5.86, CSV.format("trn1"), weights="int8"),
+    row("Llama-3-8B", "trn1.32xlarge", "trn1", 32, 4096, 128, 3968, 5.86, CSV.format("trn1"), weights="int8",
+        reason=INT8),
     # inf2.48xlarge, TP 24 (NeuronCore-v2 as trn1's; Transformers NeuronX, Neuron 2.18)
     row("Llama-2-7b", "inf2.48xlarge", "inf2", 24, 4096, 128, 3968, 6.46972656, CSV.format("inf2")),
     row("Llama-2-13b", "inf2.48xlarge", "inf2", 24, 4096, 128, 3968, 9.16552544, CSV.format("inf2")),
     row("Llama-2-13b", "inf2.48xlarge", "inf2", 24, 16384, 8192, 8192, 13.49759102, CSV.format("inf2")),
     row("Llama-2-70b", "inf2.48xlarge", "inf2", 24, 256, 128, 128, 32.89557, CSV.format("inf2")),
     row("Llama-2-70b", "inf2.48xlarge", "inf2", 24, 4096, 2048, 2048, 34.90329, CSV.format("inf2")),
-    row("Llama-3-8B", "inf2.48xlarge", "inf2", 24, 4096, 128, 3968, 6.42, CSV.format("inf2"), weights="int8"),
+    row("Llama-3-8B", "inf2.48xlarge", "inf2", 24, 4096, 128, 3968, 6.42, CSV.format("inf2"), weights="int8",
+        reason=INT8),
     # trn2.48xlarge, TP 64 at LNC=2 (vLLM + NxD Inference, LLMPerf)
     row("Llama-3.3-70B", "trn2.48xlarge", "trn2", 64, 12800, 10000, 1500, 19.65969146,
         TUT.format("trn2-llama3.3-70b-tutorial.rst"), context=12800),
