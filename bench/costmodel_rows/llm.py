@@ -62,6 +62,11 @@ def decode_s(model: str, tp: int, target: str, context: int) -> float:
     import tp_decode_llama as ex  # examples/tp_decode_llama.py
 
     result, b = ex.project_decode(model, tp, target, context)
+    # The split behind the row (docs/cost_model.md, Validation, LLM decode), on stderr beside the table.
+    print(f"llm row {model} TP {tp} {target} attention {context}: compiled step {b.compiled_us / 1e3:.2f} ms = "
+          f"matmuls {b.matmul_us / 1e3:.2f} + collectives {b.collective_us / 1e3:.2f} + the rest "
+          f"{b.other_us / 1e3:.2f} + one launch; {result.kernels} kernels dry-run in {result.seconds:.0f} s",
+          file=sys.stderr)
     return b.compiled_us * 1e-6
 
 
