@@ -180,7 +180,13 @@ class Breakdown:
 
 
 # The Tensor Engine's kernels (profiler/dry_run.py's FLOP rules), by the op's name after its namespace.
-MATMUL_OPS = ("mm", "addmm", "bmm", "baddbmm", "mv", "dot", "_scaled_dot_product", "convolution")
+MATMUL_OPS = {"mm", "addmm", "addmm_", "bmm", "baddbmm", "baddbmm_", "addbmm", "mv", "addmv", "addmv_", "dot"}
+MATMUL_PREFIXES = ("_scaled_dot_product", "convolution")
+
+
+def is_matmul(kernel_name: str) -> bool:
+    op = kernel_name.split("::", 1)[-1].split(".")[0]
+    return op in MATMUL_OPS or op.startswith(MATMUL_PREFIXES)
 
 
 def breakdown(result) -> Breakdown:
@@ -190,7 +196,7 @@ def breakdown(result) -> Breakdown:
         work = k.projection.work_s * 1e6
         if k.tier == "collective":
             collective += work
-        elif k.projection.engine == "tensor" or k.name.split("::", 1)[-1].split(".")[0].startswith(MATMUL_OPS):
+        elif k.projection.engine == "tensor" or is_matmul(k.name):
             matmul += work
         else:
             other += work
@@ -229,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--layers", type=int, default=None, help="default: the model's")
     p.add_argument("--layer", action="store_true", help="one decoder layer alone (the default without --model)")
-    p.add_argument("--tiny", action="store_true", help="a 2-layer toy at TP=4 on trn1 and TP=8 on trn2")
+    p.add_argument("--tiny", action="store_true", help="a toy's decoder layer at TP=4 on trn1 and TP=8 on trn2")
     args = p.parse_args(argv)
     if args.model or args.tp or args.target:
         cases = [(args.model or "llama-3-70b", args.tp or 32, args.target or "trn1", args.layer)]

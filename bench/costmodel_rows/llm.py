@@ -24,7 +24,8 @@ All are SDK figures (a framework's timing around the device's step: host-side sa
 
 Rows are chosen per (model, degree, instance) family with the shortest and the longest attention length the
 tables give; one trn1 row is left out because it is inconsistent (Llama-3-70B 256/128/128 on trn1: P50 26.48 ms
-above its P99 24.22 ms).
+above its P99 24.22 ms), and so are Mistral-7B (sliding-window attention, another architecture) and
+CodeLlama-13b (Llama-2-13b's shapes: its rows repeat those).
 """
 from __future__ import annotations
 
