@@ -191,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
         degree, sharded = args.tp, tp_dry_run(config, args.tp, args.batch, seq, args.target)
     else:
         print(f"\nsmallest tensor-parallel degree that fits, searched by dry runs from "
-              f"{tp_degree_lower_bound(result.memory)} (weights, gradients and optimizer state alone):")
+              f"{tp_degree_lower_bound(result.memory)} (weights, gradients and optimizer state alone; with the "
+              f"activations kept whole the arithmetic would say {tp_degree_that_fits(result.memory)}):")
         degree, sharded = search_tp(config, result.memory, args.batch, seq, args.target)
     if sharded is None:
         print("no tensor-parallel degree up to 64 fits")
