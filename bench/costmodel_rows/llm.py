@@ -19,7 +19,9 @@ What the measurements are:
 - ``libraries/nxd-inference/tutorials/trn2-llama3.3-70b-tutorial.rst`` and
   ``trn2-llama3.1-405b-speculative-tutorial.rst``: LLMPerf's inter_token_latency_s p50 through vLLM and NxD
   Inference on trn2.48xlarge, TP 64 at LNC=2, batch 1, 10000 input tokens, one token-generation bucket of
-  12800 (the 405B baseline's only bucket; the 70B's largest, which positions 10000-11500 use).
+  12800 (the 405B baseline's only bucket; the 70B's largest, which positions 10000-11500 use). LLMPerf as patched
+  by libraries/nxd-inference/developer_guides/llm-inference-benchmarking-guide.rst ("updated TPOT metric"):
+  TTFT is excluded from the inter-token latency.
 All are SDK figures (a framework's timing around the device's step: host-side sampling or streaming included).
 
 Rows are chosen per (model, degree, instance) family with the shortest and the longest attention length the
