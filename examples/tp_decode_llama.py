@@ -57,6 +57,12 @@ MODELS = {
                         num_key_value_heads=8, vocab_size=128256, rope_theta=500000.0),
     "llama-3.1-405b": dict(hidden_size=16384, intermediate_size=53248, num_hidden_layers=126,
                            num_attention_heads=128, num_key_value_heads=8, vocab_size=128256, rope_theta=500000.0),
+    # Mistral-7B-Instruct-v0.2 (no sliding window in v0.2: a Llama-shaped decoder with grouped K/V heads).
+    "mistral-7b-instruct-v0.2": dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                                     num_attention_heads=32, num_key_value_heads=8, vocab_size=32000,
+                                     rope_theta=1000000.0),
+    "codellama-13b-hf": dict(hidden_size=5120, intermediate_size=13824, num_hidden_layers=40, num_attention_heads=40,
+                             num_key_value_heads=40, vocab_size=32016, rope_theta=1000000.0),
     "tiny": dict(hidden_size=60, intermediate_size=96, num_hidden_layers=2, num_attention_heads=6,
                  num_key_value_heads=2, vocab_size=256),
 }
@@ -191,8 +197,12 @@ def is_matmul(kernel_name: str) -> bool:
 
 def breakdown(result) -> Breakdown:
     timeline = result.projection
+    return breakdown_of(timeline.kernels, timeline.target, timeline.wall_us)
+
+
+def breakdown_of(kernels, target, eager_us: float) -> Breakdown:
     matmul = collective = other = 0.0
-    for k in timeline.kernels:
+    for k in kernels:
         work = k.projection.work_s * 1e6
         if k.tier == "collective":
             collective += work
@@ -200,8 +210,8 @@ def breakdown(result) -> Breakdown:
             matmul += work
         else:
             other += work
-    launches = sum(1 for k in timeline.kernels if k.projection.launch_s > 0)
-    return Breakdown(matmul, collective, other, launches, timeline.target.launch_s * 1e6, timeline.wall_us)
+    launches = sum(1 for k in kernels if k.projection.launch_s > 0)
+    return Breakdown(matmul, collective, other, launches, target.launch_s * 1e6, eager_us)
 
 
 def project_decode(model: str, tp: int, target: str, context: int, batch: int = 1, layers: int | None = None,
@@ -213,6 +223,38 @@ def project_decode(model: str, tp: int, target: str, context: int, batch: int = 
                                                                         layer_only=layer_only),
                                target=target, world_size=tp)
     return result, breakdown(result)
+
+
+def project_decode_contexts(model: str, tp: int, target: str, contexts, batch: int = 1) -> dict[int, Breakdown]:
+    """One decode step of `model` per context length, as one rank of `tp`, in one dry run: the model is built
+    once and each step has its own KV cache. The steps record the same kernels (only their sizes differ), so the
+    projected kernels split into equal consecutive parts, one per step (checked; else one dry run per context)."""
+    contexts = sorted(set(contexts))
+    config = llama_config(model, tp, None, max(contexts))
+
+    def setup():
+        first = build_decoder(config, tp, contexts[0], batch)
+        rest = []
+        for context in contexts[1:]:
+            cache = type(first.cache)(config=config, max_cache_len=context)
+            cache.early_initialization(batch, config.num_key_value_heads // tp, config.head_dim,
+                                       first.model.dtype, torch.device("neuron"))
+            rest.append(Decoder(first.model, cache, context, batch))
+        return [first] + rest
+
+    def steps(decoders):
+        for d in decoders:
+            decode_step(d)
+
+    result = costmodel.dry_run(steps, setup=setup, target=target, world_size=tp)
+    timeline = result.projection
+    kernels, n = timeline.kernels, len(contexts)
+    size = len(kernels) // n
+    parts = [kernels[i * size:(i + 1) * size] for i in range(n)]
+    if len(kernels) % n or any([k.name for k in part] != [k.name for k in parts[0]] for part in parts):
+        return {c: project_decode(model, tp, target, c, batch)[1] for c in contexts}
+    return {c: breakdown_of(part, timeline.target, sum(k.duration_us for k in part))
+            for c, part in zip(contexts, parts)}
 
 
 def describe(label: str, result, b: Breakdown) -> str:
