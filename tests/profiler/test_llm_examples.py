@@ -108,3 +108,22 @@ def test_decoder_layer_worked_example():
     reduce = costmodel.collective("c10d::allreduce", x, x, 32, "trn1").duration_s * 1e6
     assert b.collective_us == pytest.approx(2 * reduce)
     assert b.compiled_us == pytest.approx(b.matmul_us + b.collective_us + b.other_us + 12.0)
+
+
+def test_decode_steps_of_several_contexts_in_one_dry_run():
+    """The validation rows' shortcut: one dry run, a step per context, split into equal parts, gives each
+    context's own dry run's projection."""
+    together = tp_decode_llama.project_decode_contexts("tiny", 4, "trn1", [64, 256])
+    for context in (64, 256):
+        _, alone = tp_decode_llama.project_decode("tiny", 4, "trn1", context)
+        assert together[context].compiled_us == pytest.approx(alone.compiled_us)
+        assert together[context].collective_us == pytest.approx(alone.collective_us)
+    assert together[256].other_us > together[64].other_us  # the longer cache's write and attention
+
+
+def test_every_row_of_the_tables():
+    from costmodel_rows import llm
+
+    assert len(llm.ROWS) == 18 + 27 + 2
+    reasons = [r for r in llm.ROWS if r.reason]
+    assert len(reasons) == 3 + 4 + 1  # int8 weights (trn1 3, inf2 4), P50 above P99 (1)
