@@ -7,15 +7,17 @@
 Nothing is allocated and nothing is computed: the model is built under fake tensors on the neuron device
 (torchneuron_ext.costmodel.dry_run), so the 8B model's 16 GB of bf16 weights never exist. The report is
 the projected trace (kernels, launches, verdict) and the peak HBM per core against the target's capacity.
-The tensor-parallel degree that fits is first estimated from the one-core run's memory by category
-(weights, gradients and optimizer state divide by the degree; activations are kept whole, an upper bound:
-Megatron-style TP shards most of them too), then that sharded program is dry-run itself as one rank of a
-fake world of that many ranks (DTensor's parallelize_module), with its all-reduces. docs/cost_model.md,
-"Dry run", shows the output.
+The tensor-parallel degree that fits is then searched: the sharded program is dry-run itself as one rank of a
+fake world of N ranks (DTensor's parallelize_module, with its all-reduces), N = 2, 4, 8, ... from the smallest
+degree that could fit (the one-core run's weights, gradients and optimizer state divided by N under the
+capacity, activations left out) until a rank's peak HBM fits. Each projection is split into matmuls (the Tensor
+Engine's kernels), collectives, the rest of the kernels' work and the launches. docs/cost_model.md, "Worked
+examples", shows the output.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import sys
 import time
@@ -61,6 +63,17 @@ def build_tensor_parallel(config, degree: int, dtype: torch.dtype = torch.bfloat
     from torch.distributed.tensor import DTensor
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
+    import copy
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from tp_decode_llama import tp_heads
+
+    # Each rank holds whole heads: heads padded to a multiple of the degree, K/V heads replicated up to it
+    # (examples/tp_decode_llama.py; no change for Llama-3-8B up to TP 8).
+    config = copy.deepcopy(config)
+    config.head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    config.num_attention_heads, config.num_key_value_heads = tp_heads(config.num_attention_heads,
+                                                                      config.num_key_value_heads, degree)
     model, _ = build(config, dtype)
     mesh = init_device_mesh("neuron", (degree,))
     plan = {}
@@ -87,13 +100,62 @@ def train_step(model_and_optimizer, batch: int, seq: int) -> None:
     optimizer.zero_grad(set_to_none=True)
 
 
+DEGREES = (1, 2, 4, 8, 16, 32, 64)
+
+
 def tp_degree_that_fits(memory: costmodel.MemoryReport, max_degree: int = 64) -> int | None:
+    """By arithmetic: weights, gradients and optimizer state divided by the degree, activations kept whole."""
     by = memory.by_category
     sharded = by["parameters"] + by["gradients"] + by["optimizer state"]
-    for tp in (1, 2, 4, 8, 16, 32, 64):
+    for tp in DEGREES:
         if tp <= max_degree and sharded / tp + by["activations and other"] <= memory.capacity_bytes:
             return tp
     return None
+
+
+def tp_degree_lower_bound(memory: costmodel.MemoryReport) -> int | None:
+    """The smallest degree that could fit: weights, gradients and optimizer state alone, divided by it."""
+    by = memory.by_category
+    sharded = by["parameters"] + by["gradients"] + by["optimizer state"]
+    return next((tp for tp in DEGREES if sharded / tp <= memory.capacity_bytes), None)
+
+
+def breakdown(result):
+    """Matmuls, collectives, the rest (examples/tp_decode_llama.py's Breakdown)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from tp_decode_llama import breakdown as split
+
+    return split(result)
+
+
+def describe_step(result) -> str:
+    b = breakdown(result)
+    return (f"projected step {b.eager_us / 1e3:.1f} ms on {result.memory.target.label} (eager: a NEFF per kernel): "
+            f"matmuls {b.matmul_us / 1e3:.1f} + collectives {b.collective_us / 1e3:.1f} + the rest "
+            f"{b.other_us / 1e3:.1f} + {b.launches} launches {b.launches * b.launch_us / 1e3:.1f} ms")
+
+
+def tp_dry_run(config, degree: int, batch: int, seq: int, target: str):
+    """One rank of the Megatron-style tensor-parallel training step over `degree` ranks."""
+    return costmodel.dry_run(train_step, batch, seq, setup=lambda: build_tensor_parallel(config, degree),
+                             target=target, world_size=degree)
+
+
+def search_tp(config, memory: costmodel.MemoryReport, batch: int, seq: int, target: str, max_degree: int = 64,
+              log=print):
+    """The smallest degree whose rank's peak HBM fits, by dry-running each candidate from the lower bound up.
+    Returns (degree, its dry run), or (None, None)."""
+    first = tp_degree_lower_bound(memory)
+    if first is None:
+        return None, None
+    for degree in (d for d in DEGREES if first <= d <= max_degree and d > 1):
+        start = time.perf_counter()
+        sharded = tp_dry_run(config, degree, batch, seq, target)
+        log(f"TP={degree}: {sharded.memory.verdict().splitlines()[0]} ({sharded.kernels} kernels dry-run in "
+            f"{time.perf_counter() - start:.1f} s)")
+        if sharded.memory.fits:
+            return degree, sharded
+    return None, None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,8 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seq", type=int, default=None, help="sequence length (default 2048; --tiny: 16)")
     p.add_argument("--target", default="trn2")
     p.add_argument("--tp", type=int, default=None,
-                   help="dry-run the tensor-parallel program at this degree (default: the degree the one-core "
-                        "run's memory says fits; 0: skip)")
+                   help="dry-run the tensor-parallel program at this degree (default: search the smallest degree "
+                        "that fits when one core does not; 0: skip)")
     p.add_argument("--out", default=None, help="write trace.json, summary.txt and report.html here")
     p.add_argument("--step", action="store_true", help="run one step as a plain program (for `torchneuron-ext project`)")
     args = p.parse_args(argv)
@@ -119,26 +181,26 @@ def main(argv: list[str] | None = None) -> int:
     seconds = time.perf_counter() - start
     peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     print(result.report(top=10))
-    tp = tp_degree_that_fits(result.memory)
-    print(f"tensor-parallel degree that fits by arithmetic (weights, gradients and optimizer state sharded, "
-          f"activations whole): {tp if tp else 'none up to 64'}")
+    print(describe_step(result))
     print(f"dry run: {result.kernels} kernels in {seconds:.1f} s, peak host RSS {peak_rss:.2f} GiB")
     if args.out:
         print(f"written to {result.write(args.out, title='dry run of a Llama training step')}")
-    degree = tp if args.tp is None else args.tp
-    if degree and degree > 1:
-        # The sharded program itself, one rank of `degree` with its all-reduces: does it fit?
-        start = time.perf_counter()
-        sharded = costmodel.dry_run(train_step, args.batch, seq, setup=lambda: build_tensor_parallel(config, degree),
-                                    target=args.target, world_size=degree)
-        seconds = time.perf_counter() - start
-        timeline = sharded.projection
-        print(f"\ntensor parallel over {degree} ranks (DTensor), one rank:")
-        print(sharded.memory.verdict())
-        collectives = sum(k.duration_us for k in timeline.kernels if k.tier == "collective")
-        print(f"projected step {timeline.wall_us / 1e3:.1f} ms on {timeline.target.label}, of which collectives "
-              f"{collectives / 1e3:.1f} ms; {sharded.kernels} kernels in {seconds:.1f} s, peak host RSS "
-              f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB")
+    if args.tp == 0 or result.memory.fits:
+        return 0
+    if args.tp:
+        degree, sharded = args.tp, tp_dry_run(config, args.tp, args.batch, seq, args.target)
+    else:
+        print(f"\nsmallest tensor-parallel degree that fits, searched by dry runs from "
+              f"{tp_degree_lower_bound(result.memory)} (weights, gradients and optimizer state alone; with the "
+              f"activations kept whole the arithmetic would say {tp_degree_that_fits(result.memory)}):")
+        degree, sharded = search_tp(config, result.memory, args.batch, seq, args.target)
+    if sharded is None:
+        print("no tensor-parallel degree up to 64 fits")
+        return 0
+    print(f"\ntensor parallel over {degree} ranks (DTensor), one rank:")
+    print(sharded.memory.verdict())
+    print(describe_step(sharded))
+    print(f"peak host RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB")
     return 0
 
 
