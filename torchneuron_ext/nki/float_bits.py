@@ -41,8 +41,8 @@ def to_float32(values: np.ndarray) -> np.ndarray:
 def from_float32(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """``values.astype(dtype)`` for a float32 array: bfloat16 rounds to nearest even on the bits (as ml_dtypes
     does: overflow to infinity, a NaN becomes the canonical quiet NaN with its sign); an fp8 array to any
-    unstructured dtype is a lookup of ml_dtypes' result per pattern (a (128, 128) fp8 -> bf16 weight upcast was 7x slower
-    through astype); other dtypes go through ``astype``."""
+    unstructured dtype is a lookup of ml_dtypes' result per pattern (a (128, 128) fp8 -> bf16 weight upcast
+    was 7x slower through astype); other dtypes go through ``astype``."""
     if values.dtype in _FP8 and values.ndim and np.dtype(dtype).names is None:
         return np.take(_fp8_table(values.dtype, np.dtype(dtype)), values.view(np.uint8))
     if values.dtype != _F32 or np.dtype(dtype) != _BF16 or values.ndim == 0:
