@@ -68,3 +68,74 @@ def test_adopted_results_are_accounted_in_sbuf(monkeypatch: pytest.MonkeyPatch) 
     k(np.ones((128, 16384), np.float32))
     # The compiler spills what does not fit (no error): at least t and the four results, live together.
     assert k.last_result.costs.spill_bytes["sbuf"] >= (5 * 65536 - 229376) * 128
+
+
+# nc_matmul's PSUM accumulation has fast paths (whole region fresh: overwrite; whole region started: add in
+# place and leave the flags alone); an element-wise select covers mixed regions. All three against numpy, in
+# the order the hardware adds (PSUM's value first), on odd shapes, strided operand views and bf16/fp32.
+@pytest.mark.parametrize("dtype", [np.float32, "bfloat16"])
+def test_matmul_accumulation_paths_match_numpy(dtype: object) -> None:
+    import ml_dtypes
+
+    import torchneuron_ext.nki as nki
+    import torchneuron_ext.nki.isa as nisa
+    import torchneuron_ext.nki.language as nl
+    from tests.nki.kernel_io import load, store
+
+    dt = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((7, 3, 5)).astype(dt)    # stationary views a[:, j, :]: (7, 5), strided
+    b = rng.standard_normal((7, 2, 9)).astype(dt)    # moving views b[:, j, :]: (7, 9), strided
+
+    @nki.jit
+    def k(a, b):
+        ta, tb = load(a), load(b)
+        acc = nl.ndarray((5, 2, 11), dtype=nl.float32, buffer=nl.psum)
+        d = acc[:, 1, 1:10]                                               # a strided PSUM view
+        nisa.nc_matmul(dst=d, stationary=ta[:, 0, :], moving=tb[:, 0, :])               # fresh: overwrite
+        nisa.nc_matmul(dst=d, stationary=ta[:, 1, :], moving=tb[:, 1, :])               # started: add
+        nisa.nc_matmul(dst=d, stationary=ta[:, 2, :], moving=tb[:, 0, :])               # started: add
+        nisa.memset(dst=acc[:, 1, 4:7], value=3.0)                                     # restarts 3 columns
+        nisa.nc_matmul(dst=d, stationary=ta[:, 0, :], moving=tb[:, 1, :])               # mixed: select
+        nisa.nc_matmul(dst=d, stationary=ta[:, 1, :], moving=tb[:, 0, :])               # started again: add
+        out = nl.ndarray((5, 9), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=out, src=d)
+        return store(out)
+
+    f = a.astype(np.float32), b.astype(np.float32)
+
+    def p(i: int, j: int) -> np.ndarray:
+        return f[0][:, i, :].T @ f[1][:, j, :]
+    expected = p(0, 0)
+    expected = expected + p(1, 1)
+    expected = expected + p(2, 0)
+    fourth = p(0, 1)
+    expected = expected + fourth
+    expected[:, 3:6] = fourth[:, 3:6]                                     # the memset columns start afresh
+    expected = expected + p(1, 0)
+    np.testing.assert_array_equal(k(a, b), expected)
+
+
+def test_accumulating_matmul_leaves_psum_marked_written() -> None:
+    """The started fast path skips re-marking PSUM as written: it must already be (legacy `+=` relies on it)."""
+    import torchneuron_ext.nki as nki
+    import torchneuron_ext.nki.isa as nisa
+    import torchneuron_ext.nki.language as nl
+    from tests.nki.kernel_io import load
+
+    seen = {}
+
+    @nki.jit
+    def k(a):
+        t = load(a)
+        acc = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.psum)
+        for _ in range(3):
+            nisa.nc_matmul(dst=acc[:, 0:6], stationary=t[:, 0:4], moving=t[:, 0:6])
+        storage = acc.storage
+        seen["written"] = storage.flags(acc[:, 0:6].arr, "defined").copy()
+        seen["started"] = storage.flags(acc[:, 0:6].arr, "started").copy()
+        seen["rest"] = storage.flags(acc[:, 6:8].arr, "defined").copy()
+        return a
+
+    k(np.ones((4, 8), np.float32))
+    assert seen["written"].all() and seen["started"].all() and not seen["rest"].any()

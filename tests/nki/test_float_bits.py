@@ -41,3 +41,21 @@ def test_cast_uses_the_same_rounding() -> None:
                                   x.astype(ml_dtypes.bfloat16).view(np.uint16))
     with np.errstate(over="ignore"):
         assert dtypes.cast(x, dtypes.float16).dtype == np.float16  # other dtypes: numpy's astype
+
+
+FP8 = [ml_dtypes.float8_e4m3, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2, ml_dtypes.float8_e8m0fnu]
+
+
+@pytest.mark.parametrize("target", [ml_dtypes.bfloat16, np.float32, np.float16, ml_dtypes.float8_e5m2, np.bool_],
+                         ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dtype", FP8, ids=lambda d: np.dtype(d).name)
+def test_from_fp8_lookup_is_astype_for_every_pattern(dtype: type, target: type) -> None:
+    """The fp8 lookup (an fp8 -> bf16 weight upcast's fast path) against ml_dtypes' per-element astype, NaNs
+    and infinities included, through a strided view as tiles are."""
+    patterns = np.arange(512, dtype=np.uint16).astype(np.uint8).view(dtype).reshape(16, 32)[:, ::2]
+    with np.errstate(all="ignore"):
+        expected = patterns.astype(target)
+    got = from_float32(patterns, np.dtype(target))
+    assert got.dtype == expected.dtype and got.shape == expected.shape == (16, 16)
+    np.testing.assert_array_equal(got.view(np.uint8), expected.view(np.uint8))
+    assert dtypes.cast(patterns, np.dtype(target)).tobytes() == expected.tobytes()

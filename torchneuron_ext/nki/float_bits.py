@@ -20,8 +20,10 @@ _FP8 = tuple(np.dtype(d) for d in (ml_dtypes.float8_e4m3, ml_dtypes.float8_e4m3f
 
 
 @functools.lru_cache(maxsize=None)
-def _fp8_table(dtype: np.dtype) -> np.ndarray:
-    return np.arange(256, dtype=np.uint8).view(dtype).astype(np.float32)
+def _fp8_table(dtype: np.dtype, to: np.dtype = _F32) -> np.ndarray:
+    # ml_dtypes' own result for each of the 256 patterns, so a lookup is its astype bit for bit.
+    with np.errstate(all="ignore"):
+        return np.arange(256, dtype=np.uint8).view(dtype).astype(to)
 
 
 def to_float32(values: np.ndarray) -> np.ndarray:
@@ -29,7 +31,8 @@ def to_float32(values: np.ndarray) -> np.ndarray:
     dtype goes through ``astype`` (a float32 array is returned as it is)."""
     dtype = values.dtype
     if dtype == _BF16:
-        return (values.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+        # One pass: the shift widens as it goes (astype then << made two arrays, a third of a matmul's cast).
+        return np.left_shift(values.view(np.uint16), 16, dtype=np.uint32).view(np.float32)
     if dtype in _FP8:
         return np.take(_fp8_table(dtype), values.view(np.uint8))
     return values.astype(np.float32, copy=False)
@@ -37,7 +40,11 @@ def to_float32(values: np.ndarray) -> np.ndarray:
 
 def from_float32(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """``values.astype(dtype)`` for a float32 array: bfloat16 rounds to nearest even on the bits (as ml_dtypes
-    does: overflow to infinity, a NaN becomes the canonical quiet NaN with its sign); other dtypes go through ``astype``."""
+    does: overflow to infinity, a NaN becomes the canonical quiet NaN with its sign); an fp8 array to any
+    unstructured dtype is a lookup of ml_dtypes' result per pattern (a (128, 128) fp8 -> bf16 weight upcast
+    was 7x slower through astype); other dtypes go through ``astype``."""
+    if values.dtype in _FP8 and values.ndim and np.dtype(dtype).names is None:
+        return np.take(_fp8_table(values.dtype, np.dtype(dtype)), values.view(np.uint8))
     if values.dtype != _F32 or np.dtype(dtype) != _BF16 or values.ndim == 0:
         return values.astype(dtype)
     bits = np.ascontiguousarray(values).view(np.uint32)

@@ -70,7 +70,10 @@ class Storage:
         flag byte per memory byte, so the flags have the array's own byte offset and strides."""
         flags = self.psum_started if which == "started" else self.psum_defined
         offset = arr.__array_interface__["data"][0] - self.flag_origin
-        return np.lib.stride_tricks.as_strided(flags[offset:], shape=arr.shape, strides=arr.strides)
+        try:  # twice as fast as as_strided (no intermediate object), and bounds-checked; a matmul takes 2-3
+            return np.ndarray(arr.shape, dtype=flags.dtype, buffer=flags, offset=offset, strides=arr.strides)
+        except (ValueError, TypeError):  # negative strides reaching before the view's first byte
+            return np.lib.stride_tricks.as_strided(flags[offset:], shape=arr.shape, strides=arr.strides)
 
     def started_flags(self, view: Any) -> Any:
         """The 'already written by a matmul' flags of the PSUM elements a tile ``view`` of this storage covers."""

@@ -359,11 +359,12 @@ class NKITensor:
         return self.arr[idx], valid
 
     def write(self, values: Any, mask: Optional[np.ndarray] = None, skip: bool = False,
-              rmw: Optional[Callable] = None) -> None:
+              rmw: Optional[Callable] = None, defined: bool = False) -> None:
         """Store ``values`` (already in this tensor's dtype, broadcastable to its shape, or of its element
         count: a (128, 1) tile stored into a (128,) HBM vector). ``rmw``: a binary numpy function; the memory
         becomes ``rmw(memory, values)`` (computed in fp32), each occurrence of a repeated index in turn, as
-        the DMA engine's read-modify-write does."""
+        the DMA engine's read-modify-write does. ``defined``: the caller knows every PSUM position written is
+        already marked written (a matmul accumulating into started positions), so the flags are left alone."""
         self.storage.written = True
         if self._dyn is not None:
             self._refresh()
@@ -371,7 +372,7 @@ class NKITensor:
             _deps.note_access(self, True, mask)
         if self.storage.live is not None:
             self._touch(reading=False)
-        if self.storage.psum_defined is not None:
+        if self.storage.psum_defined is not None and not defined:
             self._mark_defined(mask)
         values = _fit(values, self._shape)
         if self.index is None or self._fast_slices() is not None:
