@@ -38,8 +38,8 @@ def core_barrier(data: NKITensor, cores: Sequence[int], engine: Any = _engine.gp
 
     ``data`` names the tensor whose writes the barrier orders; it is not read. AWS documents shared HBM (the
     case where the other core's writes matter) and its docstring's "must", but AWS's NKI Library, tested in
-    AWS's simulator, also passes a core's own SBUF tile (moe_cte's dynamic block counter) and AWS's simulator
-    guide calls the instruction a thread barrier. So any tensor is accepted; anything else has no writes to
+    AWS's simulator, also passes a core's own SBUF tile (moe_cte's dynamic block counter), and AWS's simulator
+    guide says the instruction uses "thread-safe synchronization primitives". So any tensor is accepted; anything else has no writes to
     order and is refused."""
     _needs_lnc2("core_barrier")
     if not isinstance(data, NKITensor):
