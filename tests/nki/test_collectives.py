@@ -96,6 +96,29 @@ def test_core_barrier_makes_the_other_cores_writes_visible():
 
 
 @nki.jit
+def count_steps_in_step(a):
+    # AWS's moe_cte (bwmm_shard_on_I.py) advances a per-core SBUF block counter and barriers on it, so that
+    # neither core starts the next block before the other has finished this one.
+    out = nl.ndarray((2, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    i = nl.program_id(0)
+    step = nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=step, value=0.0)
+    for _ in nl.sequential_range(3):
+        if i == 1:
+            time.sleep(0.01)
+        nisa.tensor_scalar(dst=step, data=step, op0=nl.add, operand0=1.0)
+        nisa.core_barrier(step, (0, 1))
+    nisa.dma_copy(dst=out[i:i + 1, 0:1], src=step)
+    return out
+
+
+def test_core_barrier_on_a_cores_own_sbuf_tile():
+    # data names what the barrier orders; AWS's library passes SBUF as well as the documented shared HBM.
+    np.testing.assert_array_equal(count_steps_in_step[2](np.zeros((1, 1), np.float32)), [[3.0], [3.0]])
+    assert count_steps_in_step.last_result.costs.instructions["core_barrier"] == 6
+
+
+@nki.jit
 def two_pipes(a):
     out = nl.ndarray((2, 2) + a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
     i = nl.program_id(0)
@@ -432,13 +455,14 @@ nisa.sendrecv is available on NeuronCore-v3 or newer; the launch's target trn1 i
 nisa.sendrecv: dma_engine=gpsimd_dma moves at most 1024 bytes per partition of 32-bit data, got 2048""")
 
         @nki.jit
-        def sbuf_barrier(a):
-            t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
-            nisa.core_barrier(t, (0, 1))
+        def untensored_barrier(a):
+            nisa.core_barrier(1.0, (0, 1))
             return a
 
-        self.assertExpectedInline(self._message(sbuf_barrier[2], np.zeros((4, 4), np.float32)), """\
-nisa.core_barrier: data must be a tensor in shared HBM that the cores access, got a tensor in sbuf""")
+        with pytest.raises(TypeError) as info:
+            untensored_barrier[2](np.zeros((4, 4), np.float32))
+        self.assertExpectedInline(str(info.value), """\
+nisa.core_barrier: data must be a tensor (the data the cores synchronize on), got float""")
 
     def test_replica_group_rules(self):
         with pytest.raises(ValueError, match="must not overlap"):
@@ -520,6 +544,7 @@ def test_a_barrier_of_one_core():
         out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
         nisa.dma_copy(dst=out, src=a)
         nisa.core_barrier(out, (0,))   # AWS's kernels at LNC=1
+        nisa.core_barrier(out, (0))    # and (bwmm_shard_on_I.py) as the bare index 0
         return out
 
     a = np.ones((4, 4), np.float32)

@@ -876,3 +876,40 @@ Tensor shape and the annotated shape mismatch: shape of `data[128, 128]` does no
 
         a = f32(128, 128)
         np.testing.assert_allclose(k(a), a * 3, rtol=1e-6)
+
+
+class TestTransposeEngineSelection(TestCase):
+    def test_transpose_without_engine_picks_the_vector_engine_for_a_block_it_can_write(self):
+        # AWS: with no engine "Neuron Compiler will automatically select an engine based on the input shape";
+        # only the Vector engine writes SBUF, up to 32x32. AWS's MLP TKG (mlp_tkg_gate_up_projection.py)
+        # transposes (tiles, 32) blocks of dequantization scales into an SBUF access pattern this way.
+        import torchneuron_ext.nki as nki
+        import torchneuron_ext.nki.isa as nisa
+        import torchneuron_ext.nki.language as nl
+
+        def kernel(rows, cols, engine=None):
+            @nki.jit
+            def k(a):
+                t = nl.ndarray((rows, cols), dtype=a.dtype, buffer=nl.sbuf)
+                nisa.dma_copy(dst=t, src=a)
+                tp = nl.ndarray((cols, 2 * rows), dtype=a.dtype, buffer=nl.sbuf)
+                nisa.memset(dst=tp, value=0.0)
+                nisa.nc_transpose(dst=tp.ap(pattern=[[2 * rows, cols], [2, rows]], offset=1), data=t,
+                                  **({} if engine is None else {"engine": engine}))
+                out = nl.ndarray((cols, 2 * rows), dtype=a.dtype, buffer=nl.shared_hbm)
+                nisa.dma_copy(dst=out, src=tp)
+                return out
+            return k
+
+        a = f32(4, 32).astype(np.float16)
+        expected = np.zeros((32, 8), np.float16)
+        expected[:, 1::2] = a.T
+        np.testing.assert_array_equal(kernel(4, 32)(a), expected)
+        np.testing.assert_array_equal(kernel(4, 32, nisa.vector_engine)(a), expected)
+        # The Tensor engine still writes only PSUM, whether named or chosen because the block exceeds 32x32.
+        self.assertExpectedInline(report(kernel(4, 32, nisa.tensor_engine), a), """\
+err_unsupported_memory at def+6: nisa.nc_transpose(dst=tp.ap(pattern=[[2 * rows, cols], [2, rows]], offset=1), data=t,
+Expected operand 'dst' of 'nc_transpose' to be in address space 'psum', but got a tile in 'sbuf' instead: the Tensor engine writes its transpose to PSUM""")
+        self.assertExpectedInline(report(kernel(4, 64), f32(4, 64).astype(np.float16)), """\
+err_unsupported_memory at def+6: nisa.nc_transpose(dst=tp.ap(pattern=[[2 * rows, cols], [2, rows]], offset=1), data=t,
+Expected operand 'dst' of 'nc_transpose' to be in address space 'psum', but got a tile in 'sbuf' instead: the Tensor engine writes its transpose to PSUM""")

@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import dtypes as _dtypes
 from .. import engines as _eng
+from .. import runtime as _runtime
 from .._isa_common import reduce_cmd as _reduce_cmd
 from .._isa_common import unmodelled_instructions as _unmodelled_instructions
 from .._isa_common import (activation_engine, dge_mode, engine, engine_name, get_nc_version, gpsimd_engine,  # noqa
@@ -22,6 +23,7 @@ from .._isa_common import (activation_engine, dge_mode, engine, engine_name, get
 from .._isa_common import (NkiInstruction, NkiValidationError, dma_engine, get_nc_sub_version,  # noqa
                           matmul_perf_mode, perf_mode_name)
 from ..errors import NKIUnsupportedError, fail
+from ..engines.operands import free_size as _free_size
 from ..memory import psum
 from ..tensor import NKITensor
 from .indirect import accepts_indirection as _indirection
@@ -53,7 +55,21 @@ def nc_matmul(dst: NKITensor, stationary: NKITensor, moving: NKITensor, is_stati
 
 
 def nc_transpose(dst: NKITensor, data: NKITensor, engine: Any = None, name: Optional[str] = None) -> None:
-    _eng.transpose(data, dst=dst, engine=engine_name(engine, "tensor"))
+    _eng.transpose(data, dst=dst, engine=_transpose_engine(engine, dst, data))
+
+
+def _transpose_engine(engine: Any, dst: NKITensor, data: NKITensor) -> str:
+    """AWS: with no engine, "Neuron Compiler will automatically select an engine based on the input shape". Only
+    the Vector engine reaches SBUF on the write side or PSUM on the read side, and only up to its transpose
+    block (32x32), so a tile that fits and needs either memory goes there; every other one is the Tensor
+    engine's, whose memory rules then apply."""
+    if engine is not None and engine is not unknown_engine:
+        return engine_name(engine)
+    limit = _runtime.current().target.vector_transpose_max
+    fits = data.shape[0] <= limit and _free_size(data.shape) <= limit
+    if fits and (getattr(dst, "buffer", None) is not psum or getattr(data, "buffer", None) is psum):
+        return "vector"
+    return "tensor"
 
 
 @_indirection(("dst", "data"), ("scalar",), "data")
