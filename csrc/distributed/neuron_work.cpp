@@ -43,6 +43,71 @@ std::string message_of(const std::exception_ptr& e) {
 
 }  // namespace
 
+// The callback's side of the handoff. In the usual case the Work is alive and owns the tensors: the callback
+// borrows them, finishes, and tells a Work being destroyed meanwhile (which waits for that) that it holds
+// nothing any more. A Work dropped before the transport finished leaves them to the callback ("orphaned"),
+// so their memory outlives the transport's use of it; that case alone releases them on the transport's thread.
+struct NeuronWork::Completion {
+  std::vector<at::Tensor> keep_alive;
+  std::function<void()> finalize;
+  c10::List<at::Tensor> value;
+  CollectiveEvent event;
+  std::string description;
+  c10::intrusive_ptr<c10::ivalue::Future> result;
+
+  void complete(c10::ivalue::Future& parent) {
+    if (parent.hasError()) {
+      event.finish(neuron_rt::now_ns());
+      try {
+        C10_THROW_ERROR(DistBackendError, describe_failure(description, message_of(parent.exception_ptr())));
+      } catch (...) {
+        result->setError(std::current_exception());
+      }
+      return;
+    }
+    try {
+      if (finalize) finalize();
+    } catch (...) {
+      event.finish(neuron_rt::now_ns());
+      result->setError(std::current_exception());
+      return;
+    }
+    event.finish(neuron_rt::now_ns());
+    result->markCompleted(c10::IValue(value));
+  }
+};
+
+struct NeuronWork::Handoff {
+  enum Phase { kWaiting, kRunning, kDone, kOrphaned };
+  std::mutex mu;
+  std::condition_variable cv;
+  Phase phase = kWaiting;
+  std::weak_ptr<Completion> completion;
+  std::shared_ptr<Completion> orphan;
+
+  void run(c10::ivalue::Future& parent) {
+    bool orphaned;
+    {
+      std::shared_ptr<Completion> c;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        orphaned = phase == kOrphaned;
+        if (orphaned) {
+          c = std::move(orphan);
+        } else {
+          phase = kRunning;
+          c = completion.lock();
+        }
+      }
+      if (c) c->complete(parent);
+    }  // everything borrowed is released here, before the Work may go
+    if (orphaned) return;
+    std::lock_guard<std::mutex> lock(mu);
+    phase = kDone;
+    cv.notify_all();
+  }
+};
+
 NeuronWork::NeuronWork(c10::intrusive_ptr<c10d::Work> inner, std::vector<at::Tensor> outputs,
                        std::vector<at::Tensor> keep_alive, std::function<void()> finalize,
                        CollectiveEvent event, std::string description, int rank, c10d::OpType op_type,
@@ -65,24 +130,30 @@ NeuronWork::NeuronWork(c10::intrusive_ptr<c10d::Work> inner, std::vector<at::Ten
     finalize_ = std::move(finalize);
     return;
   }
-  // The future's callback owns the tensors, so they outlive the transport's
-  // use of their memory even when the caller drops this Work early.
-  auto value = c10::List<at::Tensor>(outputs_);
-  auto evt = event_;
-  std::string desc = description_;
-  future_ = inner_future->then(
-      [keep = std::move(keep_alive), finalize = std::move(finalize), value, evt,
-       desc](c10::ivalue::Future& parent) -> c10::IValue {
-        if (parent.hasError()) {
-          evt.finish(neuron_rt::now_ns());
-          C10_THROW_ERROR(DistBackendError, describe_failure(desc, message_of(parent.exception_ptr())));
-        }
-        if (finalize) finalize();
-        evt.finish(neuron_rt::now_ns());
-        (void)keep;
-        return value;
-      },
-      c10::ListType::ofTensors());
+  completion_ = std::make_shared<Completion>();
+  completion_->keep_alive = std::move(keep_alive);
+  completion_->finalize = std::move(finalize);
+  completion_->value = c10::List<at::Tensor>(outputs_);
+  completion_->event = event_;
+  completion_->description = description_;
+  completion_->result = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors());
+  future_ = completion_->result;
+  handoff_ = std::make_shared<Handoff>();
+  handoff_->completion = completion_;
+  inner_future->addCallback([handoff = handoff_](c10::ivalue::Future& parent) { handoff->run(parent); });
+}
+
+NeuronWork::~NeuronWork() {
+  if (!handoff_) return;
+  std::unique_lock<std::mutex> lock(handoff_->mu);
+  if (handoff_->phase == Handoff::kWaiting) {
+    handoff_->phase = Handoff::kOrphaned;
+    handoff_->orphan = completion_;
+    return;
+  }
+  // The callback is running: it borrows only what this Work still owns, so it needs nothing from this
+  // thread (not the GIL) to finish; wait the few instructions until it has let go.
+  handoff_->cv.wait(lock, [&] { return handoff_->phase == Handoff::kDone; });
 }
 
 bool NeuronWork::isCompleted() {

@@ -9,7 +9,9 @@
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -41,6 +43,7 @@ class NeuronWork final : public c10d::Work {
   NeuronWork(c10::intrusive_ptr<c10d::Work> inner, std::vector<at::Tensor> outputs,
              std::vector<at::Tensor> keep_alive, std::function<void()> finalize, CollectiveEvent event,
              std::string description, int rank, c10d::OpType op_type, bool try_future);
+  ~NeuronWork() override;
 
   // False when the transport's Work has no future (gloo's point-to-point and
   // some list-form collectives): the backend then holds this Work until done.
@@ -60,10 +63,19 @@ class NeuronWork final : public c10d::Work {
   void finish_without_future();
   [[noreturn]] void rethrow(const std::exception_ptr& e) const;
 
+  // What the transport's completion callback uses. The Work owns it, never the callback: the callback runs on
+  // (and is destroyed by) a transport thread, and a tensor whose last reference that thread dropped would
+  // need the GIL to release its Python object, which a thread cannot take once the interpreter is
+  // finalizing (it exits through a noexcept destructor: "terminate called without an active exception").
+  struct Completion;
+  struct Handoff;
+
   c10::intrusive_ptr<c10d::Work> inner_;
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;  // null when the transport's Work has none
-  // Only without a future (with one, its callback owns them).
+  std::shared_ptr<Completion> completion_;           // with a future
+  std::shared_ptr<Handoff> handoff_;                 // shared with the callback: no tensors unless orphaned
+  // Only without a future.
   std::vector<at::Tensor> keep_alive_;
   std::function<void()> finalize_;
   std::mutex mu_;

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from . import _exit  # noqa: F401  (registers the exit-time drain of autograd's device threads)
 from . import amp
 from ._lazy import _is_in_bad_fork, _lazy_init, init, is_initialized
 from .device import (
