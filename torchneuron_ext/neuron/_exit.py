@@ -19,12 +19,11 @@ import atexit
 
 import torch
 
+from ._lazy import is_initialized
 from .device import local_devices
 
 
 def drain_autograd_device_threads() -> None:
-    from . import is_initialized
-
     if not is_initialized() or not torch.autograd.is_multithreading_enabled():
         return  # no neuron work yet, or backward runs on the calling thread (the default)
     from torch.autograd.variable import Variable
