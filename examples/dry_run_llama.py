@@ -40,8 +40,9 @@ def llama_config(tiny: bool, layers: int | None = None):
                        rope_theta=500000.0)
 
 
-def build(config, dtype: torch.dtype = torch.bfloat16):
-    """The model and its optimizer, on the neuron device (under a dry run: fake, nothing allocated)."""
+def llama_on_neuron(config, dtype: torch.dtype = torch.bfloat16):
+    """transformers' LlamaForCausalLM built on the neuron device in `dtype` (under a dry run: fake, nothing
+    allocated), attention through SDPA."""
     from transformers import LlamaForCausalLM
 
     previous = torch.get_default_dtype()
@@ -52,6 +53,12 @@ def build(config, dtype: torch.dtype = torch.bfloat16):
     finally:
         torch.set_default_dtype(previous)
     model.config._attn_implementation = "sdpa"
+    return model
+
+
+def build(config, dtype: torch.dtype = torch.bfloat16):
+    """The model and its optimizer, on the neuron device (under a dry run: fake, nothing allocated)."""
+    model = llama_on_neuron(config, dtype)
     return model, torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
 
 

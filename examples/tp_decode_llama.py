@@ -116,16 +116,11 @@ def build_decoder(config, tp: int, context: int, batch: int = 1, dtype: torch.dt
                   layer_only: bool = False) -> Decoder:
     """The model on the neuron device, sharded over `tp` ranks of the (fake) world, and its KV cache filled to
     `context` positions. Meant for a dry run's setup: under it nothing is allocated."""
-    from transformers import LlamaForCausalLM, StaticCache
+    from transformers import StaticCache
 
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)  # Module.to(dtype) cannot convert fake parameters: build in the dtype
-    try:
-        with torch.device("neuron"):
-            model = LlamaForCausalLM(config)
-    finally:
-        torch.set_default_dtype(previous)
-    model.config._attn_implementation = "sdpa"
+    from dry_run_llama import llama_on_neuron  # examples/dry_run_llama.py
+
+    model = llama_on_neuron(config, dtype)
     model.eval()
     if tp > 1:
         from torch.distributed.device_mesh import init_device_mesh
