@@ -40,25 +40,23 @@ def llama_config(tiny: bool, layers: int | None = None):
                        rope_theta=500000.0)
 
 
-def llama_on_neuron(config, dtype: torch.dtype = torch.bfloat16):
-    """transformers' LlamaForCausalLM built on the neuron device in `dtype` (under a dry run: fake, nothing
-    allocated), attention through SDPA."""
-    from transformers import LlamaForCausalLM
+def _sibling(name: str):
+    """Another script of examples/ (not a package), imported by its path: examples/ must not go on sys.path,
+    where its nki/ folder would stand for AWS's nki package for the rest of the process."""
+    import importlib.util
 
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)  # Module.to(dtype) cannot convert fake parameters: build in the dtype
-    try:
-        with torch.device("neuron"):
-            model = LlamaForCausalLM(config)
-    finally:
-        torch.set_default_dtype(previous)
-    model.config._attn_implementation = "sdpa"
-    return model
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                                         name + ".py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
 
 
 def build(config, dtype: torch.dtype = torch.bfloat16):
     """The model and its optimizer, on the neuron device (under a dry run: fake, nothing allocated)."""
-    model = llama_on_neuron(config, dtype)
+    model = _sibling("tp_decode_llama").llama_on_neuron(config, dtype)
     return model, torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
 
 
@@ -72,8 +70,7 @@ def build_tensor_parallel(config, degree: int, dtype: torch.dtype = torch.bfloat
 
     import copy
 
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from tp_decode_llama import tp_heads
+    tp_heads = _sibling("tp_decode_llama").tp_heads
 
     # Each rank holds whole heads: heads padded to a multiple of the degree, K/V heads replicated up to it
     # (examples/tp_decode_llama.py; no change for Llama-3-8B up to TP 8).
@@ -129,8 +126,7 @@ def tp_degree_lower_bound(memory: costmodel.MemoryReport) -> int | None:
 
 def breakdown(result):
     """Matmuls, collectives, the rest (examples/tp_decode_llama.py's Breakdown)."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from tp_decode_llama import breakdown as split
+    split = _sibling("tp_decode_llama").breakdown
 
     return split(result)
 

@@ -112,13 +112,27 @@ class Decoder:
     layer: Optional[tuple] = None  # one decoder layer alone: its input hidden state and rotary embeddings
 
 
+def llama_on_neuron(config, dtype: torch.dtype = torch.bfloat16):
+    """transformers' LlamaForCausalLM built on the neuron device in `dtype` (under a dry run: fake, nothing
+    allocated), attention through SDPA."""
+    from transformers import LlamaForCausalLM
+
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)  # Module.to(dtype) cannot convert fake parameters: build in the dtype
+    try:
+        with torch.device("neuron"):
+            model = LlamaForCausalLM(config)
+    finally:
+        torch.set_default_dtype(previous)
+    model.config._attn_implementation = "sdpa"
+    return model
+
+
 def build_decoder(config, tp: int, context: int, batch: int = 1, dtype: torch.dtype = torch.bfloat16,
                   layer_only: bool = False) -> Decoder:
     """The model on the neuron device, sharded over `tp` ranks of the (fake) world, and its KV cache filled to
     `context` positions. Meant for a dry run's setup: under it nothing is allocated."""
     from transformers import StaticCache
-
-    from dry_run_llama import llama_on_neuron  # examples/dry_run_llama.py
 
     model = llama_on_neuron(config, dtype)
     model.eval()

@@ -66,7 +66,10 @@ def decode_s(model: str, tp: int, target: str, context: int) -> float:
     key = (model, tp, target)
     if key + (context,) not in _PROJECTED:
         sys.path.insert(0, EXAMPLES)
-        import tp_decode_llama as ex  # examples/tp_decode_llama.py
+        try:
+            import tp_decode_llama as ex  # examples/tp_decode_llama.py
+        finally:
+            sys.path.remove(EXAMPLES)  # examples/nki must not stand for AWS's nki in the process
 
         contexts = sorted(_CONTEXTS.get(key, set()) | {context})
         for c, b in ex.project_decode_contexts(model, tp, target, contexts).items():

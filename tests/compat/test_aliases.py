@@ -238,3 +238,23 @@ TORCHNEURON_EXT_NKI_COMPAT='yes please' is not understood: use 1 (or true/on/yes
                 sys.modules.pop("kernel_module", None)
         self.assertIn("legacy ok", out.getvalue())
         self.assertIn("argv ['-k', 'x']", out.getvalue())
+
+
+class TestNamespaceFolderOfTheSameName(TestCase):
+    """A folder named nki without __init__.py on sys.path (a user's kernels, examples/nki) is not AWS's package."""
+
+    def test_aliases_stay_on(self):
+        import importlib
+        import tempfile
+        from torchneuron_ext.compat import aliases
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, "nki"))
+            sys.path.insert(0, d)
+            importlib.invalidate_caches()
+            try:
+                aliases.install()
+                nl = importlib.import_module("nki.language")
+                self.assertIs(nl, importlib.import_module("torchneuron_ext.nki.language"))
+            finally:
+                aliases.uninstall()
+                sys.path.remove(d)

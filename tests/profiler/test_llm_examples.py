@@ -12,11 +12,15 @@ from torchneuron_ext import costmodel
 from torchneuron_ext.profiler.dry_run import MemoryReport
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "examples"))
+# On sys.path only while they are imported: examples/ holds an `nki/` folder, which on the path for the rest
+# of the session would stand for AWS's `nki` package (tests/compat's aliases then defer to it).
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-
-import dry_run_llama  # noqa: E402
-import tp_decode_llama  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+try:
+    import dry_run_llama  # noqa: E402
+    import tp_decode_llama  # noqa: E402
+finally:
+    sys.path.remove(os.path.join(ROOT, "examples"))
 
 
 @pytest.mark.parametrize("heads, kv, tp, expected", [

@@ -140,6 +140,13 @@ def _renamed_target(name: str) -> Optional[str]:
     return None
 
 
+def is_real_package(spec: Any) -> bool:
+    """A module or package the path finder found, as opposed to nothing or a namespace package: a folder with
+    no ``__init__.py`` that happens to share the name (a user's ``nki/`` folder of kernels in the working
+    directory, this repository's examples/nki) is not AWS's package and must not switch the aliases off."""
+    return spec is not None and spec.origin not in (None, "namespace")
+
+
 class _AliasLoader(importlib.abc.Loader):
     def __init__(self, target: Optional[str], package: bool = False) -> None:
         self.target, self.package = target, package
@@ -175,7 +182,7 @@ class AliasFinder(importlib.abc.MetaPathFinder):
 
     def really_installed(self, top: str) -> bool:
         if top not in self._real:
-            self._real[top] = importlib.machinery.PathFinder.find_spec(top) is not None
+            self._real[top] = is_real_package(importlib.machinery.PathFinder.find_spec(top))
         return self._real[top]
 
     def target_of(self, name: str) -> tuple[bool, Optional[str]]:

@@ -43,8 +43,9 @@ class LazyCompatFinder:
             return None
         if self in sys.meta_path:
             sys.meta_path.remove(self)
-        if importlib.machinery.PathFinder.find_spec(top) is not None:
-            return None  # the real package is installed
+        spec = importlib.machinery.PathFinder.find_spec(top)
+        if spec is not None and spec.origin not in (None, "namespace"):
+            return None  # the real package is installed (a namespace folder of that name is not: aliases.py)
         aliases = importlib.import_module("torchneuron_ext.compat.aliases")
         aliases.install()
         return aliases._finder.find_spec(name, path, target)
