@@ -21,11 +21,15 @@ namespace {
 
 using c10::CachingDeviceAllocator::DeviceStats;
 
+void release(int device, void* ptr) {
+  if (C10_UNLIKELY(memory_history::enabled())) memory_history::record_free(device, ptr, memory_history::gather());
+  neuron_rt::core_allocator(device).free(ptr);
+}
+
 // One deleter per core, so freeing needs no pointer lookup.
 template <int D>
 void free_on_core(void* ptr) {
-  if (C10_UNLIKELY(memory_history::enabled())) memory_history::record_free(D, ptr, memory_history::gather());
-  neuron_rt::core_allocator(D).free(ptr);
+  release(D, ptr);
 }
 
 template <int... Ds>
@@ -37,9 +41,7 @@ constexpr auto kDeleters = make_deleters(std::make_integer_sequence<int, neuron_
 void free_any(void* ptr) {
   if (ptr == nullptr) return;
   int d = neuron_rt::device_of_pointer(ptr);
-  if (d < 0) return;
-  if (C10_UNLIKELY(memory_history::enabled())) memory_history::record_free(d, ptr, memory_history::gather());
-  neuron_rt::core_allocator(d).free(ptr);
+  if (d >= 0) release(d, ptr);
 }
 
 void copy_stat(const neuron_rt::Stat (&from)[neuron_rt::kNumPools], c10::CachingAllocator::StatArray& to) {
@@ -66,7 +68,7 @@ class NeuronDeviceAllocator final : public c10::DeviceAllocator {
     void* ptr = nullptr;
     try {
       ptr = guarded([&] { return neuron_rt::core_allocator(device).malloc(nbytes); });
-    } catch (...) {
+    } catch (const c10::OutOfMemoryError&) {  // other failures (a bad fork) are not out-of-memory events
       memory_history::record_oom(device, neuron_rt::round_size(nbytes), context);
       throw;
     }

@@ -114,13 +114,13 @@ class Costs:
         ``nisa.core_barrier`` are the kernel's own transfer and semaphore instructions: their steps only
         (projection.collective_stages), no floor."""
         self._tick()
-        kind = name.rsplit(".", 1)[-1]
+        op = kind = name.rsplit(".", 1)[-1]
         if kind in ("sendrecv", "collective_permute", "collective_permute_implicit",
                     "collective_permute_implicit_reduce"):
             kind = "send"  # one hop to a neighbour: the buffer once and one step
         elif kind == "core_barrier":
             kind = "barrier"
-        if name.rsplit(".", 1)[-1] in ("sendrecv", "core_barrier"):
+        if op in ("sendrecv", "core_barrier"):
             seconds = sum(s.seconds for s in projection.collective_stages(kind, nbytes, nbytes, group_size, self.hw))
         else:
             seconds = projection.collective(kind, nbytes, nbytes, group_size, self.hw).work_s

@@ -231,10 +231,9 @@ def matmul_plan(m: int, k: int, n: int, dtype: str = "BFloat16", target: Optiona
     instructions = tiles_total * kt
     cycles *= batch
     evict *= batch
-    plan = MatmulPlan(instructions, cycles, tiles_total, evict, side, 2 * m * k * n * batch,
+    return MatmulPlan(instructions, cycles, tiles_total, evict, side, 2 * m * k * n * batch,
                       cycles / (t.tensor_clock_hz * t.lnc), evict / (psum_copy_rate_hz(t) * t.lnc),
                       t.tensor_peak_flops)
-    return plan
 
 
 def psum_copy_rate_hz(target: Target) -> float:
@@ -301,10 +300,7 @@ def matmul_dims(name: str, input_dims: Any) -> Optional[tuple[int, int, int, int
     if op == "linear":
         if len(b) != 2:
             return None
-        rows = 1
-        for x in a[:-1]:
-            rows *= x
-        return (1, rows, a[-1], b[0])
+        return (1, math.prod(a[:-1]), a[-1], b[0])
     if op in ("dot", "vdot") and len(a) == len(b) == 1:
         return (1, 1, a[0], 1)
     if op in ("mv", "addmv") and len(a) == 2 and len(b) == 1:
@@ -314,10 +310,7 @@ def matmul_dims(name: str, input_dims: Any) -> Optional[tuple[int, int, int, int
     if len(a) == 3 and len(b) == 3 and op in ("bmm", "baddbmm", "addbmm", "matmul"):
         return (a[0], a[1], a[2], b[2])
     if op == "matmul" and len(a) >= 2 and len(b) == 2:
-        rows = 1
-        for x in a[:-1]:
-            rows *= x
-        return (1, rows, a[-1], b[1])
+        return (1, math.prod(a[:-1]), a[-1], b[1])
     return None
 
 
@@ -378,26 +371,24 @@ def matmul_products(name: str, input_dims: Any) -> Optional[list[tuple[int, int,
     return [(bh, length, d, s), (bh, length, s, dv)]
 
 
-def _tensor_candidates(name: str, flops: int, dtype: str, t: Target, input_dims: Any, from_idle: bool,
-                       cands: dict[str, float]) -> None:
-    """The Tensor Engine's time of a matmul-family or attention kernel (and the Vector engine's PSUM
-    evictions): its instruction sequence (matmul_plan of each product) when its operands' shapes are known,
-    else its FLOPs at the peak (the roofline fallback). `from_idle`: the kernel is its own NEFF, so on
+def _tensor_work_s(name: str, flops: int, dtype: str, t: Target, input_dims: Any,
+                   from_idle: bool) -> tuple[float, float]:
+    """(Tensor Engine seconds, seconds of its PSUM evictions) of a matmul-family or attention kernel: its
+    instruction sequence (matmul_plan of each product) when its operands' shapes are known, else its FLOPs
+    at the peak (the roofline fallback, no evictions). `from_idle`: the kernel is its own NEFF, so on
     trn2/trn3 it pays the Tensor Engine's throttle ramp (te_throttle_s)."""
     products = matmul_products(name, input_dims) if input_dims is not None else None
+    te = evict = 0.0
     if products:
-        te = evict = 0.0
         for batch, m, k, n in products:
             plan = matmul_plan(m, k, n, dtype, t, batch)
             te += plan.tensor_s
             evict += plan.eviction_s
-        if evict > 0:
-            cands["vector"] = evict
     else:
         te = tensor_engine_s(flops, dtype, t)
     if from_idle:
         te += te_throttle_s(te, t)
-    cands["tensor"] = te
+    return te, evict
 
 # ---------------------------------------------------------------------------------------------
 # Convolution as the Neuron compiler lowers it (docs/cost_model.md, Formulas, "Convolution").
@@ -448,9 +439,7 @@ def convolution_geometry(bytes_read: int, bytes_written: int, flops: int, elemen
         return None
     if weight_shape:
         w = [int(d) for d in weight_shape]
-        taps = 1
-        for d in w[2:]:
-            taps *= d
+        taps = math.prod(w[2:])
         cout_total, g = w[0], max(int(groups), 1)
         pixels = out // max(cout_total, 1)
         return ConvGeometry(pixels, w[1], taps, cout_total // g, g)
@@ -482,7 +471,8 @@ def convolution_s(geometry: ConvGeometry, dtype: str, target: Target) -> float:
     the contraction runs over the input channels on the PE rows (tiles of 128), one filter tap per matmul
     instruction, accumulated in PSUM; when a tile of input channels fills at most 32 (64) rows, 4 (2) taps
     are stacked in one instruction (AWS's NKI Library conv1d). An instruction takes
-    max(min(64, columns), moving free) cycles (the NKI cost model's Tensor formula), FP32 at a quarter rate.
+    te_instruction_cycles (the NKI cost model's Tensor formula: max(min(MIN_II, columns), moving free), FP32
+    at a quarter rate).
     Depthwise convolutions (one input channel per group) run on the Vector engine instead: one
     multiply-accumulate pass per tap over the output.
     """
@@ -498,18 +488,10 @@ def convolution_s(geometry: ConvGeometry, dtype: str, target: Target) -> float:
             break
     stack = min(stack, g.taps)
     per_tile = math.ceil(g.cin / rows) * math.ceil(g.taps / stack)
-    cycles = 0
-    for c0 in range(0, g.cout, target.gemm_stationary_fmax):
-        cols = min(target.gemm_stationary_fmax, g.cout - c0)
-        full, last = divmod(g.pixels, fmax)
-        moving = full * max(min(64, cols), fmax) + (max(min(64, cols), last) if last else 0)
-        cycles += per_tile * moving
-    cycles *= g.groups
-    if _is_fp8(dtype):
-        cycles /= target.fp8_speedup
-    elif not _is_16bit(dtype):
-        cycles *= target.fp32_slowdown
-    return cycles / (target.tensor_clock_hz * target.lnc)
+    cycles = sum(cols_count * pix_count * te_instruction_cycles(cols, pixels, dtype, target)
+                 for cols, cols_count in _tiles(g.cout, target.gemm_stationary_fmax)
+                 for pixels, pix_count in _tiles(g.pixels, fmax))
+    return per_tile * cycles * g.groups / (target.tensor_clock_hz * target.lnc)
 
 
 # Row gathers (embedding lookups): the DMA engines gather the indexed rows by descriptor (indirect DMA, the
@@ -550,7 +532,9 @@ def eager_kernel(name: str, bytes_read: int, bytes_written: int, flops: int = 0,
         cands["tensor"] = _convolution_engine_s(bytes_read, bytes_written, flops, elements, dtype, t, conv_weight,
                                                 conv_groups)
     elif op in _TENSOR_OPS and flops:
-        _tensor_candidates(name, flops, dtype, t, input_dims, launch, cands)
+        cands["tensor"], evict = _tensor_work_s(name, flops, dtype, t, input_dims, launch)
+        if evict > 0:
+            cands["vector"] = evict
     elif op in _NORM_OPS:
         cands["vector"] = vector_engine_s(elements, dtype, t, NORM_VECTOR_PASSES * passes)
         cands["scalar"] = scalar_engine_s(elements, dtype, t, NORM_SCALAR_PASSES * passes)
@@ -758,11 +742,9 @@ def compiled_kernel(name: str, bytes_read: int, bytes_written: int, flops: int =
         cands["tensor"] = _convolution_engine_s(bytes_read, bytes_written, flops, elements, dtype, t, conv_weight,
                                                 conv_groups)
     elif flops:
-        plan_cands: dict[str, float] = {}
-        _tensor_candidates(name, flops, dtype, t, input_dims, False, plan_cands)
-        cands["tensor"] = plan_cands["tensor"]
-        if "vector" in plan_cands:
-            cands["vector"] = max(cands.get("vector", 0.0), plan_cands["vector"])
+        cands["tensor"], evict = _tensor_work_s(name, flops, dtype, t, input_dims, False)
+        if evict > 0:
+            cands["vector"] = max(cands.get("vector", 0.0), evict)
     return _pick(t.launch_s if graph else 0.0, cands, flops, nbytes, elements)
 
 

@@ -64,7 +64,6 @@ class Target:
     dma_fixed_s: float          # descriptor setup + semaphore to start, per transfer
     host_bytes_per_s: float     # host DRAM <-> device (PCIe class)
     launch_s: float             # one NEFF execution in eager mode, on top of its work
-    link_bytes_per_s: float     # the core's share of the chip's NeuronLink bandwidth
     link_hop_s: float           # per step inside an instance
     cores_per_instance: int     # ranks beyond this cross EFA
     efa_bytes_per_s: float      # per core
@@ -123,10 +122,10 @@ class Target:
     def at_lnc(self, lnc: Optional[int] = None) -> "Target":
         """This generation at logical-core size `lnc` (default: the generation's).
 
-        Two physical cores per logical core: twice the NeuronLink and EFA share and half the logical
-        cores per instance (one rank per logical core); the engine and HBM figures stay per physical
-        core and the formulas multiply them by `lnc`. A NeuronLink port's rate and the collective floor
-        stay too: a rank's collective step uses one port whatever the LNC.
+        Two physical cores per logical core: twice the EFA share and half the logical cores per instance
+        (one rank per logical core); the engine and HBM figures stay per physical core and the formulas
+        multiply them by `lnc`. A NeuronLink port's rate and the collective floor stay too: a rank's
+        collective step uses one port whatever the LNC.
         """
         lnc = self.default_lnc if lnc is None else lnc
         if lnc not in self.lnc_sizes:
@@ -135,16 +134,14 @@ class Target:
         if lnc == self.lnc:
             return self
         physical = self.physical_core()
-        return dataclasses.replace(physical, lnc=lnc, link_bytes_per_s=physical.link_bytes_per_s * lnc,
-                                   efa_bytes_per_s=physical.efa_bytes_per_s * lnc,
+        return dataclasses.replace(physical, lnc=lnc, efa_bytes_per_s=physical.efa_bytes_per_s * lnc,
                                    cores_per_instance=physical.cores_per_instance // lnc)
 
     def physical_core(self) -> "Target":
         """One physical NeuronCore of this generation: what an NKI kernel runs on."""
         if self.lnc == 1:
             return self
-        return dataclasses.replace(self, lnc=1, link_bytes_per_s=self.link_bytes_per_s / self.lnc,
-                                   efa_bytes_per_s=self.efa_bytes_per_s / self.lnc,
+        return dataclasses.replace(self, lnc=1, efa_bytes_per_s=self.efa_bytes_per_s / self.lnc,
                                    cores_per_instance=self.cores_per_instance * self.lnc)
 
 
@@ -162,7 +159,7 @@ _TRN1 = Target(
     vector_clock_hz=1.12e9, vector_lanes_16bit=128, vector_lanes_other=128,
     scalar_clock_hz=1.4e9, scalar_lanes_16bit=128, scalar_lanes_other=128, gpsimd_clock_hz=1.4e9,
     hbm_bytes_per_s=820e9 / 2, hbm_capacity_bytes=32 * 2**30 // 2, dma_bytes_per_s_per_engine=17e9,
-    link_bytes_per_s=384e9 / 2, cores_per_instance=32, efa_bytes_per_s=800e9 / 8 / 32,
+    cores_per_instance=32, efa_bytes_per_s=800e9 / 8 / 32,
     link_port_bytes_per_s=384e9 / 8, collective_floor_s=56.5e-6, **_CORE,
 )
 
@@ -177,7 +174,7 @@ TARGETS: dict[str, Target] = {
         vector_clock_hz=0.96e9, vector_lanes_16bit=512, vector_lanes_other=128,
         scalar_clock_hz=1.2e9, scalar_lanes_16bit=128, scalar_lanes_other=128, gpsimd_clock_hz=1.2e9,
         hbm_bytes_per_s=2.9e12 / 8, hbm_capacity_bytes=96 * 2**30 // 8, dma_bytes_per_s_per_engine=23e9,
-        link_bytes_per_s=1.28e12 / 8, cores_per_instance=128, efa_bytes_per_s=3.2e12 / 8 / 128,
+        cores_per_instance=128, efa_bytes_per_s=3.2e12 / 8 / 128,
         link_port_bytes_per_s=1.024e12 / 8, collective_floor_s=99.6e-6, **_CORE,
     ),
     # AWS sells Trn3 as UltraServers and publishes no single-instance name.
@@ -188,7 +185,7 @@ TARGETS: dict[str, Target] = {
         vector_clock_hz=1.2e9, vector_lanes_16bit=512, vector_lanes_other=256,
         scalar_clock_hz=1.2e9, scalar_lanes_16bit=256, scalar_lanes_other=128, gpsimd_clock_hz=1.2e9,
         hbm_bytes_per_s=4.9e12 / 8, hbm_capacity_bytes=144 * 2**30 // 8, dma_bytes_per_s_per_engine=33e9,
-        link_bytes_per_s=2.56e12 / 8, cores_per_instance=128, efa_bytes_per_s=12.8e12 / 8 / (64 * 8),
+        cores_per_instance=128, efa_bytes_per_s=12.8e12 / 8 / (64 * 8),
         link_port_bytes_per_s=256e9 / 2, collective_floor_s=99.6e-6,
         **dict(_CORE, gemm_moving_fmax=4096, psum_bf16=True),
     ),
