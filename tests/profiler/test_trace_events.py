@@ -127,7 +127,8 @@ def test_report_and_viewer_read_one_classification(recorded, monkeypatch):
     from_viewer = _device_totals_of_viewer(profile)
     assert from_summary.keys() == from_activities.keys() == from_viewer.keys()
     for op, us in from_summary.items():
-        assert us == pytest.approx(from_activities[op]) and us == pytest.approx(from_viewer[op], abs=1e-3 * ITERS)
+        # Both count each span's whole nanoseconds (Spans.start_ns): equal, not merely within 1 ns a span.
+        assert us == pytest.approx(from_activities[op]) and us == pytest.approx(from_viewer[op], rel=1e-12, abs=1e-9)
     assert summary.kernels == sum(1 for a in c.activities if a.kind != T.REGION_KERNEL)
     # The page builds both from one classification too, and a classification handed in is not redone.
     runs.clear()
@@ -136,6 +137,28 @@ def test_report_and_viewer_read_one_classification(recorded, monkeypatch):
     assert [r["name"] for r in payload["ops"]] == [r.name for r in summary.ops]
     page.profile_payload(c, "x")
     assert len(runs) == 1
+
+
+def test_report_and_viewer_count_the_same_nanoseconds_far_into_the_clock():
+    # Kineto's times are microseconds since boot: a few days in, a float64 holds them to about 1 ns, and
+    # recorders write fractions of one. Spans that round up and down, two touching ones among them.
+    base = 5470301511418.0
+    kernels = [(base + 0.4996, 1.0009), (base + 1.5005, 2.0015), (base + 3.502, 0.0005), (base + 10.0004, 3.3337)]
+    trace = {"traceEvents": [
+        {"ph": "X", "cat": S.CAT_KERNEL, "name": "neuron::mm", "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": {}}
+        for ts, dur in kernels]}
+    c = T.classify(trace)
+    summary = summarize_trace(c)
+    viewer = _device_totals_of_viewer(build_profile(c, "x"))
+    device_us = {r.name: r.device_us for r in summary.ops if r.calls}
+    assert device_us.keys() == viewer.keys() == {"aten::mm"}
+    assert device_us["aten::mm"] == pytest.approx(viewer["aten::mm"], rel=1e-12)
+    # A span is its rounded end minus its rounded start, so the first two, which touch, do not overlap.
+    cols = columns(build_profile(c, "x"))
+    starts = np.cumsum(cols["start"])
+    ends = starts + cols["dur"]
+    assert all(ends[:-1] <= starts[1:])
+    assert summary.ops[0].device_us == pytest.approx(sum(round(d * 1000) for _, d in kernels) / 1000, abs=4e-3)
 
 
 def test_reading_leaves_the_classification_as_it_was():

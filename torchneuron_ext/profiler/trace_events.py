@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from typing import Any, NamedTuple, Optional, Union
 
@@ -94,13 +95,20 @@ class Dispatch(NamedTuple):
 class Spans:
     """The trace's complete events, in trace order, as columns."""
 
-    ts: np.ndarray  # float64 microseconds
-    dur: np.ndarray  # float64 microseconds, negative durations read as 0
+    ts: np.ndarray  # float64 microseconds, on the nanosecond grid of origin_us
+    dur: np.ndarray  # float64 microseconds, whole nanoseconds; negative durations read as 0
     name: list[int]  # index into ClassifiedTrace.names
     cat: list[int]  # index into ClassifiedTrace.cats
     lane: list[int]  # index into ClassifiedTrace.lanes
     tier: list[Optional[str]]  # the tier its args record, None when they record none
     args: list[Any]  # the event's args as written (None when it has none)
+    # Start and end in whole nanoseconds after origin_us (a whole microsecond at or before the first
+    # span). A Chrome trace's resolution is a nanosecond, but a float64 microsecond a few days into a
+    # monotonic clock is only good to one: rounded here once, relative to a near origin, every reader
+    # (the report's sums, the viewer's columns) counts the same nanoseconds of each span.
+    start_ns: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    end_ns: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    origin_us: float = 0.0
 
     def __len__(self) -> int:
         return len(self.name)
@@ -201,6 +209,7 @@ class _Classifier:
         thread_names: dict = {}
         process_names: dict = {}
         skipped = 0
+        origin: Optional[float] = None  # see Spans.start_ns
         neuron_spans: list[Union[DeviceActivity, Dispatch]] = []
         # Plain Python over dicts, once; what the readers do after works on the columns. A loop run
         # for each of up to millions of events: its lookups are bound to locals.
@@ -250,6 +259,13 @@ class _Classifier:
                     tier_add(None)
                     args_add(None)
                 if cat in _DEVICE_CATS:
+                    if origin is None and math.isfinite(ts):
+                        origin = float(math.floor(ts))
+                    if origin is not None and math.isfinite(ts + dur):
+                        # The same rounding as the columns' below, so an activity and its span agree.
+                        rel = ts - origin
+                        s_ns = round(rel * 1000.0)
+                        ts, dur = origin + s_ns / 1000.0, (round((rel + dur) * 1000.0) - s_ns) / 1000.0
                     neuron_span(i, len(ts_l) - 1, cat, ename, ts, dur, e, activities, dispatches, neuron_spans)
             elif ph in ("s", "f", "t"):
                 try:
@@ -294,11 +310,19 @@ class _Classifier:
             name_of = list(names)
             raise TraceFormatError("trace has a complete event with a non-finite time or duration "
                                    f"({name_of[name_l[k]]!r} at {ts_l[k]}, lasting {dur_l[k]})")
+        if origin is None:
+            origin = float(math.floor(ts_a.min())) if len(ts_a) else 0.0
+        rel = ts_a - origin  # exact where it matters: times within a factor of two of the origin
+        start_ns = np.rint(rel * 1000.0)
+        end_ns = np.rint((rel + dur_a) * 1000.0)
+        ts_a = origin + start_ns / 1000.0
+        dur_a = (end_ns - start_ns) / 1000.0
         neuron = self.data.get("neuron")
         numerics = str((neuron if isinstance(neuron, dict) else {}).get("numerics", "host"))
         return ClassifiedTrace(
             trace=self.data, path=self.path,
-            spans=Spans(ts_a, dur_a, name_l, cat_l, lane_l, tier_l, args_l),
+            spans=Spans(ts_a, dur_a, name_l, cat_l, lane_l, tier_l, args_l, start_ns.astype(np.int64),
+                        end_ns.astype(np.int64), origin),
             names=list(names), cats=list(cats), lanes=list(lane_ids), activities=activities, dispatches=dispatches,
             neuron_spans=neuron_spans,
             counters=counters, hbm_allocated=hbm, flow_points=flow_points, thread_names=thread_names,

@@ -150,15 +150,15 @@ def build_profile(trace: Union[dict, ClassifiedTrace], name: str, source: str = 
     # Columns compress best as small integers: times in whole nanoseconds (a Chrome trace's
     # resolution), starts as deltas within each row, args as lengths, flow sources (sorted) as deltas.
     cols = _Columns()
-    start_ns = np.rint((start[final] - t_min) * 1000.0).astype(np.int64)
+    # The classification's nanoseconds (Spans.start_ns), moved to t_min: the same whole nanoseconds the
+    # report sums, and spans that touched or were apart never overlap.
+    t_min_ns = int(np.rint((t_min - spans.origin_us) * 1000.0))
+    start_ns = spans.start_ns[final] - t_min_ns
     delta = np.diff(start_ns, prepend=0)
     firsts = row_starts[:-1][row_starts[:-1] < row_starts[1:]].astype(np.int64)
     delta[firsts] = start_ns[firsts]
     cols.add_ns("start", delta)
-    # A duration is the difference of the rounded end and start, not rounded itself: rounding is
-    # monotonic, so spans that touched or were apart in microseconds never overlap in nanoseconds.
-    end_ns = np.rint((end[final] - t_min) * 1000.0).astype(np.int64)
-    cols.add_ns("dur", np.maximum(end_ns - start_ns, 0))
+    cols.add_ns("dur", np.maximum(spans.end_ns[final] - spans.start_ns[final], 0))
     cols.add("name", "u32", np.array(spans.name, dtype=np.uint32)[final] if n else [])
     cols.add("lane", "u16", lane_rank[final])
     # Categories past the 255th share the last index (the column is a byte).
@@ -175,7 +175,7 @@ def build_profile(trace: Union[dict, ClassifiedTrace], name: str, source: str = 
         for _, args in samples:
             names.update((k, None) for k, v in args.items() if isinstance(v, (int, float)))
         prefix = f"counter{len(counter_records)}"
-        ts_ns = np.rint((np.array([t for t, _ in samples], dtype=np.float64) - t_min) * 1000.0).astype(np.int64)
+        ts_ns = np.rint((np.array([t for t, _ in samples], dtype=np.float64) - spans.origin_us) * 1000.0).astype(np.int64) - t_min_ns
         cols.add_ns(prefix + ".ts", np.diff(ts_ns, prepend=0))
         for sname in names:
             # A sample without this series holds its previous value (0 before the first one).
