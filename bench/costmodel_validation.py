@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> None:
         p = projected[r.key]
         cells = [r.group, r.kernel, r.shape, r.dtype, r.target, fmt(r.measured_s), r.includes]
         if before is not None:
-            b = before.get(r.key, math.nan)
+            b = before.get(r.key, before.get(r.former_key, math.nan))
             b = math.nan if b is None else b
             cells += [fmt(b), f"{b / r.measured_s:.2f}" if b == b else "new row"]
             ratios_before.append(b / r.measured_s)

@@ -19,6 +19,9 @@ import dataclasses
 import os
 from typing import Any, Optional
 
+# The newest Neuron SDK release whose runtime changes the model knows (trainium/projection.py, RUNTIME_CHANGES).
+NEWEST_RELEASE = (2, 32)
+
 
 @dataclasses.dataclass(frozen=True)
 class Target:
@@ -73,6 +76,9 @@ class Target:
     # Collectives (docs/cost_model.md, "Collectives: algorithms and latency floor").
     link_port_bytes_per_s: float  # one NeuronLink port, one direction: what a rank's ring step moves at
     collective_floor_s: float     # one collective's fixed cost (CC-core setup, handshakes), from nccom-test
+    # The Neuron SDK release whose runtime runs the collectives (major, minor): which algorithms and latencies
+    # it has (trainium/projection.py, RUNTIME_CHANGES). Default: the newest release the model documents.
+    runtime_release: tuple[int, int] = NEWEST_RELEASE
 
     @property
     def core_type(self) -> str:
@@ -136,6 +142,10 @@ class Target:
         physical = self.physical_core()
         return dataclasses.replace(physical, lnc=lnc, efa_bytes_per_s=physical.efa_bytes_per_s * lnc,
                                    cores_per_instance=physical.cores_per_instance // lnc)
+
+    def at_release(self, release: str | tuple[int, int]) -> "Target":
+        """This target with the collectives of Neuron SDK release `release` ("2.10" or (2, 10))."""
+        return dataclasses.replace(self, runtime_release=parse_release(release))
 
     def physical_core(self) -> "Target":
         """One physical NeuronCore of this generation: what an NKI kernel runs on."""
@@ -209,6 +219,21 @@ ENVIRONMENT = ("NEURON_EMU_TARGET", "NKI_TARGET", "NKI_NC_VERSION", "NEURON_PLAT
 # trn2|gen3, trn3|gen4 (nki.jit's documentation) and NKI_NC_VERSION is nisa.nc_version's name (gen2..gen4)
 # or its number. gen2 is Trn1's core (Inferentia2 has the same one and is named by its instance only).
 GENERATION_NAMES = {"gen2": "trn1", "gen3": "trn2", "gen4": "trn3"}
+
+
+def parse_release(release: str | tuple[int, int]) -> tuple[int, int]:
+    """A Neuron SDK release as (major, minor): "2.10", "2.24.0" and (2, 10) all work."""
+    if isinstance(release, tuple):
+        parts = list(release)
+    else:
+        parts = str(release).strip().lstrip("v").split(".")
+    try:
+        major, minor = int(parts[0]), int(parts[1])
+    except (IndexError, TypeError, ValueError):
+        raise ValueError(f"Neuron SDK release {release!r} is not major.minor: use e.g. '2.24'") from None
+    if major < 2 or minor < 0:
+        raise ValueError(f"Neuron SDK release {release!r}: the model covers Neuron 2.x releases (e.g. '2.24')")
+    return (major, minor)
 
 
 def unknown_target(name: str) -> ValueError:
