@@ -18,7 +18,7 @@ from .targets import PROJECTED_AS, Target, by_name, from_spec, target_from_envir
 def _projected_as(t: Target) -> Target:
     """The record whose figures project `t`: inf2 is projected (and labelled) as trn1."""
     alias = PROJECTED_AS.get(t.name)
-    return t if alias is None else by_name(alias, t.lnc)
+    return t if alias is None else by_name(alias, t.lnc).at_release(t.runtime_release)
 
 
 def get_target(name: str = "trn2", lnc: Optional[int] = None) -> Target:
@@ -29,7 +29,7 @@ def get_target(name: str = "trn2", lnc: Optional[int] = None) -> Target:
 
 
 def parse_target(spec: str) -> Target:
-    """``trn2``, ``trn2:lnc=1``, ``trn3:lnc=2`` (also ``trn2:1``)."""
+    """``trn2``, ``trn2:lnc=1``, ``trn3:lnc=2`` (also ``trn2:1``), ``trn1:release=2.10``."""
     return _projected_as(from_spec(spec))
 
 

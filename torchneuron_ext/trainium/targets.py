@@ -122,8 +122,12 @@ class Target:
 
     @property
     def label(self) -> str:
-        """How reports name the target: "trn1", "trn2 LNC=2"; the LNC only where there is a choice."""
-        return self.name if len(self.lnc_sizes) == 1 else f"{self.name} LNC={self.lnc}"
+        """How reports name the target: "trn1", "trn2 LNC=2"; the LNC only where there is a choice, the
+        runtime release only when it is not the newest ("trn1 Neuron 2.10")."""
+        label = self.name if len(self.lnc_sizes) == 1 else f"{self.name} LNC={self.lnc}"
+        if self.runtime_release != NEWEST_RELEASE:
+            label += " Neuron {}.{}".format(*self.runtime_release)
+        return label
 
     def at_lnc(self, lnc: Optional[int] = None) -> "Target":
         """This generation at logical-core size `lnc` (default: the generation's).
@@ -254,17 +258,27 @@ def by_name(name: str = DEFAULT, lnc: Optional[int] = None) -> Target:
 
 
 def from_spec(spec: str) -> Target:
-    """``trn2``, ``trn2:lnc=1``, ``trn3:lnc=2`` (also ``trn2:1``, ``gen3``, ``3``)."""
-    name, _, rest = spec.partition(":")
+    """``trn2``, ``trn2:lnc=1``, ``trn3:lnc=2`` (also ``trn2:1``, ``gen3``, ``3``), optionally with the Neuron
+    SDK release whose runtime runs the collectives: ``trn1:release=2.10``, ``trn2:lnc=1:release=2.24``."""
+    name, *options = spec.split(":")
     lnc: Optional[int] = None
-    if rest:
-        value = rest.split("=", 1)[-1].strip()
+    release: Optional[tuple[int, int]] = None
+    for option in options:
+        key, eq, value = option.partition("=")
+        key, value = key.strip().lower(), value.strip()
+        if eq and key == "release":
+            release = parse_release(value)
+            continue
+        if eq and key != "lnc":
+            raise ValueError(f"NEURON_EMU_TARGET={spec!r}: unknown option {key!r}; "
+                             "use lnc=<1|2> and release=<2.x>, e.g. trn2:lnc=1:release=2.24")
         try:
-            lnc = int(value)
+            lnc = int(value if eq else key)
         except ValueError:
-            raise ValueError(f"NEURON_EMU_TARGET={spec!r}: {rest!r} is not a logical-core size; "
+            raise ValueError(f"NEURON_EMU_TARGET={spec!r}: {option!r} is not a logical-core size; "
                              "use e.g. trn2:lnc=1") from None
-    return by_name(name, lnc)
+    target = by_name(name, lnc)
+    return target if release is None else target.at_release(release)
 
 
 def target_from_environment() -> Target:
