@@ -8,8 +8,8 @@ size/ranks), reduce-scatter's input. Each row is projected with ``costmodel.coll
 size and ranks, one rank's bytes read and written as the runtime records them, on the runtime of the release
 that added the output to the page (``Target.at_release``: docs/cost_model.md, "Collectives by runtime
 release"): the newest runtime it can have run on. (The page warns that its "Performance data ... should not be
-considered up-to-date": an output may be older than the release that added it; none of the rows' releases
-falls next to one of the changes the model applies.)
+considered up-to-date": an output may be older than the release that added it. The changes the model applies
+do not depend on that: the 2.10 outputs ran before 2.11 either way, and no later output is a 2 x 32 group.)
 
 Where each output comes from (the commit that added it to the page; the time column is AWS's: H). The page
 names no instance type: the outputs added in 2023 (Neuron 2.10, when nccom-test supported trn1 and inf2 only,
