@@ -156,7 +156,8 @@ ROWS = (
             lambda size, us: NEWER_FLOOR, release="2.32")
     + sweep("all-reduce", 16, 1, "bf16", "trn2", f"{R232}, stream 0 of 2: 4 replica groups of 16 ranks "
             "(stream_0_rg.json) beside stream 1's 64-rank all-gathers (H; trn2 M: 64 ranks in one instance)",
-            R232_16RANK_ALLR, note=", 4 groups, stream 0 of 2", release="2.32", former="nccom-test all-gather, 64 ranks, 1 instance, stream 0 of 2")
+            R232_16RANK_ALLR, note=", 4 groups, stream 0 of 2", release="2.32",
+            former="nccom-test all-gather, 64 ranks, 1 instance, stream 0 of 2")
     + sweep("all-gather", 64, 1, "fp32", "trn2", f"{R232}, stream 1 of 2, first of 11 ops (H; trn2 M)",
             [(1024, 257.65)],
             lambda size, us: "runs beside stream 0's all-reduces on the same ranks (2.5x the 101 us of stream 0); "
