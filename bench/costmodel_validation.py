@@ -57,6 +57,46 @@ def summary(ratios: list[float], label: str) -> str:
             f"(goal: all within {WITHIN}x, median within {MEDIAN_WITHIN}x)")
 
 
+# How the per-family summary names each row group.
+FAMILIES = {
+    "collectives": "collectives (nccom-test, trn1 and trn2)",
+    "llm": "LLM decode per token, TP 24-64",
+    "models": "whole models (encoders, ViT, CNNs, training micro-steps)",
+    "matmul": "matmul (NKI tutorial variants, a GEMM sweep)",
+    "nki": "NKI instructions and DMA",
+    "launch": "launch",
+}
+
+
+def family_table(rows: list[Row], projected: dict[str, float], before: dict[str, float] | None) -> list[str]:
+    """One line per row group: its rows, how many are within WITHIN and the median off, before and after, and
+    how many the model claims to explain (no reason given)."""
+    head = ["family", "rows"]
+    if before is not None:
+        head += [f"within {WITHIN}x before", "median off before"]
+    head += [f"within {WITHIN}x after", "median off after", "rows explained"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    groups: dict[str, list[Row]] = {}
+    for r in rows:
+        groups.setdefault(r.group, []).append(r)
+    for group, members in groups.items():
+        cells = [FAMILIES.get(group, group), str(len(members))]
+        columns = [] if before is None else [[before_of(r, before) for r in members]]
+        columns.append([projected[r.key] for r in members])
+        for values in columns:
+            offs = [off_by(v / r.measured_s) for v, r in zip(values, members) if v == v]
+            cells += [str(sum(o <= WITHIN for o in offs)), f"{statistics.median(offs):.2f}x" if offs else "-"]
+        cells.append(str(sum(not r.reason for r in members)))
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def before_of(row: Row, before: dict[str, float]) -> float:
+    """The row's projection in an earlier run (under its former key if its description was corrected)."""
+    b = before.get(row.key, before.get(row.former_key, math.nan))
+    return math.nan if b is None else b
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", action="append", default=[], help="a row group (repeatable)")
@@ -82,8 +122,7 @@ def main(argv: list[str] | None = None) -> None:
         p = projected[r.key]
         cells = [r.group, r.kernel, r.shape, r.dtype, r.target, fmt(r.measured_s), r.includes]
         if before is not None:
-            b = before.get(r.key, math.nan)
-            b = math.nan if b is None else b
+            b = before_of(r, before)
             cells += [fmt(b), f"{b / r.measured_s:.2f}" if b == b else "new row"]
             ratios_before.append(b / r.measured_s)
         ratio = p / r.measured_s
@@ -96,6 +135,8 @@ def main(argv: list[str] | None = None) -> None:
     print(summary(ratios, "projected"))
     explained = [p / r.measured_s for r in rows if not r.reason for p in [projected[r.key]]]
     print(summary(explained, "rows the model claims to explain"))
+    print()
+    print("\n".join(family_table(rows, projected, before)))
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ class Row:
     source: str                # where the number is published, with its confidence (H / M / L)
     project: Callable[[], float] = field(repr=False)
     reason: str = ""           # why the model does not explain the row, when it does not
+    former_key: str = ""       # the key an earlier table listed the row under (a corrected description)
 
     @property
     def key(self) -> str:

@@ -147,6 +147,57 @@ class TestWorkedCases(TestCase):
         small = cm.collective("c10d::allreduce", 8, 8, 64, "trn1")
         self.assertAlmostEqual(small.duration_s * 1e6, 74.5, places=2)
 
+    def test_ring_only_before_neuron_2_11(self):
+        # Neuron 2.10's runtime had only the Ring (runtime 2.14.8, Neuron 2.11, added the first other algorithm):
+        # nccom-test's 32-rank trn1 all-gather of 1 KiB is 31 steps x 1.5 us + 31/32 x 1 KiB at 48 GB/s plus the
+        # floor: 56.5 + 46.5 + 0.0207 = 103.02 us (measured 151 us: 0.68). On the newest runtime, one Mesh step.
+        old = cm.get_target("trn1").at_release("2.10")
+        p = cm.collective("c10d::allgather_into_tensor", 32, 1024, 32, old)
+        self.assertAlmostEqual(p.duration_s * 1e6, 56.5 + 31 * 1.5 + 31 / 32 * 1024 / 48e3, places=4)
+        self.assertAlmostEqual(p.duration_s * 1e6, 103.021, places=3)
+        stages = projection.collective_stages("c10d::allgather_into_tensor", 32, 1024, 32, old)
+        self.assertEqual([(s.algorithm, s.steps, s.latency_s * 1e6) for s in stages], [("ring", 31, 46.5)])
+        newest = projection.collective_stages("c10d::allgather_into_tensor", 32, 1024, 32, "trn1")
+        self.assertEqual([(s.algorithm, s.steps) for s in newest], [("mesh", 1)])
+        # The 2-rank all-reduce: the Ring's 2 steps where the newest runtime's Single-step Mesh takes one.
+        two = cm.collective("c10d::allreduce", 1024, 1024, 2, old)
+        self.assertAlmostEqual(two.duration_s * 1e6, 56.5 + 2 * 1.5 + 1024 / 48e3, places=4)
+
+    def test_32x2_groups_before_neuron_2_24(self):
+        # Neuron 2.24's runtime "reduced the average latency of 32x2 collective groups by 65%": on 2.10, the
+        # 8-byte all-reduce over 2 trn1 instances of 32 pays its latency terms 1 / 0.35 times. Ring stages (2.10):
+        # reduce-scatter 31 x 1.5 us, the 2-rank all-reduce over EFA 2 x 15 us, all-gather 31 x 1.5 us, and the
+        # floor: (56.5 + 46.5 + 30 + 46.5) / 0.35 = 512.857 us (measured 520 us: 0.99); the bytes (8 B) add
+        # nothing visible. From 2.24 on the same collective is 74.5 us (Mesh and Single-step Mesh stages).
+        t = cm.get_target("trn1")
+        old = cm.collective("c10d::allreduce", 8, 8, 64, t.at_release("2.10"))
+        self.assertAlmostEqual(old.duration_s * 1e6, (56.5 + 46.5 + 30 + 46.5) / 0.35, places=2)
+        self.assertAlmostEqual(old.duration_s * 1e6, 512.857, places=2)
+        self.assertAlmostEqual(projection.collective_latency_factor(64, t.at_release("2.23")), 1 / 0.35)
+        self.assertEqual(projection.collective_latency_factor(64, t.at_release("2.24")), 1.0)
+        # Only groups of 2 instances x 32 ranks: 32 ranks in one instance, and 128 ranks, are not cut.
+        self.assertEqual(projection.collective_latency_factor(32, t.at_release("2.10")), 1.0)
+        self.assertEqual(projection.collective_latency_factor(128, t.at_release("2.10")), 1.0)
+        self.assertAlmostEqual(cm.collective("c10d::allreduce", 8, 8, 64, t.at_release("2.24")).duration_s * 1e6,
+                               74.5, places=2)
+        # The bytes are not cut: at 1 GiB the latency terms are a small part of the 2.10 projection.
+        big = cm.collective("c10d::allreduce", 2 ** 30, 2 ** 30, 64, t.at_release("2.10"))
+        intra = 31 / 32 * 2 ** 30 / 48e3
+        inter = 2 ** 25 / 3.125e3
+        self.assertAlmostEqual(big.duration_s * 1e6, 2 * intra + inter + (56.5 + 2 * 46.5 + 30) / 0.35, places=2)
+
+    def test_runtime_release_errors(self):
+        t = cm.get_target("trn2")
+        self.assertEqual(t.runtime_release, (2, 32))
+        self.assertEqual(t.at_release((2, 28)).runtime_release, (2, 28))
+        self.assertEqual(t.at_release("2.24.0").at_lnc(1).runtime_release, (2, 24))
+        with self.assertRaises(ValueError) as e:
+            t.at_release("two")
+        self.assertExpectedInline(str(e.exception), """Neuron SDK release 'two' is not major.minor: use e.g. '2.24'""")
+        with self.assertRaises(ValueError) as e:
+            t.at_release("1.19")
+        self.assertExpectedInline(str(e.exception), """Neuron SDK release '1.19': the model covers Neuron 2.x releases (e.g. '2.24')""")
+
 
 class TestTensorEngineEfficiency(TestCase):
     """docs/cost_model.md, "Tensor Engine efficiency": a matmul is its nc_matmul instructions."""

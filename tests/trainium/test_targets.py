@@ -167,3 +167,25 @@ def test_the_records_and_formulas_need_only_the_standard_library():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                        env={k: v for k, v in os.environ.items() if k not in ENV})
     assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("spec, lnc, release, label", [
+    ("trn1:release=2.10", 1, (2, 10), "trn1 Neuron 2.10"),
+    ("trn2:lnc=1:release=2.24", 1, (2, 24), "trn2 LNC=1 Neuron 2.24"),
+    ("trn2:1", 1, (2, 32), "trn2 LNC=1"),
+    ("inf2:release=2.18", 1, (2, 18), "trn1 Neuron 2.18"),  # inf2 is projected as trn1, at its release
+])
+def test_spec_carries_the_runtime_release(spec, lnc, release, label):
+    from torchneuron_ext.trainium.projection import parse_target
+
+    t = parse_target(spec)
+    assert (t.lnc, t.runtime_release, t.label) == (lnc, release, label)
+
+
+def test_spec_errors_say_what_to_write(monkeypatch):
+    with pytest.raises(ValueError, match=r"unknown option 'rt'; use lnc=<1\|2> and release=<2.x>"):
+        targets.from_spec("trn2:rt=2.24")
+    monkeypatch.setenv("NEURON_EMU_TARGET", "trn1:release=new")
+    with pytest.raises(ValueError, match=r"NEURON_EMU_TARGET='trn1:release=new': Neuron SDK release 'new' is not "
+                                         r"major.minor: use e.g. '2.24'"):
+        targets.target_from_environment()

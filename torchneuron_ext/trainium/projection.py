@@ -18,7 +18,7 @@ from .targets import PROJECTED_AS, Target, by_name, from_spec, target_from_envir
 def _projected_as(t: Target) -> Target:
     """The record whose figures project `t`: inf2 is projected (and labelled) as trn1."""
     alias = PROJECTED_AS.get(t.name)
-    return t if alias is None else by_name(alias, t.lnc)
+    return t if alias is None else by_name(alias, t.lnc).at_release(t.runtime_release)
 
 
 def get_target(name: str = "trn2", lnc: Optional[int] = None) -> Target:
@@ -29,7 +29,7 @@ def get_target(name: str = "trn2", lnc: Optional[int] = None) -> Target:
 
 
 def parse_target(spec: str) -> Target:
-    """``trn2``, ``trn2:lnc=1``, ``trn3:lnc=2`` (also ``trn2:1``)."""
+    """``trn2``, ``trn2:lnc=1``, ``trn3:lnc=2`` (also ``trn2:1``), ``trn1:release=2.10``."""
     return _projected_as(from_spec(spec))
 
 
@@ -579,6 +579,18 @@ def copy(direction: str, bytes_read: int, bytes_written: int, target: Optional[T
 MESH_BELOW_BYTES = 1 << 20
 KANGARING_ABOVE_BYTES = 56 << 20
 
+# What changed in the runtime's collectives, by the Neuron SDK release that changed it (Target.runtime_release;
+# docs/cost_model.md, "Collectives by runtime release"). Only changes the release notes quantify or that name
+# an algorithm are here; "up to" figures are not.
+# Neuron 2.11 (Neuron Runtime 2.14.8, 2023-06-14): "Added All-to-All All-Reduce support for Neuron Collective
+# operations, which is expected to improve All-Reduce performance by 3-7x in most cases": the first algorithm
+# other than Ring. Before it every stage, inside an instance and across, is a Ring (N-1 steps a phase).
+RING_ONLY_BEFORE = (2, 11)
+# Neuron 2.24 (Neuron Runtime 2.26.42, 2025-06-23): "Reduced the average latency of 32x2 collective groups by
+# 65%". Before it, a group of 2 instances x 32 ranks pays its latency terms (the floor and the steps; not the
+# bytes, which the links set) 1 / (1 - 0.65) times.
+GROUP_32X2_LATENCY = ((2, 24), 2, 32, 0.65)  # (the release that cut it, instances, ranks per instance, the cut)
+
 
 @dataclasses.dataclass(frozen=True)
 class CollectiveStage:
@@ -590,6 +602,7 @@ class CollectiveStage:
     steps: int            # algorithm steps, each paying the interconnect's step latency
     wire_bytes: float     # what one rank sends over the stage
     seconds: float        # steps x step latency + wire bytes / the rank's bandwidth
+    latency_s: float = 0.0  # the steps x step latency part of `seconds`
 
 
 def _collective_kind(name: str) -> str:
@@ -633,7 +646,9 @@ def collective_stage(kind: str, nbytes: float, ranks: int, target: Target, link:
         return CollectiveStage("none", 1, link, 0, 0.0, 0.0)
     phases = 2 if kind == "all_reduce" else 1
     per_phase = (n - 1) / n * nbytes
-    if nbytes < MESH_BELOW_BYTES:
+    if target.runtime_release < RING_ONLY_BEFORE:
+        algorithm, steps = "ring", n - 1
+    elif nbytes < MESH_BELOW_BYTES:
         algorithm, steps = "mesh", 1
     elif nbytes <= KANGARING_ABOVE_BYTES and n & (n - 1) == 0:
         algorithm, steps = "rdh", int(math.log2(n))
@@ -642,9 +657,9 @@ def collective_stage(kind: str, nbytes: float, ranks: int, target: Target, link:
     else:
         algorithm, steps = "ring", n - 1
     stage = CollectiveStage(algorithm, n, link, phases * steps, phases * per_phase,
-                            phases * (steps * hop + per_phase / bw))
+                            phases * (steps * hop + per_phase / bw), phases * steps * hop)
     if kind == "all_reduce" and algorithm == "mesh":
-        single = CollectiveStage("single-step mesh", n, link, 1, (n - 1) * nbytes, hop + (n - 1) * nbytes / bw)
+        single = CollectiveStage("single-step mesh", n, link, 1, (n - 1) * nbytes, hop + (n - 1) * nbytes / bw, hop)
         if single.seconds < stage.seconds:
             stage = single
     return stage
@@ -672,10 +687,10 @@ def collective_stages(name: str, bytes_read: int, bytes_written: int, group_size
     bw = t.efa_bytes_per_s if link == "efa" else t.link_port_bytes_per_s
     hop = t.efa_hop_s if link == "efa" else t.link_hop_s
     if kind == "send":
-        return [CollectiveStage("direct", n, link, 1, full, hop + full / bw)]
+        return [CollectiveStage("direct", n, link, 1, full, hop + full / bw, hop)]
     if kind == "tree":
         steps = math.ceil(math.log2(n))
-        return [CollectiveStage("tree", n, link, steps, full, steps * hop + full / bw)]
+        return [CollectiveStage("tree", n, link, steps, full, steps * hop + full / bw, steps * hop)]
     if instances == 1:
         return [collective_stage(kind, full, n, t)]
     local = math.ceil(n / instances)
@@ -695,7 +710,8 @@ def collective_stages(name: str, bytes_read: int, bytes_written: int, group_size
 
 def collective(name: str, bytes_read: int, bytes_written: int, group_size: int,
                target: Optional[Target | str] = None) -> Projection:
-    """A collective run by the Neuron runtime: its latency floor plus its stages (`collective_stages`).
+    """A collective run by the Neuron runtime: its latency floor plus its stages (`collective_stages`), on the
+    runtime of `Target.runtime_release` (RING_ONLY_BEFORE, collective_latency_factor).
 
     The floor (`Target.collective_floor_s`) is what one collective costs whatever its size and group: the
     CC cores' setup and semaphore handshakes, read off the small-size end of AWS's nccom-test sweeps. The
@@ -707,7 +723,21 @@ def collective(name: str, bytes_read: int, bytes_written: int, group_size: int,
     if not stages:
         return _pick(0.0, {}, 0, full, 0)
     engine = "efa" if any(s.link == "efa" for s in stages) else "link"
-    return _pick(0.0, {engine: t.collective_floor_s + sum(s.seconds for s in stages)}, 0, full, 0)
+    latency = t.collective_floor_s + sum(s.latency_s for s in stages)
+    transfer = sum(s.seconds - s.latency_s for s in stages)
+    return _pick(0.0, {engine: latency * collective_latency_factor(group_size, t) + transfer}, 0, full, 0)
+
+
+def collective_latency_factor(group_size: int, target: Target) -> float:
+    """How many times the newest runtime's latency terms (floor and steps) a collective of `group_size`
+    ranks pays on `target.runtime_release`: 1 / (1 - 0.65) for a group of 2 instances x 32 ranks before
+    Neuron 2.24 (GROUP_32X2_LATENCY), else 1."""
+    cut_in, instances, per_instance, cut = GROUP_32X2_LATENCY
+    n = max(int(group_size), 1)
+    spans = math.ceil(n / target.cores_per_instance)
+    if target.runtime_release < cut_in and spans == instances and n == instances * per_instance:
+        return 1 / (1 - cut)
+    return 1.0
 
 
 def nki_kernel(model_s: float, bytes_read: int, bytes_written: int, flops: int,

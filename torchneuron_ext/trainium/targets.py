@@ -19,6 +19,10 @@ import dataclasses
 import os
 from typing import Any, Optional
 
+# The newest Neuron SDK release whose runtime changes the model knows (trainium/projection.py: RING_ONLY_BEFORE,
+# GROUP_32X2_LATENCY).
+NEWEST_RELEASE = (2, 32)
+
 
 @dataclasses.dataclass(frozen=True)
 class Target:
@@ -73,6 +77,9 @@ class Target:
     # Collectives (docs/cost_model.md, "Collectives: algorithms and latency floor").
     link_port_bytes_per_s: float  # one NeuronLink port, one direction: what a rank's ring step moves at
     collective_floor_s: float     # one collective's fixed cost (CC-core setup, handshakes), from nccom-test
+    # The Neuron SDK release whose runtime runs the collectives (major, minor): which algorithms and latencies
+    # it has (trainium/projection.py: RING_ONLY_BEFORE, GROUP_32X2_LATENCY). Default: the newest the model knows.
+    runtime_release: tuple[int, int] = NEWEST_RELEASE
 
     @property
     def core_type(self) -> str:
@@ -116,8 +123,12 @@ class Target:
 
     @property
     def label(self) -> str:
-        """How reports name the target: "trn1", "trn2 LNC=2"; the LNC only where there is a choice."""
-        return self.name if len(self.lnc_sizes) == 1 else f"{self.name} LNC={self.lnc}"
+        """How reports name the target: "trn1", "trn2 LNC=2"; the LNC only where there is a choice, the
+        runtime release only when it is not the newest ("trn1 Neuron 2.10")."""
+        label = self.name if len(self.lnc_sizes) == 1 else f"{self.name} LNC={self.lnc}"
+        if self.runtime_release != NEWEST_RELEASE:
+            label += " Neuron {}.{}".format(*self.runtime_release)
+        return label
 
     def at_lnc(self, lnc: Optional[int] = None) -> "Target":
         """This generation at logical-core size `lnc` (default: the generation's).
@@ -136,6 +147,10 @@ class Target:
         physical = self.physical_core()
         return dataclasses.replace(physical, lnc=lnc, efa_bytes_per_s=physical.efa_bytes_per_s * lnc,
                                    cores_per_instance=physical.cores_per_instance // lnc)
+
+    def at_release(self, release: str | tuple[int, int]) -> "Target":
+        """This target with the collectives of Neuron SDK release `release` ("2.10" or (2, 10))."""
+        return dataclasses.replace(self, runtime_release=parse_release(release))
 
     def physical_core(self) -> "Target":
         """One physical NeuronCore of this generation: what an NKI kernel runs on."""
@@ -211,6 +226,21 @@ ENVIRONMENT = ("NEURON_EMU_TARGET", "NKI_TARGET", "NKI_NC_VERSION", "NEURON_PLAT
 GENERATION_NAMES = {"gen2": "trn1", "gen3": "trn2", "gen4": "trn3"}
 
 
+def parse_release(release: str | tuple[int, int]) -> tuple[int, int]:
+    """A Neuron SDK release as (major, minor): "2.10", "2.24.0" and (2, 10) all work."""
+    if isinstance(release, tuple):
+        parts = list(release)
+    else:
+        parts = str(release).strip().lstrip("v").split(".")
+    try:
+        major, minor = int(parts[0]), int(parts[1])
+    except (IndexError, TypeError, ValueError):
+        raise ValueError(f"Neuron SDK release {release!r} is not major.minor: use e.g. '2.24'") from None
+    if major < 2 or minor < 0:
+        raise ValueError(f"Neuron SDK release {release!r}: the model covers Neuron 2.x releases (e.g. '2.24')")
+    return (major, minor)
+
+
 def unknown_target(name: str) -> ValueError:
     """The one error for a name that is no target."""
     return ValueError(f"unknown Neuron platform target {name!r}: use one of {', '.join(TARGETS)}")
@@ -229,17 +259,27 @@ def by_name(name: str = DEFAULT, lnc: Optional[int] = None) -> Target:
 
 
 def from_spec(spec: str) -> Target:
-    """``trn2``, ``trn2:lnc=1``, ``trn3:lnc=2`` (also ``trn2:1``, ``gen3``, ``3``)."""
-    name, _, rest = spec.partition(":")
+    """``trn2``, ``trn2:lnc=1``, ``trn3:lnc=2`` (also ``trn2:1``, ``gen3``, ``3``), optionally with the Neuron
+    SDK release whose runtime runs the collectives: ``trn1:release=2.10``, ``trn2:lnc=1:release=2.24``."""
+    name, *options = spec.split(":")
     lnc: Optional[int] = None
-    if rest:
-        value = rest.split("=", 1)[-1].strip()
+    release: Optional[tuple[int, int]] = None
+    for option in options:
+        key, eq, value = option.partition("=")
+        key, value = key.strip().lower(), value.strip()
+        if eq and key == "release":
+            release = parse_release(value)
+            continue
+        if eq and key != "lnc":
+            raise ValueError(f"NEURON_EMU_TARGET={spec!r}: unknown option {key!r}; "
+                             "use lnc=<1|2> and release=<2.x>, e.g. trn2:lnc=1:release=2.24")
         try:
-            lnc = int(value)
+            lnc = int(value if eq else key)
         except ValueError:
-            raise ValueError(f"NEURON_EMU_TARGET={spec!r}: {rest!r} is not a logical-core size; "
+            raise ValueError(f"NEURON_EMU_TARGET={spec!r}: {option!r} is not a logical-core size; "
                              "use e.g. trn2:lnc=1") from None
-    return by_name(name, lnc)
+    target = by_name(name, lnc)
+    return target if release is None else target.at_release(release)
 
 
 def target_from_environment() -> Target:
