@@ -1,7 +1,7 @@
 """The cost model beside every public Trainium measurement it can reproduce: the validation table of
 docs/cost_model.md.
 
-    python bench/costmodel_validation.py                 # the Markdown table and its summary
+    python bench/costmodel_validation.py                 # the Markdown table, its summary, the family table
     python bench/costmodel_validation.py --only collectives
     python bench/costmodel_validation.py --json after.json --before before.json
 
