@@ -42,7 +42,8 @@ def routing_inputs(device: str, tokens: int, experts: int, top_k: int, hidden: i
     counts = torch.bincount(ids_sorted, minlength=experts)
     v = dict(x=x, logits=logits, probs=probs, ids=ids, ids_sorted=ids_sorted, perm=perm,
              offs=torch.cumsum(counts, 0, dtype=torch.int32), gathered=x[perm // top_k],
-             up=torch.randn(tokens * top_k, 2 * inter, generator=g), out=torch.randn(tokens * top_k, hidden, generator=g),
+             up=torch.randn(tokens * top_k, 2 * inter, generator=g),
+             out=torch.randn(tokens * top_k, hidden, generator=g),
              w_up=w_up, w_down=w_down)
     v = {k: t.to(device) for k, t in v.items()}
     v.update(device=device, tokens=tokens, experts=experts, top_k=top_k, hidden=hidden,
