@@ -11,6 +11,8 @@
 #include <ATen/ops/_fused_sdp_choice_native.h>
 #include <torch/library.h>
 
+#include <vector>
+
 #include "host_compute.h"
 #include "../instrumentation/flops.h"
 
@@ -53,8 +55,24 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
 // (Hugging Face's mixture-of-experts routing counts expert ids with it). The
 // integer path follows CUDA's kernel: bounds are cast to the input's type, an
 // empty range is taken from the data, then widened by one on each side, and
-// bin = (x - min) * bins / (max - min) in integer arithmetic, the top edge
-// falling into the last bin.
+// bin = (x - min) * bins / (max - min) in 64-bit integer arithmetic, the top
+// edge falling into the last bin. One pass over the values: written as ATen ops
+// (filter, arithmetic, bincount) it was ten kernels and a masked_select, 2.7x
+// the CPU's float histc at MoE routing sizes.
+template <class T>
+void count_integer_bins(const at::Tensor& x, int64_t lo, int64_t hi, int64_t bins, int64_t* counts) {
+  const at::Tensor values = x.contiguous();
+  const T* v = values.const_data_ptr<T>();
+  const int64_t n = values.numel();
+  const int64_t range = hi - lo;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t e = static_cast<int64_t>(v[i]);
+    if (e < lo || e > hi) continue;
+    const int64_t bin = (e - lo) * bins / range;
+    ++counts[bin == bins ? bins - 1 : bin];
+  }
+}
+
 at::Tensor histc_on_host(const at::Tensor& x, int64_t bins, const at::Scalar& min, const at::Scalar& max) {
   if (!c10::isIntegralType(x.scalar_type(), /*includeBool=*/false)) return at::histc(x, bins, min, max);
   TORCH_CHECK(bins > 0, "torch.histc: bins must be > 0, but got ", bins, " for bins");
@@ -72,10 +90,14 @@ at::Tensor histc_on_host(const at::Tensor& x, int64_t bins, const at::Scalar& mi
     hi += 1;
   }
   TORCH_CHECK(lo < hi, "torch.histc: max must be larger than min");
-  at::Tensor v = x.reshape({-1}).to(at::kLong);
-  v = v.masked_select(v.ge(lo).logical_and_(v.le(hi)));
-  at::Tensor bin = v.sub(lo).mul_(bins).div_(hi - lo, "floor").clamp_max_(bins - 1);
-  return at::bincount(bin, /*weights=*/{}, bins).to(x.scalar_type());
+  std::vector<int64_t> counts(static_cast<size_t>(bins), 0);
+  AT_DISPATCH_INTEGRAL_TYPES(x.scalar_type(), "histc", [&] { count_integer_bins<scalar_t>(x, lo, hi, bins, counts.data()); });
+  at::Tensor out = at::empty({bins}, x.options());
+  AT_DISPATCH_INTEGRAL_TYPES(x.scalar_type(), "histc", [&] {
+    scalar_t* o = out.mutable_data_ptr<scalar_t>();
+    for (int64_t b = 0; b < bins; ++b) o[b] = static_cast<scalar_t>(counts[b]);
+  });
+  return out;
 }
 
 at::Tensor histc(const at::Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max) {

@@ -50,6 +50,45 @@ def test_integer_histc_edge_cases():
     assert torch.histc(t, bins=2, min=0.7, max=3.9).cpu().tolist() == cuda_histc([0, 1, 2, 3], 2, 0, 3)
 
 
+def test_integer_histc_of_strided_inputs():
+    """The counting pass reads any layout: a transposed view, a strided slice and a broadcast column count
+    their own elements."""
+    g = torch.Generator().manual_seed(3)
+    base = torch.randint(-2, 12, (24, 10), generator=g, dtype=torch.int32)
+    for view in (lambda t: t.t(), lambda t: t[::3, 1::2], lambda t: t[:, :1].expand(24, 4)):
+        dev = view(base.to("neuron"))
+        assert not dev.is_contiguous()
+        out = torch.histc(dev, bins=5, min=0, max=9)
+        assert out.cpu().tolist() == cuda_histc(view(base).flatten().tolist(), 5, 0, 9)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_integer_histc_matches_bincount_for_routing_sizes(dtype):
+    """Expert ids with one bin per expert: the counts are bincount's, whatever the sizes (out-of-range ids,
+    as expert parallelism's sentinels, are left out)."""
+    g = torch.Generator().manual_seed(4)
+    for experts, tokens in ((4, 512), (8, 4096), (64, 1000), (3, 1)):
+        ids = torch.randint(0, experts + 2, (tokens,), generator=g).to(dtype)
+        counts = torch.histc(ids.to("neuron"), bins=experts, min=0, max=experts - 1)
+        expect = torch.bincount(ids[ids < experts], minlength=experts).to(dtype)
+        assert counts.dtype == dtype and torch.equal(counts.cpu(), expect)
+
+
+def test_float_histc_as_cpu():
+    x = torch.randn(300, generator=torch.Generator().manual_seed(5)).mul_(3)
+    for bins, lo, hi in ((10, -2.0, 2.0), (7, 0.0, 0.0), (1, -9.0, 9.0)):
+        out = torch.histc(x.to("neuron"), bins=bins, min=lo, max=hi)
+        assert out.dtype == torch.float32 and torch.equal(out.cpu(), torch.histc(x, bins=bins, min=lo, max=hi))
+
+
+def test_histc_refuses_bad_arguments():
+    t = torch.tensor([1, 2, 3], dtype=torch.int32, device="neuron")
+    with pytest.raises(RuntimeError, match="bins must be > 0, but got 0"):
+        torch.histc(t, bins=0)
+    with pytest.raises(RuntimeError, match="max must be larger than min"):
+        torch.histc(t, bins=3, min=5, max=1)
+
+
 def test_integer_histc_out():
     t = torch.tensor([1, 2, 2, 5], dtype=torch.int32, device="neuron")
     out = torch.empty(0, dtype=torch.int32, device="neuron")
