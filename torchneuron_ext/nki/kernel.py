@@ -52,6 +52,12 @@ class LaunchResult:
     def estimated_latency_us(self) -> float:
         return self.costs.estimated_latency_s * 1e6
 
+    @property
+    def schedule(self) -> Any:
+        """When each instruction ran on the target (nki/schedule.py's KernelSchedule); its instructions
+        are listed when the launch ran inside ``nki.schedule.recording()``."""
+        return self.costs.schedule
+
     def __repr__(self) -> str:
         return (f"LaunchResult({self.kernel_name}, grid={self.grid}, instructions={self.instructions}, "
                 f"estimated_latency_us={self.estimated_latency_us:.1f}, wall_time_s={self.wall_time_s:.4f})")

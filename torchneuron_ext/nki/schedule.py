@@ -1,0 +1,419 @@
+"""The schedule model of an NKI launch: when each instruction runs on the target (docs/cost_model.md, "NKI
+kernels: the schedule").
+
+Every instruction the simulator runs is issued, in program order, to its engine's queue (Tensor, Vector,
+Scalar, GpSimd, one of the DMA queues, the collective queue). It starts when its queue is free and its
+operands are ready: the instructions that last wrote what it reads (read-after-write), and those that last
+read or wrote what it writes (write-after-read, write-after-write), have ended, plus a semaphore wait when the
+producer ran on another queue. It ends its modelled duration later (nki/cost_model.py's per-instruction
+costs). Engines overlap; the launch's projected time is the makespan, the last instruction's end.
+
+Dependencies are tracked per allocation (runtime.Storage) and, inside it, per box of element indices the
+view covers (a view's start and extent in each dimension of the allocation). A view the box cannot describe
+(a reshape across dimensions, a negative stride) counts as the whole allocation; an allocation with more
+than ``MAX_ENTRIES`` distinct boxes in flight merges them into one (conservative: it may add waits, never
+drops one). Accesses reach the schedule through NKITensor.read/write (an instruction reads its operands
+before it is counted and writes its results after), so every instruction's operands are seen without its
+engine naming them.
+
+The online part is O(1) amortised per instruction (bounded lists per allocation); the per-instruction
+records (``ScheduledInstruction``) are kept only when asked (``recording()``, or ``Costs(record=True)``).
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Optional
+
+from ..trainium import targets as _targets
+from . import dtypes
+from .errors import _is_internal
+
+# An allocation with more distinct boxes than this in flight has them merged into one (see the docstring).
+MAX_ENTRIES = 32
+
+
+@dataclass(frozen=True)
+class Operand:
+    role: str            # "in" or "out"
+    memory: str          # "sbuf", "psum", "hbm", "shared_hbm", ...
+    name: str            # the tensor's name if it has one, else ""
+    shape: tuple         # the operand's (view's) shape
+    dtype: str           # numpy/ml_dtypes name, e.g. "bfloat16"
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class ScheduledInstruction:
+    index: int                 # program order within its core (0-based)
+    core: int                  # physical core of the launch (0 or 1 at LNC=2)
+    engine: str                # "tensor" | "vector" | "scalar" | "gpsimd" | "dma" | "collective"
+    queue: str                 # the lane: the engine's name, or "dma:<n>" for a DMA queue
+    opcode: str                # the API name, e.g. "nc_matmul", "dma_copy"
+    file: str                  # the kernel source file of the calling line ("" if unknown)
+    line: int                  # its line number (0 if unknown)
+    start_s: float             # projected start on the target, seconds from the launch's start
+    end_s: float
+    operands: tuple            # tuple[Operand, ...]
+    flops: int
+    nbytes: int                # bytes moved (DMA) or read+written (compute)
+    deps: tuple                # indices (same core) or (core, index) pairs of the instructions it waited on
+    wait_s: float              # time it waited on dependencies after its engine was free
+    critical_dep: Any = None   # the dependency that set its start (an entry of deps), None if its queue did
+
+    @property
+    def duration_s(self) -> float:
+        return self.end_s - self.start_s
+
+
+@dataclass
+class KernelSchedule:
+    target: str
+    instructions: list         # list[ScheduledInstruction], empty when records were not kept
+    makespan_s: float
+    engine_busy_s: dict        # engine or queue -> busy seconds
+    flops: int
+    hbm_bytes: int
+    instruction_count: int = 0
+    latencies: Any = None      # the LatencyTable the schedule used
+
+    def critical_path(self) -> list:
+        """The chain of instructions that sets the makespan: from the last to end, each instruction's
+        predecessor is the dependency that set its start or, if its queue was what it waited for, the
+        instruction before it on that queue. Empty when records were not kept."""
+        if not self.instructions:
+            return []
+        by_key = {(i.core, i.index): i for i in self.instructions}
+        prev_on_queue: dict = {}
+        last_seen: dict = {}
+        for ins in sorted(self.instructions, key=lambda i: (i.core, i.index)):
+            key = (ins.core, ins.queue)
+            prev_on_queue[(ins.core, ins.index)] = last_seen.get(key)
+            last_seen[key] = ins
+        cur = max(self.instructions, key=lambda i: (i.end_s, -i.index))
+        path = [cur]
+        while True:
+            dep = cur.critical_dep
+            if dep is not None:
+                nxt = by_key.get(dep if isinstance(dep, tuple) else (cur.core, dep))
+            else:
+                nxt = prev_on_queue.get((cur.core, cur.index))
+                if nxt is not None and nxt.end_s < cur.start_s - 1e-15:
+                    nxt = None  # neither its queue nor a dependency held it: the chain starts here
+            if nxt is None:
+                break
+            path.append(nxt)
+            cur = nxt
+        path.reverse()
+        return path
+
+
+@dataclass(frozen=True)
+class LatencyTable:
+    """The latencies a target's schedule uses, with where each comes from (docs/cost_model.md)."""
+    target: str
+    dma_queues: int            # DMA queues a kernel's transfers spread over, each in order
+    dma_fixed_s: float         # per transfer: descriptor, trigger and completion semaphore (targets.dma_fixed_s)
+    dma_bytes_per_s: float     # the core's 16 DMA engines together: one transfer spans them by partition
+    semaphore_s: float         # a compute instruction waiting on another queue's semaphore
+    min_ii_cycles: int         # the shortest instruction of an engine (in the per-instruction costs)
+    sources: dict = field(default_factory=dict, compare=False)
+
+
+# Trigger queues: "The queue ID is typically tied to the trigger engine and the method of descriptor
+# generation" and "DMA transfers can be triggered by any engine sequencer" (AWS, nki-dma-overview.rst).
+# The sequencers that trigger a kernel's transfers are SP (sync), Activation and Pool (GpSimd) on NeuronCore-v2;
+# NeuronCore-v3/v4 add the two hardware DGE instances per core (nki-dge.rst), used by the Activation and SP queues,
+# so the count of independent trigger queues stays that of the sequencers that issue DMAs.
+_DMA_QUEUES = {2: 3, 3: 4, 4: 4}
+
+
+def latency_table(target: Any) -> LatencyTable:
+    """The schedule's latencies on ``target`` (a Target record or its name), one physical core."""
+    record = _targets.by_name(target) if isinstance(target, str) else target
+    hw = record.physical_core()
+    return LatencyTable(
+        target=hw.name,
+        dma_queues=_DMA_QUEUES.get(hw.generation, 4),
+        dma_fixed_s=hw.dma_fixed_s,
+        dma_bytes_per_s=hw.memory_bytes_per_s,
+        semaphore_s=hw.nki_min_ii_cycles / hw.vector_clock_hz,
+        min_ii_cycles=hw.nki_min_ii_cycles,
+        sources={
+            "dma_queues": "nki-dma-overview.rst: one queue per trigger engine; sequencers that trigger DMAs",
+            "dma_fixed_s": "trainium_costs.md section 3: ~1.3 us cross-engine per transfer [DBW]",
+            "dma_bytes_per_s": "trainium/targets.py memory_bytes_per_s (16 DMA engines per core)",
+            "semaphore_s": "no published figure: one MIN_II of the Vector engine (assumption)",
+            "min_ii_cycles": "ISA reference (Neuron 2.26): MIN_II ~ 64 cycles",
+        })
+
+
+# -- recording switch ---------------------------------------------------------------------------------------
+_local = threading.local()
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[None]:
+    """Keep every instruction's record (ScheduledInstruction) for the launches started inside."""
+    prev = getattr(_local, "record", False)
+    _local.record = True
+    try:
+        yield
+    finally:
+        _local.record = prev
+
+
+def recording_requested() -> bool:
+    return getattr(_local, "record", False)
+
+
+# -- dependency tracking ------------------------------------------------------------------------------------
+def box_of(base: Any, arr: Any) -> Optional[tuple]:
+    """The element box ``arr`` (a view of the allocation ``base``) covers, flattened as (lo0, hi0, lo1, hi1,
+    ...) over ``base``'s dimensions (hi inclusive); None when a box cannot describe it (the whole allocation)."""
+    bstrides = base.strides
+    bshape = base.shape
+    off = arr.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    n = len(bstrides)
+    if off < 0 or n == 0:
+        return None
+    lo = [0] * n
+    for d in range(n):
+        s = bstrides[d]
+        if s <= 0:
+            return None
+        lo[d], off = divmod(off, s)
+    if off:
+        return None
+    hi = list(lo)
+    for size, t in zip(arr.shape, arr.strides):
+        if size <= 1 or t == 0:
+            continue
+        for d in range(n):
+            s = bstrides[d]
+            if t >= s and t % s == 0:
+                hi[d] += (size - 1) * (t // s)
+                break
+        else:
+            return None
+    out = []
+    for d in range(n):
+        if hi[d] >= bshape[d]:
+            return None
+        out.append(lo[d])
+        out.append(hi[d])
+    return tuple(out)
+
+
+def _overlap(a: Optional[tuple], b: Optional[tuple]) -> bool:
+    if a is None or b is None:
+        return True
+    if len(a) != len(b):
+        return True
+    for i in range(0, len(a), 2):
+        if a[i + 1] < b[i] or b[i + 1] < a[i]:
+            return False
+    return True
+
+
+def _contains(outer: Optional[tuple], inner: Optional[tuple]) -> bool:
+    if outer is None:
+        return True
+    if inner is None or len(outer) != len(inner):
+        return False
+    for i in range(0, len(outer), 2):
+        if inner[i] < outer[i] or inner[i + 1] > outer[i + 1]:
+            return False
+    return True
+
+
+def _union(entries: list) -> Optional[tuple]:
+    boxes = [e[0] for e in entries]
+    if any(b is None for b in boxes) or len({len(b) for b in boxes}) != 1:
+        return None
+    return tuple(min(b[i] for b in boxes) if i % 2 == 0 else max(b[i] for b in boxes) for i in range(len(boxes[0])))
+
+
+class _Region:
+    """The in-flight accesses of one allocation, for one core's schedule: entries [box, end_s, index, queue]."""
+    __slots__ = ("writers", "readers")
+
+    def __init__(self) -> None:
+        self.writers: list = []
+        self.readers: list = []
+
+
+def _merge(entries: list) -> list:
+    last = max(entries, key=lambda e: e[1])
+    return [[_union(entries), last[1], last[2], last[3]]]
+
+
+# -- the online scheduler -----------------------------------------------------------------------------------
+class Scheduler:
+    """One core's schedule, built as the simulator runs: ``access`` for every operand, ``issue`` for every
+    instruction (after its reads, before its writes), ``finish`` at the end."""
+
+    def __init__(self, target: Any, record: bool = False, core: int = 0) -> None:
+        self.table = latency_table(target)
+        self.record, self.core = record, core
+        self.queue_free: dict = {}
+        self.queue_busy: dict = {}
+        self.bandwidth_free = 0.0
+        self.floor_s = 0.0  # the last meeting point with another core: no queue starts before it
+        self.makespan_s = 0.0
+        self.count = 0
+        self.records: list = []
+        self._dma_next = 0
+        self._reads: list = []
+        self._writes: list = []
+        self._pending: Optional[tuple] = None
+
+    # -- operands -------------------------------------------------------------------------------------------
+    def access(self, storage: Any, arr: Any, writing: bool) -> None:
+        """An instruction's operand: ``arr``, a view of ``storage``'s allocation, read or written."""
+        states = storage.sched
+        if states is None:
+            states = storage.sched = {}
+        region = states.get(self)
+        if region is None:
+            region = states[self] = _Region()
+        base = storage.array
+        box = None if base is arr else box_of(base, arr)
+        item = (region, box, _operand(storage, arr, writing) if self.record else None)
+        (self._writes if writing else self._reads).append(item)
+
+    # -- instructions ---------------------------------------------------------------------------------------
+    def issue(self, engine: str, opcode: str, seconds: float, flops: int = 0, nbytes: int = 0,
+              dma_fixed_s: float = 0.0, queue: Optional[str] = None) -> None:
+        """An instruction of ``seconds`` on ``engine`` (for a DMA: ``dma_fixed_s`` of latency, then
+        ``seconds - dma_fixed_s`` of transfer at the core's DMA bandwidth)."""
+        if self._pending is not None:
+            self._finalize()
+        reads, self._reads = self._reads, []
+        if queue is None:
+            if engine == "dma":
+                queue = f"dma:{self._dma_next}"
+                self._dma_next = (self._dma_next + 1) % self.table.dma_queues
+            else:
+                queue = engine
+        where = _kernel_line() if self.record else ("", 0)
+        self._pending = (engine, queue, opcode, seconds, dma_fixed_s, flops, nbytes, reads, where)
+
+    def finish(self) -> None:
+        if self._pending is not None:
+            self._finalize()
+        self._reads = []
+        self._writes = []
+
+    def _finalize(self) -> None:
+        engine, queue, opcode, seconds, fixed, flops, nbytes, reads, where = self._pending
+        self._pending = None
+        writes, self._writes = self._writes, []
+        free = self.queue_free.get(queue, self.floor_s)
+        ready = free
+        crit = None
+        deps = [] if self.record else None
+        sem = 0.0 if engine == "dma" else self.table.semaphore_s
+        # Read-after-write.
+        for region, box, _ in reads:
+            for e in region.writers:
+                if _overlap(box, e[0]):
+                    t = e[1] + (sem if e[3] != queue else 0.0)
+                    if deps is not None:
+                        deps.append(e[2])
+                    if t > ready:
+                        ready, crit = t, e[2]
+        # Write-after-write and write-after-read.
+        for region, box, _ in writes:
+            for lst in (region.writers, region.readers):
+                for e in lst:
+                    if _overlap(box, e[0]):
+                        t = e[1] + (sem if e[3] != queue else 0.0)
+                        if deps is not None:
+                            deps.append(e[2])
+                        if t > ready:
+                            ready, crit = t, e[2]
+        start = ready
+        if engine == "dma":
+            data_start = max(start + fixed, self.bandwidth_free)
+            end = data_start + (seconds - fixed)
+            self.bandwidth_free = end
+        else:
+            end = start + seconds
+        self.queue_free[queue] = end
+        self.queue_busy[queue] = self.queue_busy.get(queue, 0.0) + seconds
+        if end > self.makespan_s:
+            self.makespan_s = end
+        index = self.count
+        self.count += 1
+        for region, box, _ in reads:
+            _add(region.readers, box, end, index, queue)
+        for region, box, _ in writes:
+            region.readers = [e for e in region.readers if not _contains(box, e[0])]
+            region.writers = [e for e in region.writers if not _contains(box, e[0])]
+            _add(region.writers, box, end, index, queue)
+        if self.record:
+            operands = tuple(op for _, _, op in reads) + tuple(op for _, _, op in writes)
+            dep_keys = tuple(sorted(set(deps)))
+            self.records.append(ScheduledInstruction(
+                index=index, core=self.core, engine=engine, queue=queue, opcode=opcode, file=where[0],
+                line=where[1], start_s=start, end_s=end, operands=operands, flops=flops, nbytes=nbytes,
+                deps=dep_keys, wait_s=start - free, critical_dep=crit))
+
+    # -- cross-core meeting points ----------------------------------------------------------------------------
+    def hold_until(self, t: float) -> None:
+        """Every queue of this core waits until ``t`` (a meeting point with another core)."""
+        if self._pending is not None:
+            self._finalize()
+        for q in list(self.queue_free):
+            self.queue_free[q] = max(self.queue_free[q], t)
+        self.floor_s = max(self.floor_s, t)
+        self.bandwidth_free = max(self.bandwidth_free, t)
+
+    def ready_time(self) -> float:
+        """When this core could start its next instruction at the earliest: its pending instruction done."""
+        if self._pending is not None:
+            self._finalize()
+        return self.makespan_s
+
+
+def _add(entries: list, box: Optional[tuple], end: float, index: int, queue: str) -> None:
+    for e in entries:
+        if e[0] == box:
+            if end >= e[1]:
+                e[1], e[2], e[3] = end, index, queue
+            return
+    entries.append([box, end, index, queue])
+    if len(entries) > MAX_ENTRIES:
+        entries[:] = _merge(entries)
+
+
+def _operand(storage: Any, arr: Any, writing: bool) -> Operand:
+    return Operand(role="out" if writing else "in", memory=storage.buffer.name, name=storage.name or "",
+                   shape=tuple(arr.shape), dtype=dtypes.name(arr.dtype), nbytes=int(arr.nbytes))
+
+
+def _kernel_line() -> "tuple[str, int]":
+    f = sys._getframe(2)
+    while f is not None and _is_internal(f.f_code.co_filename):
+        f = f.f_back
+    if f is None:
+        return "", 0
+    return f.f_code.co_filename, f.f_lineno
+
+
+def merged(target: Any, schedulers: "list[Scheduler]", flops: int, hbm_bytes: int, spill_s: float = 0.0) -> KernelSchedule:
+    """The KernelSchedule of cores that ran side by side: the slowest core's makespan, every core's records."""
+    instructions: list = []
+    busy: dict = {}
+    for s in schedulers:
+        instructions.extend(s.records)
+        for q, b in s.queue_busy.items():
+            busy[q] = max(busy.get(q, 0.0), b)
+    makespan = max((s.makespan_s for s in schedulers), default=0.0) + spill_s
+    name = getattr(target, "name", str(target))
+    return KernelSchedule(target=name, instructions=instructions, makespan_s=makespan, engine_busy_s=busy,
+                          flops=flops, hbm_bytes=hbm_bytes, instruction_count=sum(s.count for s in schedulers),
+                          latencies=schedulers[0].table if schedulers else latency_table(target))
