@@ -23,6 +23,7 @@ import numpy as np
 from .. import _env
 from ..trainium.targets import GENERATION_NAMES
 from . import arguments, blas_threads, runtime
+from . import schedule as _schedule
 from .cost_model import Costs
 from .errors import NKIUnsupportedError, fail
 from .indexing import iter_grid
@@ -165,7 +166,9 @@ def launch(kernel: Kernel, grid: tuple, args: tuple, kwargs: dict) -> Any:
     cargs = tuple(conv.convert(a) for a in args)
     ckwargs = {k: conv.convert(v) for k, v in kwargs.items()}
     target = kernel.target or default_target()
-    state = Launch(kernel.__name__, kernel.func, grid, kernel.dialect, target, conv.hbm_allocator())
+    # The launch's costs decide when they are made whether they keep every instruction's record.
+    with _schedule.recording() if conv.keeps_instructions() else contextlib.nullcontext():
+        state = Launch(kernel.__name__, kernel.func, grid, kernel.dialect, target, conv.hbm_allocator())
     bound = _bind(kernel.func, cargs, ckwargs)
     checked = _frontend.begin(kernel.func, kernel.dialect, bound.arguments)  # the front end's rules
     if conv.requires_grad:

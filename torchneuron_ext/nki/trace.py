@@ -87,8 +87,9 @@ def _dep_key(core: int, dep: Any) -> tuple:
 
 
 def launch_events(schedule: Any, kernel: str, *, launch: int = 0, origin_us: float = 0.0,
-                  pid_of_core: Optional[dict] = None, tid_base: int = 0, flow_id_base: int = 0,
-                  name_processes: bool = True, extra_args: Optional[dict] = None) -> list[dict]:
+                  pid_of_core: Optional[dict] = None, tid_base: int = 0, core_tid_stride: int = 0,
+                  flow_id_base: int = 0, name_processes: bool = True, lane_prefix: str = "",
+                  extra_args: Optional[dict] = None) -> list[dict]:
     """The events of one launch's schedule (a ``KernelSchedule`` whose launch ran inside
     ``nki.schedule.recording()``).
 
@@ -99,8 +100,10 @@ def launch_events(schedule: Any, kernel: str, *, launch: int = 0, origin_us: flo
         origin_us: where the launch starts on the trace's clock, microseconds.
         pid_of_core: the process of each core (default: core + 1).
         tid_base: added to every lane's thread id (to keep the lanes apart from a process's other threads).
+        core_tid_stride: added per core number (when the cores share one process).
         flow_id_base: added to every flow id (ids must be unique in the whole trace).
         name_processes: add process_name / process_sort_index metadata (False when the caller names them).
+        lane_prefix: put before every lane's name.
         extra_args: merged into the launch span's args.
     """
     records = list(schedule.instructions)
@@ -113,6 +116,10 @@ def launch_events(schedule: Any, kernel: str, *, launch: int = 0, origin_us: flo
     critical = {(i.core, i.index) for i in schedule.critical_path()}
     us = 1e6
     events: list[dict] = []
+
+    def tid(core: int, queue: str) -> int:
+        return tid_base + core * core_tid_stride + lane_tid(queue)
+
     for c in cores:
         pid = pids[c]
         if name_processes:
@@ -120,25 +127,26 @@ def launch_events(schedule: Any, kernel: str, *, launch: int = 0, origin_us: flo
             events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
                            "args": {"name": f"{label} (NKI, projected on {schedule.target})"}})
             events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}})
+        core_label = f"core {c} " if len(cores) > 1 and core_tid_stride else ""
         for q in ["launch"] + lanes([i for i in records if i.core == c]):
-            tid = tid_base + lane_tid(q)
-            events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": lane_label(q)}})
-            events.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
-                           "args": {"sort_index": tid}})
+            t = tid(c, q)
+            events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": t,
+                           "args": {"name": f"{lane_prefix}{core_label}{lane_label(q)}"}})
+            events.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": t, "args": {"sort_index": t}})
     busy_us = {q: b * us for q, b in sorted(schedule.engine_busy_s.items(), key=lambda kv: lane_rank(kv[0]))}
     summary = {"kernel": kernel, "launch": launch, "target": schedule.target, "cores": len(cores),
                "makespan_us": schedule.makespan_s * us, "flops": int(schedule.flops),
                "hbm_bytes": int(schedule.hbm_bytes), "instructions": int(schedule.instruction_count or len(records)),
                "engine_busy_us": busy_us, "format": FORMAT}
     summary.update(extra_args or {})
-    events.append({"ph": "X", "cat": CAT_LAUNCH, "name": kernel, "pid": pids[cores[0]], "tid": tid_base,
+    events.append({"ph": "X", "cat": CAT_LAUNCH, "name": kernel, "pid": pids[cores[0]], "tid": tid(cores[0], "launch"),
                    "ts": origin_us, "dur": schedule.makespan_s * us, "args": summary})
     flow = flow_id_base
     for i in records:
         key = (i.core, i.index)
         deps = [_dep_key(i.core, d) for d in i.deps]
         events.append({
-            "ph": "X", "cat": CAT_INSTRUCTION, "name": i.opcode, "pid": pids[i.core], "tid": tid_base + lane_tid(i.queue),
+            "ph": "X", "cat": CAT_INSTRUCTION, "name": i.opcode, "pid": pids[i.core], "tid": tid(i.core, i.queue),
             "ts": origin_us + i.start_s * us, "dur": (i.end_s - i.start_s) * us,
             "args": {"launch": launch, "index": i.index, "core": i.core, "engine": i.engine, "queue": i.queue,
                      "opcode": i.opcode, "line": f"{os.path.basename(i.file)}:{i.line}" if i.file else "",
@@ -151,9 +159,9 @@ def launch_events(schedule: Any, kernel: str, *, launch: int = 0, origin_us: flo
                 continue  # a producer whose record was not kept (another launch): no arrow to draw
             flow += 1
             events.append({"ph": "s", "cat": CAT_DEPENDENCY, "name": "dependency", "id": flow, "pid": pids[src.core],
-                           "tid": tid_base + lane_tid(src.queue), "ts": origin_us + src.start_s * us})
+                           "tid": tid(src.core, src.queue), "ts": origin_us + src.start_s * us})
             events.append({"ph": "f", "bp": "e", "cat": CAT_DEPENDENCY, "name": "dependency", "id": flow,
-                           "pid": pids[i.core], "tid": tid_base + lane_tid(i.queue), "ts": origin_us + i.start_s * us})
+                           "pid": pids[i.core], "tid": tid(i.core, i.queue), "ts": origin_us + i.start_s * us})
     return events
 
 

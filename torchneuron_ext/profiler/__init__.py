@@ -7,6 +7,7 @@
 - Reports: `summarize_trace()` / `format_report()` (also `torchneuron-ext report PATH`).
 """
 from .config import NeuronConfig, NeuronProfiler, ProfileMode
+from .kernel_trace import add_kernel_lanes, nki_instructions
 from .report import TraceSummary, format_report, summarize_trace
 from .timing import (
     OpStat,
@@ -20,6 +21,7 @@ from .timing import (
 )
 
 __all__ = [
-    "NeuronConfig", "NeuronProfiler", "OpStat", "ProfileMode", "TraceSummary", "disable_timing", "enable_timing",
+    "NeuronConfig", "NeuronProfiler", "OpStat", "ProfileMode", "TraceSummary", "add_kernel_lanes", "disable_timing",
+    "enable_timing", "nki_instructions",
     "format_report", "op_stats", "reset_timing", "summarize_trace", "timing", "timing_enabled", "timing_table",
 ]
