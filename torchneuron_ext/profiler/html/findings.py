@@ -159,7 +159,7 @@ def _kernel_bound(v: Any) -> tuple[str, str, str]:
     path = v.critical_by_class
     on_path = ", ".join(f"{name} {format_us(path[k])}" for k, name in
                         (("tensor", "Tensor"), ("vector_scalar", "Vector/Scalar"), ("dma", "DMA"), ("waits", "waits"))
-                        if path.get(k, 0) > 0)
+                        if path.get(k, 0) >= 0.0005)  # under half a nanosecond: rounding, not time
     common = (f"Projected on {v.target}: {format_us(v.makespan_us)} for {v.instructions} instructions; busiest lane "
               f"per class: Tensor {_share(util['tensor'], 1)}, Vector/Scalar {_share(util['vector_scalar'], 1)}, DMA "
               f"{_share(util['dma'], 1)}; MFU {100 * v.mfu:.1f}%, HBM bandwidth {100 * v.hbm_utilisation:.1f}%. "
@@ -169,17 +169,17 @@ def _kernel_bound(v: Any) -> tuple[str, str, str]:
                   "a 128-row stationary and 512-column moving tile per nc_matmul, and accumulate in PSUM across K "
                   "instead of copying partial sums out.")
         if v.mfu < 0.5 * util["tensor"]:
-            advice = ("The Tensor Engine is busy but does little work per cycle (MFU well below its utilisation): "
-                      "use BF16 or FP8 operands instead of FP32 and larger tiles (a 128x128 stationary, 512 moving "
-                      "columns), so fixed instruction costs amortise. " + advice.split(": ", 1)[0] + ".")
+            advice = ("The Tensor Engine is busy but does little work per busy cycle (MFU under half its "
+                      "utilisation): its instructions are too small for their fixed cost. Give each nc_matmul a "
+                      "128-row stationary and up to 512 moving columns, and accumulate in PSUM across K.")
         return "Tensor Engine-bound", common, advice
     if v.bound == "vector_scalar":
         return ("Vector/Scalar-bound", common,
-                "Do fewer elementwise passes: fold scale and bias into one activation (nisa.activation's scale/bias), "
-                "combine ops with tensor_scalar / tensor_tensor_scan, move work between the Vector and Scalar engines "
+                "Do fewer elementwise passes: combine steps in one instruction (nisa.tensor_scalar applies two ops, "
+                "nisa.activation a function with scale and bias), move work between the Vector and Scalar engines "
                 "so both run, keep GpSimd for what only it can do, and give each instruction a long free dimension.")
     if v.bound == "dma":
-        detail = common + (f" {v.dma_transfers} transfers averaged {format_bytes(v.dma_mean_bytes)}; the fixed "
+        detail = common + (f" {v.dma_transfers} transfer{'s' if v.dma_transfers != 1 else ''} averaged {format_bytes(v.dma_mean_bytes)}; the fixed "
                            f"per-transfer cost is {_share(v.dma_fixed_share, 1)} of the DMA queues' time.")
         if v.dma_fixed_share >= _SMALL_TRANSFERS:
             return ("DMA-bound: many small transfers", detail,

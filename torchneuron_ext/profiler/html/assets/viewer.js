@@ -1169,7 +1169,7 @@
         el("h3", { text: "Top source lines by projected time" }),
         table(["Line", "Time", "Share", "Instructions", "Engines"], k.top_lines.map((l) => [l.line, fmtUs(l.time_us), fmtPct(l.share), fmtInt(l.instructions), l.engines.join(", ")])),
         el("h3", { text: "Critical path: " + fmtInt(k.critical_path_length) + " instructions (" +
-          Object.entries(k.critical_by_class).filter(([, v]) => v > 0).map(([c, v]) => (CLASS_LABELS[c] || c) + " " + fmtUs(v)).join(", ") + ")" }),
+          Object.entries(k.critical_by_class).filter(([, v]) => v >= 0.0005).map(([c, v]) => (CLASS_LABELS[c] || c) + " " + fmtUs(v)).join(", ") + ")" }),
         table(["Instruction", "Lane", "Line", "Start", "Duration", "Waited"], k.critical_path.map((r) => [r.opcode + " #" + r.index + (k.cores > 1 ? " (core " + r.core + ")" : ""),
           r.lane, r.line || "-", fmtUs(r.start_us), fmtUs(r.dur_us), fmtUs(r.wait_us)])),
         ...(k.critical_path_length > k.critical_path.length ? [el("p", { class: "muted", text: "first " + k.critical_path.length + " of " + k.critical_path_length + " shown" })] : []));
