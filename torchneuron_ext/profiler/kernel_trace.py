@@ -102,7 +102,8 @@ def clear() -> None:
 
 def add_kernel_lanes(trace: dict, launches: Optional[list] = None) -> int:
     """Add the kept launches' instruction events to ``trace`` (a Chrome trace dict exported by torch.profiler)
-    beside their device events; returns how many launches were placed. Placed launches are no longer kept."""
+    beside their device events; returns how many launches were placed. Placed launches, and those from before
+    the trace's start, are no longer kept."""
     events = trace.setdefault("traceEvents", [])
     kept = kept_launches() if launches is None else list(launches)
     if not kept:
@@ -117,6 +118,10 @@ def add_kernel_lanes(trace: dict, launches: Optional[list] = None) -> int:
     if offset is None:
         return 0
     placed: list = []
+    # Launches that would start before the trace does belong to an earlier session nobody exported.
+    first_us = min((float(e["ts"]) for e in events if isinstance(e, dict) and e.get("ph") == "X"
+                    and isinstance(e.get("ts"), (int, float))), default=0.0)
+    stale = [k for k in kept if k.start_ns / 1e3 + offset < first_us - _MATCH_TOLERANCE_US]
     named: set = set()
     flow_id = _FLOW_ID_BASE
     launch_no = max((e.get("args", {}).get("launch", -1) for e in events
@@ -145,7 +150,7 @@ def add_kernel_lanes(trace: dict, launches: Optional[list] = None) -> int:
         launch_no += 1
         placed.append(k)
     with _lock:
-        for k in placed:
+        for k in placed + stale:
             try:
                 _kept.remove(k)
             except ValueError:
