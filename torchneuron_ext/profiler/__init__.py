@@ -5,6 +5,8 @@
   `key_averages()` and the device lanes of the Chrome trace (a Kineto plugin in the C++ library).
 - TorchNeuron's profiling API: `NeuronConfig`, `ProfileMode`, `NeuronProfiler`.
 - Reports: `summarize_trace()` / `format_report()` (also `torchneuron-ext report PATH`).
+- NKI launches' instruction-level profile in the trace, when asked: `nki_instructions()` (or
+  TORCHNEURON_EXT_NKI_INSTRUCTIONS=1), placed by the export or `add_kernel_lanes(trace)`.
 """
 from .config import NeuronConfig, NeuronProfiler, ProfileMode
 from .kernel_trace import add_kernel_lanes, nki_instructions
