@@ -11,8 +11,8 @@ costs). Engines overlap; the launch's projected time is the makespan, the last i
 Dependencies are tracked per allocation (runtime.Storage) and, inside it, per box of element indices the
 view covers (a view's start and extent in each dimension of the allocation). A view the box cannot describe
 (a reshape across dimensions, a negative stride) counts as the whole allocation; an allocation with more
-than ``MAX_ENTRIES`` distinct boxes in flight merges them into one (conservative: it may add waits, never
-drops one). Accesses reach the schedule through NKITensor.read/write (an instruction reads its operands
+than ``MAX_ENTRIES`` distinct boxes in flight folds its older half into one entry covering them all, ending
+when the last of them ends (conservative: it may add a wait on old accesses, never drops one). Accesses reach the schedule through NKITensor.read/write (an instruction reads its operands
 before it is counted and writes its results after), so every instruction's operands are seen without its
 engine naming them.
 
@@ -32,7 +32,7 @@ from . import dtypes
 from .errors import _is_internal
 
 # An allocation with more distinct boxes than this in flight has them merged into one (see the docstring).
-MAX_ENTRIES = 32
+MAX_ENTRIES = 16
 
 
 @dataclass(frozen=True)
@@ -184,6 +184,25 @@ def recording_requested() -> bool:
     return getattr(_local, "record", False)
 
 
+@contextlib.contextmanager
+def disabled() -> Iterator[None]:
+    """Launches started inside keep no schedule: their estimate is the busiest engine's total (perfect
+    overlap, the model before the schedule). For measuring what the schedule costs (bench/nki_simulator.py)."""
+    prev = getattr(_local, "off", False)
+    _local.off = True
+    try:
+        yield
+    finally:
+        _local.off = prev
+
+
+def scheduler_for(target: Any, record: Optional[bool] = None) -> "Scheduler":
+    """The scheduler of a new launch's core: as ``recording()`` and ``disabled()`` say on this thread."""
+    if getattr(_local, "off", False):
+        return NullScheduler(target)
+    return Scheduler(target, recording_requested() if record is None else record)
+
+
 # -- dependency tracking ------------------------------------------------------------------------------------
 def box_of(base: Any, arr: Any) -> Optional[tuple]:
     """The element box ``arr`` (a view of the allocation ``base``) covers, flattened as (lo0, hi0, lo1, hi1,
@@ -194,6 +213,14 @@ def box_of(base: Any, arr: Any) -> Optional[tuple]:
     n = len(bstrides)
     if off < 0 or n == 0:
         return None
+    if n == 2 and arr.strides == bstrides and bstrides[1] > 0 and bstrides[0] >= bstrides[1] * bshape[1]:
+        # A 2-D slice with unit steps of a row-major allocation (most tiles and HBM blocks): no loops.
+        r, rest = divmod(off, bstrides[0])
+        c, rest = divmod(rest, bstrides[1])
+        h, w = arr.shape
+        if rest or r + h > bshape[0] or c + w > bshape[1]:
+            return None
+        return (r, r + h - 1, c, c + w - 1)
     lo = [0] * n
     for d in range(n):
         s = bstrides[d]
@@ -252,24 +279,29 @@ def _union(entries: list) -> Optional[tuple]:
 
 
 class _Region:
-    """The in-flight accesses of one allocation, for one core's schedule: entries [box, end_s, index, queue,
-    zero fill]."""
-    __slots__ = ("writers", "readers")
+    """The in-flight accesses of one allocation, for one core's schedule (``owner``): entries [box, end_s,
+    index, queue, zero fill]."""
+    __slots__ = ("writers", "readers", "owner")
 
-    def __init__(self) -> None:
+    def __init__(self, owner: Any) -> None:
         self.writers: list = []
         self.readers: list = []
+        self.owner = owner
 
 
-def _merge(entries: list) -> list:
-    last = max(entries, key=lambda e: e[1])
-    return [[_union(entries), last[1], last[2], last[3], False]]
+def _fold_oldest(entries: list) -> list:
+    """The older half of ``entries`` (by end) as one entry over their union, the newer half as they are."""
+    entries = sorted(entries, key=lambda e: e[1])
+    old, new = entries[:len(entries) // 2], entries[len(entries) // 2:]
+    last = old[-1]
+    return [[_union(old), last[1], last[2], last[3], False]] + new
 
 
 # -- the online scheduler -----------------------------------------------------------------------------------
 class Scheduler:
     """One core's schedule, built as the simulator runs: ``access`` for every operand, ``issue`` for every
     instruction (after its reads, before its writes), ``finish`` at the end."""
+    enabled = True
 
     def __init__(self, target: Any, record: bool = False, core: int = 0) -> None:
         self.table = latency_table(target)
@@ -290,12 +322,17 @@ class Scheduler:
     # -- operands -------------------------------------------------------------------------------------------
     def access(self, storage: Any, arr: Any, writing: bool) -> None:
         """An instruction's operand: ``arr``, a view of ``storage``'s allocation, read or written."""
-        states = storage.sched
-        if states is None:
-            states = storage.sched = {}
-        region = states.get(self)
+        # storage.sched: the region of the core that first touched the allocation; a dict of every core's
+        # when several cores touch it (shared HBM at LNC=2).
+        region = storage.sched
         if region is None:
-            region = states[self] = _Region()
+            region = storage.sched = _Region(self)
+        elif type(region) is dict:
+            region = region.get(self) or region.setdefault(self, _Region(self))
+        elif region.owner is not self:
+            first = region
+            region = _Region(self)
+            storage.sched = {first.owner: first, self: region}
         base = storage.array
         box = None if base is arr else box_of(base, arr)
         item = (region, box, _operand(storage, arr, writing) if self.record else None)
@@ -356,7 +393,10 @@ class Scheduler:
         raw_lat = 0.0 if tensor else lat
         for region, box, _ in reads:
             for e in region.writers:
-                if _overlap(box, e[0]) and not (tensor and e[4]):
+                b = e[0]
+                if (box is None or b is None or (not (b[1] < box[0] or box[1] < b[0] or b[3] < box[2]
+                                                      or box[3] < b[2]) if len(b) == 4 == len(box)
+                                                 else _overlap(box, b))) and not (tensor and e[4]):
                     t = e[1] + (raw_lat if e[3] == queue else lat)
                     if deps is not None:
                         deps.append(e[2])
@@ -366,7 +406,10 @@ class Scheduler:
         for region, box, _ in writes:
             for lst in (region.writers, region.readers):
                 for e in lst:
-                    if _overlap(box, e[0]) and not (tensor and e[4]):
+                    b = e[0]
+                    if (box is None or b is None or (not (b[1] < box[0] or box[1] < b[0] or b[3] < box[2]
+                                                          or box[3] < b[2]) if len(b) == 4 == len(box)
+                                                     else _overlap(box, b))) and not (tensor and e[4]):
                         t = e[1] + (0.0 if e[3] == queue else lat)
                         if deps is not None:
                             deps.append(e[2])
@@ -390,8 +433,14 @@ class Scheduler:
         for region, box, _ in reads:
             _add(region.readers, box, end, index, queue, False)
         for region, box, _ in writes:
-            region.readers = [e for e in region.readers if not _contains(box, e[0])]
-            region.writers = [e for e in region.writers if not _contains(box, e[0])]
+            if box is None:  # the whole allocation: every earlier access is ordered before this one
+                region.readers = []
+                region.writers = [[None, end, index, queue, fill]]
+                continue
+            if region.readers:
+                region.readers = [e for e in region.readers if not _contains(box, e[0])]
+            if region.writers:
+                region.writers = [e for e in region.writers if not _contains(box, e[0])]
             _add(region.writers, box, end, index, queue, fill)
         if self.record:
             operands = tuple(op for _, _, op in reads) + tuple(op for _, _, op in writes)
@@ -418,6 +467,21 @@ class Scheduler:
         return self.makespan_s
 
 
+class NullScheduler(Scheduler):
+    """A launch inside ``disabled()``: no dependencies tracked, no makespan (``enabled`` False)."""
+    enabled = False
+
+    def access(self, storage: Any, arr: Any, writing: bool) -> None:
+        return None
+
+    def fill(self, storage: Any) -> None:
+        return None
+
+    def issue(self, engine: str, opcode: str, seconds: float, flops: int = 0, nbytes: int = 0,
+              dma_fixed_s: float = 0.0, queue: Optional[str] = None) -> None:
+        self.count += 1
+
+
 def _add(entries: list, box: Optional[tuple], end: float, index: int, queue: str, fill: bool) -> None:
     for e in entries:
         if e[0] == box:
@@ -426,21 +490,39 @@ def _add(entries: list, box: Optional[tuple], end: float, index: int, queue: str
             return
     entries.append([box, end, index, queue, fill])
     if len(entries) > MAX_ENTRIES:
-        entries[:] = _merge(entries)
+        entries[:] = _fold_oldest(entries)
+
+
+_OPERANDS: dict = {}   # operands recur (the same tiles, shapes and dtypes): one record each
+_INTERNAL: dict = {}   # code object -> whether it is the package's (or numpy's), for _kernel_line
 
 
 def _operand(storage: Any, arr: Any, writing: bool) -> Operand:
-    return Operand(role="out" if writing else "in", memory=storage.buffer.name, name=storage.name or "",
-                   shape=tuple(arr.shape), dtype=dtypes.name(arr.dtype), nbytes=int(arr.nbytes))
+    key = (writing, storage.buffer.name, storage.name, arr.shape, arr.dtype)
+    op = _OPERANDS.get(key)
+    if op is None:
+        if len(_OPERANDS) > 4096:
+            _OPERANDS.clear()
+        op = _OPERANDS[key] = Operand(role="out" if writing else "in", memory=storage.buffer.name,
+                                      name=storage.name or "", shape=tuple(arr.shape),
+                                      dtype=dtypes.name(arr.dtype), nbytes=int(arr.nbytes))
+    return op
 
 
 def _kernel_line() -> "tuple[str, int]":
+    """The kernel's line that issued the instruction: the innermost frame outside the package."""
     f = sys._getframe(2)
-    while f is not None and _is_internal(f.f_code.co_filename):
+    while f is not None:
+        code = f.f_code
+        internal = _INTERNAL.get(code)
+        if internal is None:
+            if len(_INTERNAL) > 65536:
+                _INTERNAL.clear()
+            internal = _INTERNAL[code] = _is_internal(code.co_filename)
+        if not internal:
+            return code.co_filename, f.f_lineno
         f = f.f_back
-    if f is None:
-        return "", 0
-    return f.f_code.co_filename, f.f_lineno
+    return "", 0
 
 
 def merged(target: Any, schedulers: "list[Scheduler]", flops: int, hbm_bytes: int, spill_s: float = 0.0) -> KernelSchedule:
