@@ -464,7 +464,7 @@ class Scheduler:
         """When this core could start its next instruction at the earliest: its pending instruction done."""
         if self._pending is not None:
             self._finalize()
-        return self.makespan_s
+        return max(self.makespan_s, self.floor_s)
 
 
 class NullScheduler(Scheduler):
