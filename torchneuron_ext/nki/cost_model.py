@@ -65,7 +65,7 @@ class Costs:
         self.pace: Any = None
         # When each instruction runs on the target (nki/schedule.py): its makespan is the estimate.
         # record: keep every instruction's record (None: as schedule.recording() says on this thread).
-        self.scheduler = _schedule.Scheduler(target, _schedule.recording_requested() if record is None else record)
+        self.scheduler = _schedule.scheduler_for(target, record)
         self.spill_s = 0.0  # spill traffic's time, added after the makespan (the compiler's spills, Costs.spill)
         self._merged: Optional[list] = None  # the cores' schedulers of a concurrent launch (Costs.concurrent)
 
@@ -203,7 +203,10 @@ class Costs:
     @property
     def makespan_s(self) -> float:
         self.finish()
-        return max(s.makespan_s for s in self._merged or [self.scheduler]) + self.spill_s
+        schedulers = self._merged or [self.scheduler]
+        if not all(s.enabled for s in schedulers):  # schedule.disabled(): perfect overlap
+            return max(self.busy_s.values())
+        return max(s.makespan_s for s in schedulers) + self.spill_s
 
     @property
     def estimated_latency_s(self) -> float:

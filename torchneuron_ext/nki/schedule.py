@@ -11,8 +11,8 @@ costs). Engines overlap; the launch's projected time is the makespan, the last i
 Dependencies are tracked per allocation (runtime.Storage) and, inside it, per box of element indices the
 view covers (a view's start and extent in each dimension of the allocation). A view the box cannot describe
 (a reshape across dimensions, a negative stride) counts as the whole allocation; an allocation with more
-than ``MAX_ENTRIES`` distinct boxes in flight merges them into one (conservative: it may add waits, never
-drops one). Accesses reach the schedule through NKITensor.read/write (an instruction reads its operands
+than ``MAX_ENTRIES`` distinct boxes in flight folds its older half into one entry covering them all, ending
+when the last of them ends (conservative: it may add a wait on old accesses, never drops one). Accesses reach the schedule through NKITensor.read/write (an instruction reads its operands
 before it is counted and writes its results after), so every instruction's operands are seen without its
 engine naming them.
 
@@ -32,7 +32,7 @@ from . import dtypes
 from .errors import _is_internal
 
 # An allocation with more distinct boxes than this in flight has them merged into one (see the docstring).
-MAX_ENTRIES = 32
+MAX_ENTRIES = 16
 
 
 @dataclass(frozen=True)
@@ -117,35 +117,50 @@ class LatencyTable:
     dma_queues: int            # DMA queues a kernel's transfers spread over, each in order
     dma_fixed_s: float         # per transfer: descriptor, trigger and completion semaphore (targets.dma_fixed_s)
     dma_bytes_per_s: float     # the core's 16 DMA engines together: one transfer spans them by partition
-    semaphore_s: float         # a compute instruction waiting on another queue's semaphore
-    min_ii_cycles: int         # the shortest instruction of an engine (in the per-instruction costs)
+    dependency_cycles: int     # a compute instruction waiting on another's output: static overhead + access start
+    dependency_s: dict = field(default_factory=dict, compare=False)  # engine -> dependency_cycles at its clock
+    min_ii_cycles: int = 64    # the shortest instruction of an engine (in the per-instruction costs)
     sources: dict = field(default_factory=dict, compare=False)
 
 
-# Trigger queues: "The queue ID is typically tied to the trigger engine and the method of descriptor
-# generation" and "DMA transfers can be triggered by any engine sequencer" (AWS, nki-dma-overview.rst).
-# The sequencers that trigger a kernel's transfers are SP (sync), Activation and Pool (GpSimd) on NeuronCore-v2;
-# NeuronCore-v3/v4 add the two hardware DGE instances per core (nki-dge.rst), used by the Activation and SP queues,
-# so the count of independent trigger queues stays that of the sequencers that issue DMAs.
-_DMA_QUEUES = {2: 3, 3: 4, 4: 4}
+# DMA queues: "The queue ID is typically tied to the trigger engine and the method of descriptor generation"
+# (nki-dma-overview.rst), and a kernel's transfers are triggered from two sequencers: "Each NeuronCore-v3 comes
+# with two instances of DGE, which can be commanded through either SyncE or ScalarE sequencer ... The compute
+# engine to initiate a DGE command (Sync Engine or ScalarE) is currently determined by NKI compiler"
+# (trainium2_arch.rst, DGE). NeuronCore-v2's static DMAs are triggered from the same two sequencers (GpSimd's
+# software DGE serves indirect transfers). Transfers alternate between the two queues in program order.
+_DMA_QUEUES = {2: 2, 3: 2, 4: 2}
+
+# A dependent instruction: "with every instruction depending on the output tile of the previous instruction,
+# we need to add a static instruction overhead of 100 engine cycles" (trainium_inferentia2_arch.rst, Vector
+# Engine), and the tensor access it then starts is not hidden: "a static overhead approximately 60 cycles"
+# (same guide, "Tensor access overhead"). The perf guide's chain of dependent 1-element ScalarE instructions
+# runs at 264 cycles each: MIN_II (64) + 160 = 224 here.
+_DEPENDENCY_CYCLES = 100 + 60
 
 
 def latency_table(target: Any) -> LatencyTable:
     """The schedule's latencies on ``target`` (a Target record or its name), one physical core."""
     record = _targets.by_name(target) if isinstance(target, str) else target
     hw = record.physical_core()
+    clocks = {"tensor": hw.tensor_clock_hz, "vector": hw.vector_clock_hz, "scalar": hw.scalar_clock_hz,
+              "gpsimd": hw.gpsimd_clock_hz}
     return LatencyTable(
         target=hw.name,
         dma_queues=_DMA_QUEUES.get(hw.generation, 4),
         dma_fixed_s=hw.dma_fixed_s,
         dma_bytes_per_s=hw.memory_bytes_per_s,
-        semaphore_s=hw.nki_min_ii_cycles / hw.vector_clock_hz,
+        dependency_cycles=_DEPENDENCY_CYCLES,
+        # A DMA's fixed cost already holds its semaphore wait; a collective's its handshake.
+        dependency_s={**{e: _DEPENDENCY_CYCLES / c for e, c in clocks.items()}, "dma": 0.0, "collective": 0.0},
         min_ii_cycles=hw.nki_min_ii_cycles,
         sources={
-            "dma_queues": "nki-dma-overview.rst: one queue per trigger engine; sequencers that trigger DMAs",
+            "dma_queues": "nki-dma-overview.rst, trainium2_arch.rst (DGE): one queue per trigger engine, SyncE "
+                          "and ScalarE",
             "dma_fixed_s": "trainium_costs.md section 3: ~1.3 us cross-engine per transfer [DBW]",
             "dma_bytes_per_s": "trainium/targets.py memory_bytes_per_s (16 DMA engines per core)",
-            "semaphore_s": "no published figure: one MIN_II of the Vector engine (assumption)",
+            "dependency_cycles": "trainium_inferentia2_arch.rst: 100-cycle static overhead of a dependent "
+                                 "instruction + ~60-cycle tensor access start",
             "min_ii_cycles": "ISA reference (Neuron 2.26): MIN_II ~ 64 cycles",
         })
 
@@ -169,6 +184,25 @@ def recording_requested() -> bool:
     return getattr(_local, "record", False)
 
 
+@contextlib.contextmanager
+def disabled() -> Iterator[None]:
+    """Launches started inside keep no schedule: their estimate is the busiest engine's total (perfect
+    overlap, the model before the schedule). For measuring what the schedule costs (bench/nki_simulator.py)."""
+    prev = getattr(_local, "off", False)
+    _local.off = True
+    try:
+        yield
+    finally:
+        _local.off = prev
+
+
+def scheduler_for(target: Any, record: Optional[bool] = None) -> "Scheduler":
+    """The scheduler of a new launch's core: as ``recording()`` and ``disabled()`` say on this thread."""
+    if getattr(_local, "off", False):
+        return NullScheduler(target)
+    return Scheduler(target, recording_requested() if record is None else record)
+
+
 # -- dependency tracking ------------------------------------------------------------------------------------
 def box_of(base: Any, arr: Any) -> Optional[tuple]:
     """The element box ``arr`` (a view of the allocation ``base``) covers, flattened as (lo0, hi0, lo1, hi1,
@@ -179,6 +213,14 @@ def box_of(base: Any, arr: Any) -> Optional[tuple]:
     n = len(bstrides)
     if off < 0 or n == 0:
         return None
+    if n == 2 and arr.strides == bstrides and bstrides[1] > 0 and bstrides[0] >= bstrides[1] * bshape[1]:
+        # A 2-D slice with unit steps of a row-major allocation (most tiles and HBM blocks): no loops.
+        r, rest = divmod(off, bstrides[0])
+        c, rest = divmod(rest, bstrides[1])
+        h, w = arr.shape
+        if rest or r + h > bshape[0] or c + w > bshape[1]:
+            return None
+        return (r, r + h - 1, c, c + w - 1)
     lo = [0] * n
     for d in range(n):
         s = bstrides[d]
@@ -237,23 +279,29 @@ def _union(entries: list) -> Optional[tuple]:
 
 
 class _Region:
-    """The in-flight accesses of one allocation, for one core's schedule: entries [box, end_s, index, queue]."""
-    __slots__ = ("writers", "readers")
+    """The in-flight accesses of one allocation, for one core's schedule (``owner``): entries [box, end_s,
+    index, queue, zero fill]."""
+    __slots__ = ("writers", "readers", "owner")
 
-    def __init__(self) -> None:
+    def __init__(self, owner: Any) -> None:
         self.writers: list = []
         self.readers: list = []
+        self.owner = owner
 
 
-def _merge(entries: list) -> list:
-    last = max(entries, key=lambda e: e[1])
-    return [[_union(entries), last[1], last[2], last[3]]]
+def _fold_oldest(entries: list) -> list:
+    """The older half of ``entries`` (by end) as one entry over their union, the newer half as they are."""
+    entries = sorted(entries, key=lambda e: e[1])
+    old, new = entries[:len(entries) // 2], entries[len(entries) // 2:]
+    last = old[-1]
+    return [[_union(old), last[1], last[2], last[3], False]] + new
 
 
 # -- the online scheduler -----------------------------------------------------------------------------------
 class Scheduler:
     """One core's schedule, built as the simulator runs: ``access`` for every operand, ``issue`` for every
     instruction (after its reads, before its writes), ``finish`` at the end."""
+    enabled = True
 
     def __init__(self, target: Any, record: bool = False, core: int = 0) -> None:
         self.table = latency_table(target)
@@ -269,20 +317,42 @@ class Scheduler:
         self._reads: list = []
         self._writes: list = []
         self._pending: Optional[tuple] = None
+        self._fill = False
 
     # -- operands -------------------------------------------------------------------------------------------
     def access(self, storage: Any, arr: Any, writing: bool) -> None:
         """An instruction's operand: ``arr``, a view of ``storage``'s allocation, read or written."""
-        states = storage.sched
-        if states is None:
-            states = storage.sched = {}
-        region = states.get(self)
+        # storage.sched: the region of the core that first touched the allocation; a dict of every core's
+        # when several cores touch it (shared HBM at LNC=2).
+        region = storage.sched
         if region is None:
-            region = states[self] = _Region()
+            region = storage.sched = _Region(self)
+        elif type(region) is dict:
+            region = region.get(self) or region.setdefault(self, _Region(self))
+        elif region.owner is not self:
+            first = region
+            region = _Region(self)
+            storage.sched = {first.owner: first, self: region}
         base = storage.array
         box = None if base is arr else box_of(base, arr)
         item = (region, box, _operand(storage, arr, writing) if self.record else None)
-        (self._writes if writing else self._reads).append(item)
+        if not writing:
+            self._reads.append(item)
+            return
+        if self._reads and self._pending is not None:
+            # Reads since the last instruction that a write follows before the next one are the last
+            # instruction's: operands it reads after being counted (copy), or an assignment of its fresh result
+            # into a tile (``t[k] = nl.load(...)``), which the compiler folds into the instruction.
+            self._pending[7].extend(self._reads)
+            self._reads = []
+        self._writes.append(item)
+
+    def fill(self, storage: Any) -> None:
+        """The instruction just issued initialises ``storage`` (``nl.zeros``' memset). In PSUM the toolchain
+        folds that zeroing into the accumulation group of the matmuls that follow (their first overwrites), so
+        a Tensor Engine instruction does not wait for it."""
+        self.access(storage, storage.array, True)
+        self._fill = True
 
     # -- instructions ---------------------------------------------------------------------------------------
     def issue(self, engine: str, opcode: str, seconds: float, flops: int = 0, nbytes: int = 0,
@@ -292,6 +362,7 @@ class Scheduler:
         if self._pending is not None:
             self._finalize()
         reads, self._reads = self._reads, []
+        self._fill = False
         if queue is None:
             if engine == "dma":
                 queue = f"dma:{self._dma_next}"
@@ -315,22 +386,31 @@ class Scheduler:
         ready = free
         crit = None
         deps = [] if self.record else None
-        sem = 0.0 if engine == "dma" else self.table.semaphore_s
-        # Read-after-write.
+        lat = self.table.dependency_s.get(engine, 0.0)
+        # Read-after-write: the consumer waits for the producer's output and pays the dependency latency,
+        # except Tensor after Tensor (matmuls accumulating into one PSUM tile stream in order).
+        tensor = queue == "tensor"
+        raw_lat = 0.0 if tensor else lat
         for region, box, _ in reads:
             for e in region.writers:
-                if _overlap(box, e[0]):
-                    t = e[1] + (sem if e[3] != queue else 0.0)
+                b = e[0]
+                if (box is None or b is None or (not (b[1] < box[0] or box[1] < b[0] or b[3] < box[2]
+                                                      or box[3] < b[2]) if len(b) == 4 == len(box)
+                                                 else _overlap(box, b))) and not (tensor and e[4]):
+                    t = e[1] + (raw_lat if e[3] == queue else lat)
                     if deps is not None:
                         deps.append(e[2])
                     if t > ready:
                         ready, crit = t, e[2]
-        # Write-after-write and write-after-read.
+        # Write-after-write and write-after-read: in order on one queue; a semaphore wait across queues.
         for region, box, _ in writes:
             for lst in (region.writers, region.readers):
                 for e in lst:
-                    if _overlap(box, e[0]):
-                        t = e[1] + (sem if e[3] != queue else 0.0)
+                    b = e[0]
+                    if (box is None or b is None or (not (b[1] < box[0] or box[1] < b[0] or b[3] < box[2]
+                                                          or box[3] < b[2]) if len(b) == 4 == len(box)
+                                                     else _overlap(box, b))) and not (tensor and e[4]):
+                        t = e[1] + (0.0 if e[3] == queue else lat)
                         if deps is not None:
                             deps.append(e[2])
                         if t > ready:
@@ -348,12 +428,20 @@ class Scheduler:
             self.makespan_s = end
         index = self.count
         self.count += 1
+        fill = self._fill
+        self._fill = False
         for region, box, _ in reads:
-            _add(region.readers, box, end, index, queue)
+            _add(region.readers, box, end, index, queue, False)
         for region, box, _ in writes:
-            region.readers = [e for e in region.readers if not _contains(box, e[0])]
-            region.writers = [e for e in region.writers if not _contains(box, e[0])]
-            _add(region.writers, box, end, index, queue)
+            if box is None:  # the whole allocation: every earlier access is ordered before this one
+                region.readers = []
+                region.writers = [[None, end, index, queue, fill]]
+                continue
+            if region.readers:
+                region.readers = [e for e in region.readers if not _contains(box, e[0])]
+            if region.writers:
+                region.writers = [e for e in region.writers if not _contains(box, e[0])]
+            _add(region.writers, box, end, index, queue, fill)
         if self.record:
             operands = tuple(op for _, _, op in reads) + tuple(op for _, _, op in writes)
             dep_keys = tuple(sorted(set(deps)))
@@ -376,32 +464,65 @@ class Scheduler:
         """When this core could start its next instruction at the earliest: its pending instruction done."""
         if self._pending is not None:
             self._finalize()
-        return self.makespan_s
+        return max(self.makespan_s, self.floor_s)
 
 
-def _add(entries: list, box: Optional[tuple], end: float, index: int, queue: str) -> None:
+class NullScheduler(Scheduler):
+    """A launch inside ``disabled()``: no dependencies tracked, no makespan (``enabled`` False)."""
+    enabled = False
+
+    def access(self, storage: Any, arr: Any, writing: bool) -> None:
+        return None
+
+    def fill(self, storage: Any) -> None:
+        return None
+
+    def issue(self, engine: str, opcode: str, seconds: float, flops: int = 0, nbytes: int = 0,
+              dma_fixed_s: float = 0.0, queue: Optional[str] = None) -> None:
+        self.count += 1
+
+
+def _add(entries: list, box: Optional[tuple], end: float, index: int, queue: str, fill: bool) -> None:
     for e in entries:
         if e[0] == box:
             if end >= e[1]:
-                e[1], e[2], e[3] = end, index, queue
+                e[1], e[2], e[3], e[4] = end, index, queue, fill
             return
-    entries.append([box, end, index, queue])
+    entries.append([box, end, index, queue, fill])
     if len(entries) > MAX_ENTRIES:
-        entries[:] = _merge(entries)
+        entries[:] = _fold_oldest(entries)
+
+
+_OPERANDS: dict = {}   # operands recur (the same tiles, shapes and dtypes): one record each
+_INTERNAL: dict = {}   # code object -> whether it is the package's (or numpy's), for _kernel_line
 
 
 def _operand(storage: Any, arr: Any, writing: bool) -> Operand:
-    return Operand(role="out" if writing else "in", memory=storage.buffer.name, name=storage.name or "",
-                   shape=tuple(arr.shape), dtype=dtypes.name(arr.dtype), nbytes=int(arr.nbytes))
+    key = (writing, storage.buffer.name, storage.name, arr.shape, arr.dtype)
+    op = _OPERANDS.get(key)
+    if op is None:
+        if len(_OPERANDS) > 4096:
+            _OPERANDS.clear()
+        op = _OPERANDS[key] = Operand(role="out" if writing else "in", memory=storage.buffer.name,
+                                      name=storage.name or "", shape=tuple(arr.shape),
+                                      dtype=dtypes.name(arr.dtype), nbytes=int(arr.nbytes))
+    return op
 
 
 def _kernel_line() -> "tuple[str, int]":
+    """The kernel's line that issued the instruction: the innermost frame outside the package."""
     f = sys._getframe(2)
-    while f is not None and _is_internal(f.f_code.co_filename):
+    while f is not None:
+        code = f.f_code
+        internal = _INTERNAL.get(code)
+        if internal is None:
+            if len(_INTERNAL) > 65536:
+                _INTERNAL.clear()
+            internal = _INTERNAL[code] = _is_internal(code.co_filename)
+        if not internal:
+            return code.co_filename, f.f_lineno
         f = f.f_back
-    if f is None:
-        return "", 0
-    return f.f_code.co_filename, f.f_lineno
+    return "", 0
 
 
 def merged(target: Any, schedulers: "list[Scheduler]", flops: int, hbm_bytes: int, spill_s: float = 0.0) -> KernelSchedule:
