@@ -144,10 +144,13 @@ def _report(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as e:
         print(f"torchneuron-ext report: {e}", file=sys.stderr)
         return 2
-    for path, summary in zip(args.path, summaries):
+    from torchneuron_ext.profiler.html.kernel_view import format_kernel_views, kernel_views
+
+    for path, summary, trace in zip(args.path, summaries, traces):
         if len(args.path) > 1:
             print(f"\n### {path}")
         print(format_report(summary, top=args.top), end="")
+        print(format_kernel_views(kernel_views(trace)), end="")  # NKI instruction profiles, if any
     if args.html:
         print(f"\nHTML report written to {args.html} (self-contained: open it in any browser)")
     return 0

@@ -181,6 +181,9 @@ def test_both_cores_of_an_lnc2_launch_are_processes_with_cross_lanes() -> None:
     assert processes == [f"scale_rows core {c} (NKI, projected on {s.target})" for c in (0, 1)]
     xs = _of(events, "X", trace.CAT_INSTRUCTION)
     assert {e["pid"] for e in xs} == {1, 2}
+    lanes = {(e["pid"], e["tid"]): e["args"]["name"] for e in _of(events, "M") if e["name"] == "thread_name"}
+    assert lanes[(2, 128 + 2)] == "core 1 Vector Engine (DVE)" and lanes[(1, 2)] == "core 0 Vector Engine (DVE)"
+    assert len(set(lanes.values())) == len(lanes)
     for pid in (1, 2):
         assert [e["name"] for e in sorted((e for e in xs if e["pid"] == pid), key=lambda e: e["ts"])] == [
             "dma_copy", "tensor_scalar", "dma_copy"]

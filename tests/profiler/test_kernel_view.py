@@ -12,7 +12,7 @@ from torchneuron_ext.nki.schedule import KernelSchedule, Operand, ScheduledInstr
 from torchneuron_ext.nki.trace import kernel_trace
 from torchneuron_ext.profiler.html import kernel_findings, write_html_report
 from torchneuron_ext.profiler.html.headless import HeadlessChromium, find_chromium
-from torchneuron_ext.profiler.html.kernel_view import kernel_views, peak_flops
+from torchneuron_ext.profiler.html.kernel_view import format_kernel_views, kernel_views, peak_flops
 from torchneuron_ext.profiler.html.page import profile_payload
 from torchneuron_ext.profiler.trace_events import classify
 from torchneuron_ext.trainium import targets
@@ -192,6 +192,25 @@ class TestFindings(TestCase):
   Projected on trn2: 15.5 us for 8 instructions; busiest lane per class: Tensor 13%, Vector/Scalar 13%, DMA 26%; MFU 3.1%, HBM bandwidth 1.2%. Critical path: 8 instructions (Tensor 2.0 us, Vector/Scalar 2.0 us, DMA 8.0 us, waits 3.5 us).
   next: The engines wait on each other: double-buffer (allocate each tile in a buffer of 2 or more so the load of the next tile overlaps work on this one), keep more independent tiles in flight, and issue loads before the compute that needs them.
 """)
+
+
+class TestText(TestCase):
+    def test_the_text_report_of_a_kernel(self):
+        self.assertExpectedInline(format_kernel_views([view(tensor_bound())]), """\
+
+NKI kernels: instruction-level profile, projected by the schedule model (not a measurement)
+  my_kernel on trn2: makespan 10.0 us, 4 instructions, MFU 48.0%, HBM bandwidth 14.5%, bound: Tensor Engine
+    lane                               busy   util
+    Tensor Engine (PE)               6.0 us  60.0%
+    Vector Engine (DVE)              1.0 us  10.0%
+    DMA queue 0                      2.0 us  20.0%
+    DMA queue 1                      1.0 us  10.0%
+    top lines: my_kernel.py:7 6.0 us (60%), my_kernel.py:5 2.0 us (20%), my_kernel.py:8 1.0 us (10%), my_kernel.py:9 1.0 us (10%)
+    critical path: 4 instructions (Tensor Engine 6.0 us, Vector/Scalar 1.0 us, DMA 3.0 us)
+""")
+
+    def test_nothing_without_kernels(self):
+        self.assertEqual(format_kernel_views([]), "")
 
 
 def test_the_report_payload_carries_the_view_and_its_finding(tmp_path):

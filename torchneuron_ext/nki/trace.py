@@ -172,7 +172,9 @@ def kernel_trace(schedule: Any, kernel: str, extra: Optional[dict] = None) -> di
              "note": ("instruction times projected on the target by the schedule model (docs/cost_model.md); "
                       "simulated, not measured, and not a Neuron Explorer NTFF")}
     trace.update(extra or {})
-    trace["traceEvents"] = launch_events(schedule, kernel)
+    # A process per core, and lane ids and names that differ per core too: viewers that group lanes by
+    # thread across processes (our report's timeline) keep the cores' lanes apart.
+    trace["traceEvents"] = launch_events(schedule, kernel, core_tid_stride=128)
     trace["displayTimeUnit"] = "ns"
     return trace
 

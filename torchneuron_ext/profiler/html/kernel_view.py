@@ -29,7 +29,8 @@ from ..trace_events import ClassifiedTrace
 # The engine classes a bound is named by (Neuron Explorer's grouping): GpSimd does the Vector Engine's
 # kind of work, collectives move data as DMA does.
 CLASSES = ("tensor", "vector_scalar", "dma")
-CLASS_LABELS = {"tensor": "Tensor Engine", "vector_scalar": "Vector/Scalar", "dma": "DMA", "stalls": "dependency stalls"}
+CLASS_LABELS = {"tensor": "Tensor Engine", "vector_scalar": "Vector/Scalar", "dma": "DMA", "stalls": "dependency stalls",
+                "waits": "waits"}
 _CLASS_OF_ENGINE = {"tensor": "tensor", "vector": "vector_scalar", "scalar": "vector_scalar",
                     "gpsimd": "vector_scalar", "dma": "dma", "collective": "dma"}
 # Below this, no engine class is busy enough to be the limit: the launch waits on its dependencies.
@@ -221,3 +222,27 @@ def view_of(kernel: str, launch: _Launch, launches: int = 1, total_us: Optional[
                         "wait_us": float(x[2].get("wait_us", 0.0))} for x in path[:CRITICAL_PATH_ROWS]],
         critical_path_length=len(path), critical_by_class=by_class, top_lines=top, bound=bound,
         dma_transfers=dma_n, dma_mean_bytes=dma_bytes / dma_n if dma_n else 0.0, dma_fixed_share=fixed_share)
+
+
+def format_kernel_views(views: list, top: int = 5) -> str:
+    """The kernel views as text, for ``torchneuron-ext report`` (the HTML report's Kernels tab in brief)."""
+    from .._format import format_us
+
+    if not views:
+        return ""
+    out = ["", "NKI kernels: instruction-level profile, projected by the schedule model (not a measurement)"]
+    for v in views:
+        runs = f", longest of {v.launches} launches" if v.launches > 1 else ""
+        out.append(f"  {v.kernel} on {v.target}{runs}: makespan {format_us(v.makespan_us)}, {v.instructions} "
+                   f"instructions, MFU {100 * v.mfu:.1f}%, HBM bandwidth {100 * v.hbm_utilisation:.1f}%, bound: "
+                   f"{CLASS_LABELS[v.bound]}")
+        out.append(f"    {'lane':<28} {'busy':>10} {'util':>6}")
+        for lane in v.lanes:
+            label = f"core {lane.core} {lane.label}" if v.cores > 1 else lane.label
+            out.append(f"    {label:<28} {format_us(lane.busy_us):>10} {100 * lane.utilisation:5.1f}%")
+        out.append("    top lines: " + ", ".join(f"{line.line or '?'} {format_us(line.time_us)} ({100 * line.share:.0f}%)"
+                                                 for line in v.top_lines[:top]))
+        parts = ", ".join(f"{CLASS_LABELS.get(k, k)} {format_us(us)}" for k, us in v.critical_by_class.items()
+                          if us >= 0.0005)
+        out.append(f"    critical path: {v.critical_path_length} instructions ({parts})")
+    return "\n".join(out) + "\n"
