@@ -1,10 +1,12 @@
 """The instruction-level latency model of ``nki.benchmark`` (docs/cost_model.md, "NKI kernels").
 
 Every instruction is charged to the engine that runs it, at that engine's clock from the shared
-target record (torchneuron_ext/trainium/targets.py, one physical NeuronCore of the launch's target).
-Engines run concurrently on the device, so the estimate is the busiest engine's total (perfect
-overlap); the serial sum is reported too, as the bound with no overlap at all. The per-instruction
-costs are the NKI ISA reference's (Neuron 2.26) for NeuronCore-v2, carried to v3/v4 by clock:
+target record (torchneuron_ext/trainium/targets.py, one physical NeuronCore of the launch's target), and
+placed in the launch's schedule (nki/schedule.py): engines run concurrently on the device as far as the
+instructions' dependencies allow, so the estimate is the schedule's makespan. ``busy_s`` keeps each engine's
+total (its maximum was the estimate before the schedule: perfect overlap) and the serial sum is reported
+too, as the bound with no overlap at all. The per-instruction costs are the NKI ISA reference's (Neuron
+2.26) for NeuronCore-v2, carried to v3/v4 by clock:
 
 - Vector and Scalar: max(MIN_II, N) cycles, N the free elements per partition (partitions run in
   parallel); GpSimd: GPSIMD_START + N cycles.
@@ -18,8 +20,9 @@ costs are the NKI ISA reference's (Neuron 2.26) for NeuronCore-v2, carried to v3
   NeuronLink port per rank, the latency floor of a collective; sendrecv and core_barrier without the floor),
   on a queue of their own (the collective DMA rings run beside the compute engines).
 
-The cores of an LNC=2 launch run at the same time, each with its own engines: the launch's estimate
-is the slower core's (``Costs.concurrent``); instruction counts, bytes and FLOPs add up.
+The cores of an LNC=2 launch run at the same time, each with its own engines and schedule, which meet at
+the cores' exchanges: the launch's estimate is the slower core's makespan (``Costs.concurrent``);
+instruction counts, bytes and FLOPs add up.
 """
 from __future__ import annotations
 

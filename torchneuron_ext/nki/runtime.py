@@ -179,7 +179,7 @@ class Launch:
         core.cores, core.core_index, core.rank, core.rank_count, core._thread = group, index, rank, ranks, thread
         core.costs.stop = group.stop
         core.costs.pace = functools.partial(group.pace, thread)
-        core.costs.scheduler.core = index
+        core.costs.scheduler.core, core.costs.scheduler.group = index, group
         return core
 
     # -- instances -----------------------------------------------------------

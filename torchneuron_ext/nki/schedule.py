@@ -306,6 +306,7 @@ class Scheduler:
     def __init__(self, target: Any, record: bool = False, core: int = 0) -> None:
         self.table = latency_table(target)
         self.record, self.core = record, core
+        self.group: Any = None  # the cores launched together (runtime.run_ranks' CoreGroup), which may share memory
         self.queue_free: dict = {}
         self.queue_busy: dict = {}
         self.bandwidth_free = 0.0
@@ -332,7 +333,10 @@ class Scheduler:
         elif region.owner is not self:
             first = region
             region = _Region(self)
-            storage.sched = {first.owner: first, self: region}
+            if self.group is not None and first.owner.group is self.group:
+                storage.sched = {first.owner: first, self: region}
+            else:  # left by an earlier launch: forget it (and do not keep its schedule alive)
+                storage.sched = region
         base = storage.array
         box = None if base is arr else box_of(base, arr)
         item = (region, box, _operand(storage, arr, writing) if self.record else None)
