@@ -14,7 +14,7 @@ from torchneuron_ext.profiler.html import kernel_findings, write_html_report
 from torchneuron_ext.profiler.html.headless import HeadlessChromium, find_chromium
 from torchneuron_ext.profiler.html.kernel_view import format_kernel_views, kernel_views, peak_flops
 from torchneuron_ext.profiler.html.page import profile_payload
-from torchneuron_ext.profiler.trace_events import classify
+from torchneuron_ext.profiler.trace_events import TraceFormatError, classify
 from torchneuron_ext.trainium import targets
 
 TRN2 = targets.by_name("trn2").physical_core()
@@ -126,6 +126,15 @@ class TestNumbers(TestCase):
 
     def test_a_trace_without_instructions_has_no_views(self):
         assert kernel_views(classify({"traceEvents": []})) == []
+
+    def test_a_malformed_profile_is_refused_naming_the_kernel(self):
+        for field, value, problem in (("flops", "many", "invalid literal for int"), ("target", "trn9", "trn9")):
+            t = kernel_trace(tensor_bound(), "k")
+            for e in t["traceEvents"]:
+                if e.get("cat") in ("nki_instruction", "nki_launch") and field in e["args"]:
+                    e["args"][field] = value
+            with pytest.raises(TraceFormatError, match=f"malformed NKI instruction profile of kernel 'k'.*{problem}"):
+                kernel_views(classify(t))
 
 
 def _bounds(s):

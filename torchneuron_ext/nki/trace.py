@@ -183,6 +183,8 @@ def write_kernel_trace(path: str, schedule: Any, kernel: str, extra: Optional[di
     """Write ``kernel_trace(schedule, kernel, extra)`` as JSON to ``path``; returns the path."""
     # dumps, not dump: json.dump to a file takes the pure-Python encoder, several times slower.
     text = json.dumps(kernel_trace(schedule, kernel, extra), separators=(",", ":"))
+    parent = os.path.dirname(os.path.abspath(path))
+    os.makedirs(parent, exist_ok=True)
     with open(path, "w") as f:
         f.write(text)
     return path

@@ -24,7 +24,7 @@ from typing import Any, Optional
 
 from ...nki.trace import CAT_INSTRUCTION, CAT_LAUNCH, lane_label, lane_rank
 from ...trainium import targets as _targets
-from ..trace_events import ClassifiedTrace
+from ..trace_events import ClassifiedTrace, TraceFormatError
 
 # The engine classes a bound is named by (Neuron Explorer's grouping): GpSimd does the Vector Engine's
 # kind of work, collectives move data as DMA does.
@@ -151,9 +151,13 @@ def kernel_views(trace: ClassifiedTrace) -> list[KernelView]:
             by_kernel[str(launch.args.get("kernel", "?"))].append(launch)
     views = []
     for kernel, launches in by_kernel.items():
-        longest = max(launches, key=lambda lt: float(lt.args.get("makespan_us", 0.0)))
-        views.append(view_of(kernel, longest, len(launches),
-                             sum(float(lt.args.get("makespan_us", 0.0)) for lt in launches)))
+        try:
+            longest = max(launches, key=lambda lt: float(lt.args.get("makespan_us", 0.0)))
+            views.append(view_of(kernel, longest, len(launches),
+                                 sum(float(lt.args.get("makespan_us", 0.0)) for lt in launches)))
+        except (AttributeError, KeyError, TypeError, ValueError) as e:
+            raise TraceFormatError(f"malformed NKI instruction profile of kernel {kernel!r} (events of category "
+                                   f"{CAT_LAUNCH!r} / {CAT_INSTRUCTION!r}, written by nki/trace.py): {e}") from None
     views.sort(key=lambda v: -v.total_us)
     return views
 
