@@ -251,5 +251,14 @@ def test_the_kernels_tab_in_a_browser(tmp_path):
         groups = b.evaluate("tnx.timeline().items.filter(it => it.kind === 'group' && !it.empty).map(it => it.group)")
         assert groups == ["hardware"]
         assert b.errors() == []
+        # A trace without instruction events says how to get them.
+        plain = tmp_path / "plain.json"
+        plain.write_text(json.dumps({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1,
+                                                      "tid": 1, "ts": 0.0, "dur": 5.0}]}))
+        other = write_html_report([str(plain)], tmp_path / "plain.html")
+        b.open("about:blank")
+        b.open(f"file://{other}#tab=kernels", "window.tnx && (window.tnx.ready || window.tnx.error)")
+        assert "This trace has no NKI instruction profile" in b.evaluate("document.getElementById('tab-kernels').innerText")
+        assert b.errors() == []
     labels = [lane["label"] for lane in profile_payload(str(path))["lanes"]]
     assert labels == ["launch (projected)", "Tensor Engine (PE)", "Vector Engine (DVE)", "DMA queue 0", "DMA queue 1"]

@@ -1148,7 +1148,7 @@
   function renderKernels(host, p) {
     const ks = p.kernels || [];
     if (!ks.length) {
-      host.append(el("p", { class: "muted", text: "This trace has no NKI instruction profile. Write one with nki.profile(working_directory=...) or nki.benchmark(save_trace_name=...), or profile NKI launches under torch.profiler with TORCHNEURON_EXT_NKI_INSTRUCTIONS=1 (docs/nki.md, \"Profiling a kernel\")." }));
+      host.append(el("p", { class: "muted", text: "This trace has no NKI instruction profile. Write one with nki.profile(working_directory=...) or nki.benchmark(save_trace_name=...), or profile NKI launches under torch.profiler with TORCHNEURON_EXT_NKI_INSTRUCTIONS=1 (docs/nki.md, \"The instruction-level profile\")." }));
       return;
     }
     for (const k of ks) {
