@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from typing import Any, Optional
+from typing import Any
 
 from ...nki.trace import CAT_INSTRUCTION, CAT_LAUNCH, lane_label, lane_rank
 from ...trainium import targets as _targets
@@ -146,23 +146,25 @@ def kernel_views(trace: ClassifiedTrace) -> list[KernelView]:
     """One view per kernel with instruction events in the trace (the longest of its launches), largest
     total projected time first."""
     by_kernel: dict = defaultdict(list)
-    for launch in _launches(trace):
-        if launch.instructions:
-            by_kernel[str(launch.args.get("kernel", "?"))].append(launch)
+    kernel = "?"
     views = []
-    for kernel, launches in by_kernel.items():
-        try:
+    try:
+        for launch in _launches(trace):
+            if launch.instructions:
+                by_kernel[str(launch.args.get("kernel", "?"))].append(launch)
+        for kernel, launches in by_kernel.items():
             longest = max(launches, key=lambda lt: float(lt.args.get("makespan_us", 0.0)))
-            views.append(view_of(kernel, longest, len(launches),
-                                 sum(float(lt.args.get("makespan_us", 0.0)) for lt in launches)))
-        except (AttributeError, KeyError, TypeError, ValueError) as e:
-            raise TraceFormatError(f"malformed NKI instruction profile of kernel {kernel!r} (events of category "
-                                   f"{CAT_LAUNCH!r} / {CAT_INSTRUCTION!r}, written by nki/trace.py): {e}") from None
+            views.append(_view_of(kernel, longest, len(launches),
+                                  sum(float(lt.args.get("makespan_us", 0.0)) for lt in launches)))
+    except (AttributeError, KeyError, TypeError, ValueError) as e:
+        raise TraceFormatError(f"malformed NKI instruction profile of kernel {kernel!r} (events of category "
+                               f"{CAT_LAUNCH!r} / {CAT_INSTRUCTION!r}, written by nki/trace.py): {e}") from None
     views.sort(key=lambda v: -v.total_us)
     return views
 
 
-def view_of(kernel: str, launch: _Launch, launches: int = 1, total_us: Optional[float] = None) -> KernelView:
+def _view_of(kernel: str, launch: _Launch, launches: int, total_us: float) -> KernelView:
+    """The view of one launch (``launches`` of the kernel in the trace, ``total_us`` their makespans)."""
     a = launch.args
     target = _targets.by_name(str(a.get("target", _targets.DEFAULT)))
     core = target.physical_core()
@@ -216,7 +218,7 @@ def view_of(kernel: str, launch: _Launch, launches: int = 1, total_us: Optional[
     busiest = max(CLASSES, key=lambda k: util[k])
     bound = busiest if util[busiest] >= SATURATED else "stalls"
     return KernelView(
-        kernel=kernel, target=target.name, launches=launches, total_us=makespan if total_us is None else total_us,
+        kernel=kernel, target=target.name, launches=launches, total_us=total_us,
         cores=cores, makespan_us=makespan, instructions=int(a.get("instructions", len(launch.instructions))),
         flops=int(a.get("flops", 0)), hbm_bytes=hbm_bytes, lanes=lanes, class_utilisation=util, mfu=mfu,
         tensor_peak_flops=core.tensor_peak_flops, hbm_utilisation=hbm_util, hbm_bytes_per_s=core.hbm_bytes_per_s,
