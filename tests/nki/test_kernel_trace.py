@@ -196,6 +196,13 @@ def test_a_schedule_without_records_is_refused_with_what_to_do() -> None:
         trace.kernel_trace(s, "matmul_kernel")
 
 
+def test_the_events_come_first_in_the_file(launch, tmp_path) -> None:
+    # Streaming JSON readers (Perfetto's) meet the events before the summary keys.
+    path = trace.write_kernel_trace(str(tmp_path / "sub" / "k.json"), launch, "matmul_kernel", {"kernel": "x"})
+    text = open(path).read()
+    assert text.startswith('{"traceEvents":[') and json.loads(text)["kernel"] == "x"
+
+
 def test_profile_writes_the_trace_where_aws_keywords_say(tmp_path) -> None:
     a, b = _inputs()
     prof = nki.profile(working_directory=str(tmp_path), save_trace_name="mm.ntff", num_execs=2)(matmul_kernel)

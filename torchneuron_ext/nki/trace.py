@@ -168,14 +168,16 @@ def launch_events(schedule: Any, kernel: str, *, launch: int = 0, origin_us: flo
 def kernel_trace(schedule: Any, kernel: str, extra: Optional[dict] = None) -> dict:
     """A whole Chrome trace of one launch: ``{"traceEvents": [...], "displayTimeUnit": "ns", ...}``; the keys of
     ``extra`` go to the top level (readers of Chrome traces ignore keys they do not know)."""
-    trace = {"format": FORMAT, "kernel": kernel, "target": schedule.target,
-             "note": ("instruction times projected on the target by the schedule model (docs/cost_model.md); "
-                      "simulated, not measured, and not a Neuron Explorer NTFF")}
-    trace.update(extra or {})
+    # The events first: streaming readers (Perfetto's JSON tokenizer) meet them before our own keys.
     # A process per core, and lane ids and names that differ per core too: viewers that group lanes by
     # thread across processes (our report's timeline) keep the cores' lanes apart.
-    trace["traceEvents"] = launch_events(schedule, kernel, core_tid_stride=128)
-    trace["displayTimeUnit"] = "ns"
+    trace = {"traceEvents": launch_events(schedule, kernel, core_tid_stride=128), "displayTimeUnit": "ns",
+             "format": FORMAT, "kernel": kernel, "target": schedule.target,
+             "note": ("instruction times projected on the target by the schedule model (docs/cost_model.md); "
+                      "simulated, not measured, and not a Neuron Explorer NTFF")}
+    for key, value in (extra or {}).items():
+        if key not in ("traceEvents", "displayTimeUnit"):
+            trace[key] = value
     return trace
 
 
