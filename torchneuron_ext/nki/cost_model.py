@@ -201,7 +201,7 @@ class Costs:
         launch was asked to keep them (schedule.recording())."""
         self.finish()
         return _schedule.merged(self.target, self._merged or [self.scheduler], self.flops,
-                                self.bytes_read + self.bytes_written, self.spill_s)
+                                self.bytes_read + self.bytes_written, self.makespan_s)
 
     @property
     def makespan_s(self) -> float:

@@ -22,6 +22,7 @@ records (``ScheduledInstruction``) are kept only when asked (``recording()``, or
 from __future__ import annotations
 
 import contextlib
+import gc
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -313,7 +314,8 @@ class Scheduler:
         self.floor_s = 0.0  # the last meeting point with another core: no queue starts before it
         self.makespan_s = 0.0
         self.count = 0
-        self.records: list = []
+        self.records: list = []  # tuples, see _finalize; instructions() makes them ScheduledInstructions
+        self._built: Optional[list] = None
         self._dma_next = 0
         self._reads: list = []
         self._writes: list = []
@@ -447,12 +449,29 @@ class Scheduler:
                 region.writers = [e for e in region.writers if not _contains(box, e[0])]
             _add(region.writers, box, end, index, queue, fill)
         if self.record:
-            operands = tuple(op for _, _, op in reads) + tuple(op for _, _, op in writes)
-            dep_keys = tuple(sorted(set(deps)))
-            self.records.append(ScheduledInstruction(
-                index=index, core=self.core, engine=engine, queue=queue, opcode=opcode, file=where[0],
-                line=where[1], start_s=start, end_s=end, operands=operands, flops=flops, nbytes=nbytes,
-                deps=dep_keys, wait_s=start - free, critical_dep=crit))
+            # A plain tuple now, a ScheduledInstruction when the schedule is asked for (instructions()).
+            operands = tuple([r[2] for r in reads] + [w[2] for w in writes])
+            self.records.append((index, engine, queue, opcode, where[0], where[1], start, end, operands, flops,
+                                 nbytes, tuple(sorted(set(deps))) if len(deps) > 1 else tuple(deps),
+                                 start - free, crit))
+
+    def instructions(self) -> list:
+        """Every kept instruction's record (empty unless ``record``), built once."""
+        if self._built is None or len(self._built) != len(self.records):
+            core = self.core
+            # Bulk construction of records that hold no cycles: without the cyclic collector, which would
+            # otherwise rescan the growing list many times (2-3x the construction's own time at 100k).
+            enabled = gc.isenabled()
+            gc.disable()
+            try:
+                self._built = [ScheduledInstruction(
+                    index=r[0], core=core, engine=r[1], queue=r[2], opcode=r[3], file=r[4], line=r[5],
+                    start_s=r[6], end_s=r[7], operands=r[8], flops=r[9], nbytes=r[10], deps=r[11], wait_s=r[12],
+                    critical_dep=r[13]) for r in self.records]
+            finally:
+                if enabled:
+                    gc.enable()
+        return self._built
 
     # -- cross-core meeting points ----------------------------------------------------------------------------
     def hold_until(self, t: float) -> None:
@@ -529,15 +548,17 @@ def _kernel_line() -> "tuple[str, int]":
     return "", 0
 
 
-def merged(target: Any, schedulers: "list[Scheduler]", flops: int, hbm_bytes: int, spill_s: float = 0.0) -> KernelSchedule:
-    """The KernelSchedule of cores that ran side by side: the slowest core's makespan, every core's records."""
+def merged(target: Any, schedulers: "list[Scheduler]", flops: int, hbm_bytes: int,
+           makespan_s: Optional[float] = None) -> KernelSchedule:
+    """The KernelSchedule of cores that ran side by side: the slowest core's makespan (or ``makespan_s``, the
+    launch's estimate), every core's records."""
     instructions: list = []
     busy: dict = {}
     for s in schedulers:
-        instructions.extend(s.records)
+        instructions.extend(s.instructions())
         for q, b in s.queue_busy.items():
             busy[q] = max(busy.get(q, 0.0), b)
-    makespan = max((s.makespan_s for s in schedulers), default=0.0) + spill_s
+    makespan = max((s.makespan_s for s in schedulers), default=0.0) if makespan_s is None else makespan_s
     name = getattr(target, "name", str(target))
     return KernelSchedule(target=name, instructions=instructions, makespan_s=makespan, engine_busy_s=busy,
                           flops=flops, hbm_bytes=hbm_bytes, instruction_count=sum(s.count for s in schedulers),
