@@ -15,6 +15,12 @@ max and sum, P transposed on the Tensor engine for the P @ V matmuls); torch eag
 scaled_dot_product_attention on the same bf16 tensors. Its goal is an absolute one: under 60 s on one
 core. ``--only flash`` runs just that case.
 
+The schedule case (issue 32, item 4) runs one kernel of SCHEDULE_INSTRUCTIONS instructions (loads of column
+blocks, Vector and Scalar work on them, stores) three ways in alternating rounds: without a schedule
+(``nki.schedule.disabled()``: the estimate is the busiest engine's total), with the schedule (every launch's
+default), and with the schedule keeping every instruction's record (``nki.schedule.recording()``), and prints
+the ratios to the first. Goal: the records cost under 2x. ``--only schedule`` runs just that case.
+
 A last case, SMALL_OPS additions of (128, 8) tiles against as many in-place torch adds, measures the
 fixed cost of one instruction (torch: of one eager op), where the math itself is negligible.
 
@@ -25,6 +31,7 @@ whole computation first, which leaves the interpreter's own cost per instruction
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -106,6 +113,61 @@ def small_adds(a, b):
     return out
 
 
+SCHEDULE_INSTRUCTIONS = 100_000
+SCHEDULE_BLOCKS = 64
+
+
+@nki.jit
+def schedule_workload(a):
+    """SCHEDULE_INSTRUCTIONS / 4 rounds of: load a column block of ``a``, scale it on Vector, add 1 on Scalar,
+    store it into the output's block: dependencies through SBUF tiles and HBM column blocks."""
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    width = a.shape[1] // SCHEDULE_BLOCKS
+    for i in range(SCHEDULE_INSTRUCTIONS // 4):
+        j = (i % SCHEDULE_BLOCKS) * width
+        t = nl.ndarray((a.shape[0], width), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a[:, j:j + width])
+        u = nl.ndarray((a.shape[0], width), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=u, data=t, op0=nl.multiply, operand0=2.0)
+        nisa.activation(dst=t, op=nl.copy, data=u, bias=None, scale=1.0)
+        nisa.dma_copy(dst=out[:, j:j + width], src=t)
+    return out
+
+
+def schedule_cost(rounds: int) -> None:
+    """The schedule's own cost: one kernel without a schedule, with it, and with its records, side by side."""
+    from torchneuron_ext.nki import schedule
+
+    a = torch.randn(128, 8 * SCHEDULE_BLOCKS)
+    modes = {"no schedule": schedule.disabled, "schedule": contextlib.nullcontext,
+             "schedule + records": schedule.recording}
+    times: dict = {m: [] for m in modes}
+    results: dict = {}
+    for m, ctx in modes.items():  # warm up each mode once
+        with ctx():
+            schedule_workload(a)
+    for _ in range(max(1, min(rounds, 3))):
+        for m, ctx in modes.items():
+            with ctx():
+                # Process CPU time: the machine may be shared, and the ratio is what this case is about.
+                t0 = time.process_time()
+                schedule_workload(a)
+                schedule_workload.last_result.schedule  # the records as a profile reads them
+                times[m].append(time.process_time() - t0)
+            results[m] = schedule_workload.last_result
+    base = statistics.median(times["no schedule"])
+    n = results["schedule"].instructions
+    print(f"schedule model cost: {n} instructions ({max(1, min(rounds, 3))} rounds, medians of process CPU time)")
+    for m in modes:
+        t = statistics.median(times[m])
+        r = results[m]
+        kept = len(r.schedule.instructions) if r.costs.scheduler.enabled else 0
+        print(f"  {m:<20} {t:7.2f} s  {t / base:5.2f}x  {t / n * 1e6:6.1f} us/instr  estimate "
+              f"{r.estimated_latency_us / 1e3:8.3f} ms  records {kept}")
+    ok = "ok" if statistics.median(times["schedule + records"]) < 2 * base else "MISS"
+    print(f"  goal: schedule + records under 2x the simulation without a schedule: {ok}\n")
+
+
 def torch_small_adds(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     a = a.clone()
     for _ in range(SMALL_OPS):
@@ -153,12 +215,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--quick", action="store_true", help="3 rounds")
-    parser.add_argument("--only", choices=["flash", "rest"], help="only the flash-attention case, or only the others")
+    parser.add_argument("--only", choices=["flash", "schedule", "rest"],
+                        help="only the flash-attention case, only the schedule's cost, or the others")
     args = parser.parse_args()
     rounds = 3 if args.quick else args.rounds
-    if args.only != "rest":
+    if args.only in (None, "flash"):
         flash(rounds)
-    if args.only == "flash":
+    if args.only in (None, "schedule"):
+        schedule_cost(rounds)
+    if args.only in ("flash", "schedule"):
         return
     torch.manual_seed(0)
     x, g = torch.randn(4096, 4096), torch.rand(4096) + 0.5

@@ -132,11 +132,13 @@ def _project(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from torchneuron_ext.profiler import format_report, summarize_trace
 
+    from torchneuron_ext.profiler.html.kernel_view import format_kernel_views, kernel_views
     from torchneuron_ext.profiler.trace_events import classify
 
     try:
         traces = [classify(path) for path in args.path]  # once each, for the summary and the viewer
         summaries = [summarize_trace(trace) for trace in traces]
+        kernels = [kernel_views(trace) for trace in traces]  # NKI instruction profiles, if any
         if args.html:
             from torchneuron_ext.profiler.html import write_html_report
 
@@ -144,10 +146,11 @@ def _report(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as e:
         print(f"torchneuron-ext report: {e}", file=sys.stderr)
         return 2
-    for path, summary in zip(args.path, summaries):
+    for path, summary, views in zip(args.path, summaries, kernels):
         if len(args.path) > 1:
             print(f"\n### {path}")
         print(format_report(summary, top=args.top), end="")
+        print(format_kernel_views(views), end="")
     if args.html:
         print(f"\nHTML report written to {args.html} (self-contained: open it in any browser)")
     return 0

@@ -158,7 +158,9 @@ def _filled(shape: Any, value: Any, dtype: Any, buffer: Any, name: str) -> NKITe
     if storage.buffer.on_chip:
         # The elements per partition: with block dimensions before nl.par_dim, those are free too.
         per_partition = math.prod(shp) // (int(shp[par_axis]) or 1) if len(shp) > 1 else 1
-        _rt.current().costs.compute("vector", "memset", per_partition)
+        costs = _rt.current().costs
+        costs.compute("vector", "memset", per_partition)
+        costs.scheduler.fill(storage)  # the memset's output
     return NKITensor(storage, storage.array, None, par_axis)
 
 

@@ -95,6 +95,11 @@ class Arguments:
         """A context manager around the launch with ``finish(costs)``: the integration records it there."""
         return _NoScope()
 
+    def keeps_instructions(self) -> bool:
+        """Whether the launch keeps its per-instruction schedule records (nki/schedule.py) for its integration
+        (a profiler that asked for them); the caller's own ``schedule.recording()`` works either way."""
+        return False
+
     def result(self, value: Any, launch: Launch) -> Any:
         if isinstance(value, NKITensor):
             return self._result_tensor(value, launch)

@@ -1,10 +1,12 @@
 """The instruction-level latency model of ``nki.benchmark`` (docs/cost_model.md, "NKI kernels").
 
 Every instruction is charged to the engine that runs it, at that engine's clock from the shared
-target record (torchneuron_ext/trainium/targets.py, one physical NeuronCore of the launch's target).
-Engines run concurrently on the device, so the estimate is the busiest engine's total (perfect
-overlap); the serial sum is reported too, as the bound with no overlap at all. The per-instruction
-costs are the NKI ISA reference's (Neuron 2.26) for NeuronCore-v2, carried to v3/v4 by clock:
+target record (torchneuron_ext/trainium/targets.py, one physical NeuronCore of the launch's target), and
+placed in the launch's schedule (nki/schedule.py): engines run concurrently on the device as far as the
+instructions' dependencies allow, so the estimate is the schedule's makespan. ``busy_s`` keeps each engine's
+total (its maximum was the estimate before the schedule: perfect overlap) and the serial sum is reported
+too, as the bound with no overlap at all. The per-instruction costs are the NKI ISA reference's (Neuron
+2.26) for NeuronCore-v2, carried to v3/v4 by clock:
 
 - Vector and Scalar: max(MIN_II, N) cycles, N the free elements per partition (partitions run in
   parallel); GpSimd: GPSIMD_START + N cycles.
@@ -18,15 +20,17 @@ costs are the NKI ISA reference's (Neuron 2.26) for NeuronCore-v2, carried to v3
   NeuronLink port per rank, the latency floor of a collective; sendrecv and core_barrier without the floor),
   on a queue of their own (the collective DMA rings run beside the compute engines).
 
-The cores of an LNC=2 launch run at the same time, each with its own engines: the launch's estimate
-is the slower core's (``Costs.concurrent``); instruction counts, bytes and FLOPs add up.
+The cores of an LNC=2 launch run at the same time, each with its own engines and schedule, which meet at
+the cores' exchanges: the launch's estimate is the slower core's makespan (``Costs.concurrent``);
+instruction counts, bytes and FLOPs add up.
 """
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Union
+from typing import Any, Optional, Union
 
 from ..trainium import projection, targets
+from . import schedule as _schedule
 from .cores import CoreStopped
 
 ENGINES = ("tensor", "vector", "scalar", "gpsimd", "dma", "collective")
@@ -42,7 +46,7 @@ def hardware(target: Union[targets.Target, str]) -> targets.Target:
 class Costs:
     """Counts instructions per engine and estimates their device time."""
 
-    def __init__(self, target: Any) -> None:
+    def __init__(self, target: Any, record: Optional[bool] = None) -> None:
         self.target = target
         hw = self.hw = hardware(target)
         self._clock_hz = {"tensor": hw.tensor_clock_hz, "vector": hw.vector_clock_hz,
@@ -62,6 +66,11 @@ class Costs:
         # Set on the cores of a concurrent launch: called with the new clock, keeps the cores in step
         # (cores.CoreGroup.pace).
         self.pace: Any = None
+        # When each instruction runs on the target (nki/schedule.py): its makespan is the estimate.
+        # record: keep every instruction's record (None: as schedule.recording() says on this thread).
+        self.scheduler = _schedule.scheduler_for(target, record)
+        self.spill_s = 0.0  # spill traffic's time, added after the makespan (the compiler's spills, Costs.spill)
+        self._merged: Optional[list] = None  # the cores' schedulers of a concurrent launch (Costs.concurrent)
 
     def _tick(self) -> None:
         self.clock += 1
@@ -76,14 +85,18 @@ class Costs:
             cycles = self.hw.gpsimd_start_cycles + free_elements
         else:
             cycles = max(self.hw.nki_min_ii_cycles, free_elements)
-        self.busy_s[engine] += cycles / self._clock_hz[engine]
+        seconds = cycles / self._clock_hz[engine]
+        self.busy_s[engine] += seconds
         self.instructions[name] += 1
+        self.scheduler.issue(engine, name, seconds)
 
     def cycles(self, engine: str, name: str, cycles: int) -> None:
         """An instruction whose cost AWS's reference states in cycles of its engine (nisa.topk: 4n + K)."""
         self._tick()
-        self.busy_s[engine] += cycles / self._clock_hz[engine]
+        seconds = cycles / self._clock_hz[engine]
+        self.busy_s[engine] += seconds
         self.instructions[name] += 1
+        self.scheduler.issue(engine, name, seconds)
 
     def matmul(self, name: str, k: int, m: int, n: int, fp32: bool) -> None:
         """One nc_matmul of stationary [k, m] and moving [k, n]: the cycles of the eager matmul's instruction
@@ -92,14 +105,21 @@ class Costs:
         instruction, so it is charged as BF16 here (its k counts the rows)."""
         self._tick()
         cycles = projection.te_instruction_cycles(m, n, "Float" if fp32 else "BFloat16", self.hw)
-        self.busy_s["tensor"] += cycles / self._clock_hz["tensor"]
+        seconds = cycles / self._clock_hz["tensor"]
+        self.busy_s["tensor"] += seconds
         self.instructions[name] += 1
         self.flops += 2 * k * m * n
+        self.scheduler.issue("tensor", name, seconds, flops=2 * k * m * n)
 
-    def dma(self, name: str, nbytes: int, to_hbm: bool, from_hbm: bool) -> None:
+    def dma(self, name: str, nbytes: int, to_hbm: bool, from_hbm: bool, queue: Optional[str] = None) -> None:
+        """One transfer: the fixed cross-engine cost, then its bytes at the core's DMA bandwidth. In the
+        schedule the fixed parts of transfers on different queues overlap; their bytes share the bandwidth.
+        ``queue``: the DMA queue the kernel chose (dma_copy(engine=...)); None spreads transfers round-robin."""
         self._tick()
-        self.busy_s["dma"] += self.hw.dma_fixed_s + nbytes / self._dma_bytes_per_s
+        seconds = self.hw.dma_fixed_s + nbytes / self._dma_bytes_per_s
+        self.busy_s["dma"] += seconds
         self.instructions[name] += 1
+        self.scheduler.issue("dma", name, seconds, nbytes=nbytes, dma_fixed_s=self.hw.dma_fixed_s, queue=queue)
         if from_hbm:
             self.bytes_read += nbytes
         if to_hbm:
@@ -126,6 +146,7 @@ class Costs:
             seconds = projection.collective(kind, nbytes, nbytes, group_size, self.hw).work_s
         self.busy_s["collective"] += seconds
         self.instructions[name] += 1
+        self.scheduler.issue("collective", name, seconds, nbytes=nbytes)
         if from_hbm:
             self.bytes_read += nbytes
         if to_hbm:
@@ -140,8 +161,10 @@ class Costs:
         if memory == "psum":
             elements = nbytes // (4 * self.hw.num_partitions)
             self.busy_s["vector"] += 2 * elements / self._clock_hz["vector"]
+            self.spill_s += 2 * elements / self._clock_hz["vector"]
             return
         self.busy_s["dma"] += 2 * (self.hw.dma_fixed_s + nbytes / self._dma_bytes_per_s)
+        self.spill_s += 2 * (self.hw.dma_fixed_s + nbytes / self._dma_bytes_per_s)
         self.bytes_read += nbytes
         self.bytes_written += nbytes
 
@@ -149,7 +172,9 @@ class Costs:
     def concurrent(cls, target: Any, cores: "list[Costs]") -> "Costs":
         """The costs of cores that ran at the same time: each engine as busy as on the busiest core (so the
         estimate is the slower core's), the counts summed."""
-        total = cls(target)
+        total = cls(target, record=False)
+        total._merged = [c.scheduler for c in cores]
+        total.spill_s = max((c.spill_s for c in cores), default=0.0)
         for c in cores:
             for engine, busy in c.busy_s.items():
                 total.busy_s[engine] = max(total.busy_s[engine], busy)
@@ -165,9 +190,32 @@ class Costs:
     def total_instructions(self) -> int:
         return sum(self.instructions.values())
 
+    def finish(self) -> None:
+        """The launch ended: the last instruction's writes are in (nki/schedule.py)."""
+        for s in self._merged or [self.scheduler]:
+            s.finish()
+
+    @property
+    def schedule(self) -> "_schedule.KernelSchedule":
+        """When each instruction runs on the target (nki/schedule.py); instructions are listed only if the
+        launch was asked to keep them (schedule.recording())."""
+        self.finish()
+        return _schedule.merged(self.target, self._merged or [self.scheduler], self.flops,
+                                self.bytes_read + self.bytes_written, self.makespan_s)
+
+    @property
+    def makespan_s(self) -> float:
+        self.finish()
+        schedulers = self._merged or [self.scheduler]
+        if not all(s.enabled for s in schedulers):  # schedule.disabled(): perfect overlap
+            return max(self.busy_s.values())
+        return max(s.makespan_s for s in schedulers) + self.spill_s
+
     @property
     def estimated_latency_s(self) -> float:
-        return max(self.busy_s.values())
+        """The projected time: the schedule's makespan (engines overlapping as dependencies allow), plus the
+        compiler's spills, which are not scheduled."""
+        return self.makespan_s
 
     @property
     def serial_latency_s(self) -> float:

@@ -10,6 +10,8 @@ import json
 import os
 from typing import Any, Callable, Optional
 
+from . import schedule as _schedule
+from . import trace as _trace
 from .kernel import GridKernel, Kernel, LaunchResult, as_kernel, normalize_grid
 
 # Every mode the toolchains accept. Here all of them run the kernel in the simulator when it is called:
@@ -97,10 +99,17 @@ class LatencyStats:
 
 
 class BenchmarkResult:
-    def __init__(self, result: LaunchResult, wall_times: list) -> None:
+    def __init__(self, result: LaunchResult, wall_times: list, trace_path: Optional[str] = None) -> None:
         self.nc_latency = LatencyStats(result)
         self.launch = result
         self.simulator_wall_times_s = wall_times
+        # Where the instruction-level trace went (nki.benchmark(save_trace_name=...)); None when not asked.
+        self.trace_path = trace_path
+
+    @property
+    def schedule(self) -> Any:
+        """The launch's schedule (nki/schedule.py): per-instruction records when a trace was asked for."""
+        return self.launch.schedule
 
     def summary(self) -> str:
         c = self.launch.costs
@@ -113,12 +122,21 @@ class BenchmarkResult:
 
 
 class BenchmarkKernel(Kernel):
-    """``nki.benchmark(kernel)``: runs in the simulator and estimates the device latency."""
+    """``nki.benchmark(kernel)``: runs in the simulator and estimates the device latency. With
+    ``save_trace_name=PATH`` (our keyword) it also writes the launch's instruction-level trace there: Chrome
+    trace JSON (nki/trace.py), a lane per engine and DMA queue, projected by the schedule model; Perfetto and
+    ``torchneuron-ext report --html`` open it."""
 
-    def __init__(self, func: Callable, dialect: str, warmup: int, iters: int, **options: Any) -> None:
+    def __init__(self, func: Callable, dialect: str, warmup: int, iters: int, save_trace_name: Optional[str] = None,
+                 **options: Any) -> None:
         super().__init__(func, dialect=dialect, mode="benchmark", **options)
         self.warmup, self.iters = warmup, iters
+        self.save_trace_name = os.fspath(save_trace_name) if save_trace_name is not None else None
         self.benchmark_result: Optional[BenchmarkResult] = None
+
+    def wants_instructions(self) -> bool:
+        """Whether the launch keeps its per-instruction records (they cost memory and time)."""
+        return self.save_trace_name is not None
 
     def __getitem__(self, grid: Any) -> "GridKernel":
         bound = super().__getitem__(grid)
@@ -137,18 +155,31 @@ class BenchmarkKernel(Kernel):
         # extra runs measure the simulator's own wall time.
         walls = []
         out = None
-        for _ in range(max(1, min(self.iters, int(os.environ.get("NKI_BENCHMARK_SIM_RUNS", "1"))))):
-            out = GridKernel.__call__(bound, *args, **kwargs)
+        for run in range(max(1, min(self.iters, int(os.environ.get("NKI_BENCHMARK_SIM_RUNS", "1"))))):
+            # Only the first run keeps its records: the simulator is deterministic and records slow it down.
+            if run == 0 and self.wants_instructions():
+                with _schedule.recording():
+                    out = GridKernel.__call__(bound, *args, **kwargs)
+                first = self.last_result
+            else:
+                out = GridKernel.__call__(bound, *args, **kwargs)
             walls.append(self.last_result.wall_time_s)
-        self.benchmark_result = BenchmarkResult(self.last_result, walls)
+        result = first if self.wants_instructions() else self.last_result
+        self.benchmark_result = BenchmarkResult(result, walls)
+        if self.save_trace_name is not None and type(self) is BenchmarkKernel:
+            self.benchmark_result.trace_path = _trace.write_kernel_trace(
+                self.save_trace_name, result.schedule, self.__name__, {"grid": list(result.grid)})
         return out
 
 
 def make_benchmark(dialect: str) -> Callable:
-    def benchmark(kernel: Optional[Callable] = None, warmup: int = 10, iters: int = 100, **options: Any) -> Any:
+    def benchmark(kernel: Optional[Callable] = None, warmup: int = 10, iters: int = 100,
+                  save_trace_name: Optional[str] = None, **options: Any) -> Any:
+        """Runs the kernel and estimates its latency (``benchmark_result``); ``save_trace_name``: also write its
+        instruction-level trace (Chrome trace JSON) to that path (see BenchmarkKernel)."""
         def wrap(f: Callable) -> BenchmarkKernel:
             f = f.func if isinstance(f, Kernel) else f
-            return BenchmarkKernel(f, dialect, warmup, iters, **options)
+            return BenchmarkKernel(f, dialect, warmup, iters, save_trace_name, **options)
         return wrap if kernel is None else wrap(kernel)
     return benchmark
 
@@ -162,7 +193,16 @@ class ProfileKernel(BenchmarkKernel):
     says so in its "format" and "note" fields): ``save_neff_name`` (what was launched), one trace per
     profiled execution (``<trace>.ntff`` for execution 1, ``<trace>_exec_<n>.ntff`` for the others: every
     ``profile_nth`` of ``num_execs``), and ``json_reports/`` with one report per profiled execution. The
-    simulator is deterministic, so every profiled execution has the same cost-model breakdown."""
+    simulator is deterministic, so every profiled execution has the same cost-model breakdown.
+
+    Each ``.ntff`` here is not Neuron Explorer's NTFF: it is a Chrome trace (JSON; nki/trace.py) of the
+    schedule model's projection, a lane per engine and DMA queue and an event per instruction with its kernel
+    line, operands and dependency arrows, which Perfetto (ui.perfetto.dev), chrome://tracing and
+    ``torchneuron-ext report PATH --html`` open. Its top level also carries the cost-model summary of the
+    json report."""
+
+    def wants_instructions(self) -> bool:
+        return bool(self.working_directory)
 
     def __init__(self, func: Callable, dialect: str, working_directory: Optional[str], neff_name: Optional[str],
                  trace_name: Optional[str], overwrite: bool, num_execs: int, profile_nth: int,
@@ -211,8 +251,10 @@ class ProfileKernel(BenchmarkKernel):
                    "bytes_written": c.bytes_written, "flops": c.flops, "simulator_wall_time_s": r.wall_time_s}
         _write_json(paths["neff"], {"format": ARTIFACT_FORMAT, "kernel": self.__name__, "target": c.target.name,
                                     "note": "the simulator interprets the kernel: no NEFF was compiled"})
+        note = ("Chrome trace JSON (open in ui.perfetto.dev or with torchneuron-ext report --html), not an NTFF: "
+                "instruction times projected on the target by the schedule model; no device trace was recorded")
         for n, path in paths["traces"].items():
-            _write_json(path, dict(summary, execution=n, note="cost-model estimate; no device trace was recorded"))
+            _trace.write_kernel_trace(path, r.schedule, self.__name__, dict(summary, execution=n, note=note))
             _write_json(paths["reports"][n], dict(summary, execution=n))
 
 

@@ -23,6 +23,7 @@ import numpy as np
 from .. import _env
 from ..trainium.targets import GENERATION_NAMES
 from . import arguments, blas_threads, runtime
+from . import schedule as _schedule
 from .cost_model import Costs
 from .errors import NKIUnsupportedError, fail
 from .indexing import iter_grid
@@ -51,6 +52,12 @@ class LaunchResult:
     @property
     def estimated_latency_us(self) -> float:
         return self.costs.estimated_latency_s * 1e6
+
+    @property
+    def schedule(self) -> Any:
+        """When each instruction ran on the target (nki/schedule.py's KernelSchedule); its instructions
+        are listed when the launch ran inside ``nki.schedule.recording()``."""
+        return self.costs.schedule
 
     def __repr__(self) -> str:
         return (f"LaunchResult({self.kernel_name}, grid={self.grid}, instructions={self.instructions}, "
@@ -159,7 +166,9 @@ def launch(kernel: Kernel, grid: tuple, args: tuple, kwargs: dict) -> Any:
     cargs = tuple(conv.convert(a) for a in args)
     ckwargs = {k: conv.convert(v) for k, v in kwargs.items()}
     target = kernel.target or default_target()
-    state = Launch(kernel.__name__, kernel.func, grid, kernel.dialect, target, conv.hbm_allocator())
+    # The launch's costs decide when they are made whether they keep every instruction's record.
+    with _schedule.recording() if conv.keeps_instructions() else contextlib.nullcontext():
+        state = Launch(kernel.__name__, kernel.func, grid, kernel.dialect, target, conv.hbm_allocator())
     bound = _bind(kernel.func, cargs, ckwargs)
     checked = _frontend.begin(kernel.func, kernel.dialect, bound.arguments)  # the front end's rules
     if conv.requires_grad:

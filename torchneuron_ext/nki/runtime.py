@@ -45,7 +45,7 @@ class Storage:
     """
     __slots__ = ("array", "buffer", "name", "par_axis", "owner", "psum_started", "psum_defined", "flag_origin",
                  "written",
-                 "blocks", "live", "__weakref__")
+                 "blocks", "live", "sched", "__weakref__")
 
     def __init__(self, array: np.ndarray, buffer: Buffer, name: str = "", par_axis: int = 0,
                  owner: Any = None, flags: Optional[np.ndarray] = None, flag_origin: Optional[int] = None,
@@ -54,6 +54,7 @@ class Storage:
         self.written = False
         self.blocks: Optional[dict] = None
         self.live: Optional[list] = None  # the live-range record of an automatically allocated tile
+        self.sched: Optional[dict] = None  # per core's schedule, its accesses in flight (nki/schedule.py)
         # New-dialect nc_matmul overwrites a PSUM location on its first write and accumulates after. The
         # flags are one byte per byte of memory, so any view of the array finds its flags at the same byte
         # offsets and strides (Storage.flags); directly allocated tiles share their arena's flags.
@@ -178,6 +179,7 @@ class Launch:
         core.cores, core.core_index, core.rank, core.rank_count, core._thread = group, index, rank, ranks, thread
         core.costs.stop = group.stop
         core.costs.pace = functools.partial(group.pace, thread)
+        core.costs.scheduler.core, core.costs.scheduler.group = index, group
         return core
 
     # -- instances -----------------------------------------------------------

@@ -340,6 +340,7 @@ class NKITensor:
             _deps.note_access(self, False)
         if self.storage.live is not None:
             self._touch()
+        _schedule_access(self.storage, self.arr, False)
         if self.index is None:
             return self.arr
         slices = self._fast_slices()
@@ -355,6 +356,7 @@ class NKITensor:
         if self.index is None or self._fast_slices() is not None:
             return self.read(mask), None
         self._touch()
+        _schedule_access(self.storage, self.arr, False)
         idx, valid = self._checked_index(mask, skip)
         return self.arr[idx], valid
 
@@ -372,6 +374,7 @@ class NKITensor:
             _deps.note_access(self, True, mask)
         if self.storage.live is not None:
             self._touch(reading=False)
+        _schedule_access(self.storage, self.arr, True)
         if self.storage.psum_defined is not None and not defined:
             self._mark_defined(mask)
         values = _fit(values, self._shape)
@@ -949,3 +952,10 @@ def _mask_to(mask: np.ndarray, shape: tuple) -> np.ndarray:
     m = np.broadcast_to(mask, full)
     axes = tuple(i for i, (f, s) in enumerate(zip(full, shape)) if s == 1 and f != 1)
     return np.broadcast_to(m.any(axis=axes, keepdims=True), shape)
+
+
+def _schedule_access(storage: Any, arr: np.ndarray, writing: bool) -> None:
+    """An operand of the instruction being simulated, for its launch's schedule (nki/schedule.py)."""
+    launch = runtime.current_or_none()
+    if launch is not None:
+        launch.costs.scheduler.access(storage, arr, writing)

@@ -5,8 +5,11 @@
   `key_averages()` and the device lanes of the Chrome trace (a Kineto plugin in the C++ library).
 - TorchNeuron's profiling API: `NeuronConfig`, `ProfileMode`, `NeuronProfiler`.
 - Reports: `summarize_trace()` / `format_report()` (also `torchneuron-ext report PATH`).
+- NKI launches' instruction-level profile in the trace, when asked: `nki_instructions()` (or
+  TORCHNEURON_EXT_NKI_INSTRUCTIONS=1), placed by the export or `add_kernel_lanes(trace)`.
 """
 from .config import NeuronConfig, NeuronProfiler, ProfileMode
+from .kernel_trace import add_kernel_lanes, nki_instructions
 from .report import TraceSummary, format_report, summarize_trace
 from .timing import (
     OpStat,
@@ -20,6 +23,7 @@ from .timing import (
 )
 
 __all__ = [
-    "NeuronConfig", "NeuronProfiler", "OpStat", "ProfileMode", "TraceSummary", "disable_timing", "enable_timing",
+    "NeuronConfig", "NeuronProfiler", "OpStat", "ProfileMode", "TraceSummary", "add_kernel_lanes", "disable_timing",
+    "enable_timing", "nki_instructions",
     "format_report", "op_stats", "reset_timing", "summarize_trace", "timing", "timing_enabled", "timing_table",
 ]

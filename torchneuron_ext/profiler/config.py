@@ -20,6 +20,7 @@ import torch
 from .. import _C, _torch_internals
 from ..instrumentation import numerics
 from ..instrumentation import trace_schema as S
+from .kernel_trace import add_kernel_lanes
 from .projection import add_projected_lanes
 
 
@@ -182,6 +183,7 @@ class NeuronProfiler:
             trace = json.load(f)
         add_device_counters(trace)
         add_dispatch_flows(trace["traceEvents"])
+        add_kernel_lanes(trace)  # NKI launches' instructions, when asked (kernel_trace.py)
         # Trace consumers such as HolisticTraceAnalysis read the rank from here; the cost model
         # projects a collective over its record's group size, world_size for traces without it.
         info = trace.setdefault("distributedInfo", {"rank": int(os.environ.get("RANK", "0"))})

@@ -67,8 +67,13 @@ def _exchange(threads: "dict[int, int]", key: Any, value: Any, what: str) -> dic
     launch = runtime.current()
     if launch.cores is None:
         return {name: value for name in threads}  # one core: _check has made sure no other is named
-    got = launch.cores.exchange(launch._thread, key, tuple(sorted(threads.values())), value, what)
-    return {name: got[t] for name, t in threads.items()}
+    # A meeting point of the cores' schedules too (nki/schedule.py): each brings the time its work so far
+    # ends, and none goes on before the last of them arrives.
+    scheduler = launch.costs.scheduler
+    got = launch.cores.exchange(launch._thread, key, tuple(sorted(threads.values())),
+                                (value, scheduler.ready_time()), what)
+    scheduler.hold_until(max(arrived for _, arrived in got.values()))
+    return {name: got[t][0] for name, t in threads.items()}
 
 
 def exchange_cores(key: Any, cores: Sequence[int], value: Any, what: str) -> dict:

@@ -14,9 +14,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from ... import _torch_internals
+from ... import _C, _torch_internals
 from ...instrumentation.activity import DeviceActivity
+from ...profiler import kernel_trace
 from .. import runtime
+from .. import schedule as _schedule
 from ..cost_model import Costs
 from ..arguments import Arguments
 from ..kernel import Kernel
@@ -108,6 +110,11 @@ class TorchArguments(Arguments):
     def launch_scope(self, kernel: Kernel) -> "_LaunchScope":
         return _LaunchScope(kernel, self)
 
+    def keeps_instructions(self) -> bool:
+        """A launch on neuron tensors while torch.profiler runs keeps its instructions for the trace when asked
+        (profiler/kernel_trace.py: TORCHNEURON_EXT_NKI_INSTRUCTIONS=1 or profiler.nki_instructions())."""
+        return self.kind == "neuron" and torch.autograd._profiler_enabled() and kernel_trace.requested()
+
 
 class _LaunchScope:
     """A launch on neuron tensors is a device kernel (a DeviceActivity record); one on numpy arrays is the
@@ -120,6 +127,8 @@ class _LaunchScope:
         self.activity = DeviceActivity(f"nki::{kernel.__name__}", "nki",
                                        (args.device.index or 0) if on_device else 0, record=on_device)
         self.kernel, self.kind = kernel, args.kind
+        self.keep = args.keeps_instructions()
+        self.start_ns = 0
         self._stack = ExitStack()
 
     def __enter__(self) -> "_LaunchScope":
@@ -130,6 +139,10 @@ class _LaunchScope:
                 # gets the Kineto correlation id that the device kernel is recorded with.
                 stack.enter_context(torch._C._profiler._RecordFunctionFast(f"nki::{self.kernel.__name__}"))
             stack.enter_context(self.activity)
+            if self.keep:
+                # The cores of an LNC=2 launch make their costs inside the launch: they keep records too.
+                stack.enter_context(_schedule.recording())
+                self.start_ns = _C._now_ns()
             self._stack = stack.pop_all()
         return self
 
@@ -143,3 +156,5 @@ class _LaunchScope:
                 costs.bytes_read, costs.bytes_written, costs.flops
             # The instruction-level estimate travels with the record: the trace's projected lane uses it.
             activity.model_ns = int(costs.estimated_latency_s * 1e9)
+            if self.keep:
+                kernel_trace.keep_launch(self.kernel.__name__, activity.device, self.start_ns, costs.schedule)

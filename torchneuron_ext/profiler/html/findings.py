@@ -147,3 +147,60 @@ def _projected(s: TraceSummary) -> "Finding | None":
                    f"(measured here: {format_us(top.device_us)}).")
     return Finding(f"projected_{p.verdict.replace('-', '_')}", f"Projected on {p.target}: {p.verdict} (a model)",
                    detail, _PROJECTED_ADVICE[p.verdict], p.wall_us)
+
+
+# Transfers whose fixed per-transfer cost is at least this share of the DMA queues' time are "small".
+_SMALL_TRANSFERS = 0.5
+
+
+def _kernel_bound(v: Any) -> tuple[str, str, str]:
+    """(title, detail, advice) of a kernel view's bound (profiler/html/kernel_view.py)."""
+    util = v.class_utilisation
+    path = v.critical_by_class
+    on_path = ", ".join(f"{name} {format_us(path[k])}" for k, name in
+                        (("tensor", "Tensor"), ("vector_scalar", "Vector/Scalar"), ("dma", "DMA"), ("waits", "waits"))
+                        if path.get(k, 0) >= 0.0005)  # under half a nanosecond: rounding, not time
+    common = (f"Projected on {v.target}: {format_us(v.makespan_us)} for {v.instructions} instructions; busiest lane "
+              f"per class: Tensor {_share(util['tensor'], 1)}, Vector/Scalar {_share(util['vector_scalar'], 1)}, DMA "
+              f"{_share(util['dma'], 1)}; MFU {100 * v.mfu:.1f}%, HBM bandwidth {100 * v.hbm_utilisation:.1f}%. "
+              f"Critical path: {v.critical_path_length} instructions ({on_path or 'none'}).")
+    if v.bound == "tensor":
+        advice = ("Feed the Tensor Engine full tiles: BF16 or FP8 operands (FP32 runs at a quarter of the rate), "
+                  "a 128-row stationary and 512-column moving tile per nc_matmul, and accumulate in PSUM across K "
+                  "instead of copying partial sums out.")
+        if v.mfu < 0.5 * util["tensor"]:
+            advice = ("The Tensor Engine is busy but does little work per busy cycle (MFU under half its "
+                      "utilisation): its instructions are too small for their fixed cost. Give each nc_matmul a "
+                      "128-row stationary and up to 512 moving columns, and accumulate in PSUM across K.")
+        return "Tensor Engine-bound", common, advice
+    if v.bound == "vector_scalar":
+        return ("Vector/Scalar-bound", common,
+                "Do fewer elementwise passes: combine steps in one instruction (nisa.tensor_scalar applies two ops, "
+                "nisa.activation a function with scale and bias), move work between the Vector and Scalar engines "
+                "so both run, keep GpSimd for what only it can do, and give each instruction a long free dimension.")
+    if v.bound == "dma":
+        detail = common + (f" {v.dma_transfers} transfer{'s' if v.dma_transfers != 1 else ''} averaged {format_bytes(v.dma_mean_bytes)}; the fixed "
+                           f"per-transfer cost is {_share(v.dma_fixed_share, 1)} of the DMA queues' time.")
+        if v.dma_fixed_share >= _SMALL_TRANSFERS:
+            return ("DMA-bound: many small transfers", detail,
+                    "Batch loads into larger tiles (one DMA per tile, not per row), hoist loop-invariant loads out "
+                    "of the loop, and spread independent transfers over the DMA queues.")
+        return ("DMA-bound: HBM bandwidth", detail,
+                "Move fewer bytes: reuse tiles held in SBUF across iterations instead of reloading them, load in "
+                "BF16 rather than FP32, and fuse kernels so intermediates never go to HBM.")
+    return ("Dependency stalls: no engine is busy half the time", common,
+            "The engines wait on each other: double-buffer (allocate each tile in a buffer of 2 or more so the load "
+            "of the next tile overlaps work on this one), keep more independent tiles in flight, and issue loads "
+            "before the compute that needs them.")
+
+
+def kernel_findings(views: list) -> list[Finding]:
+    """One finding per NKI kernel with an instruction-level profile (kernel_view.kernel_views): the bound that
+    limits it, with what to try. Projected on the target: a model, like the projected finding."""
+    out = []
+    for v in views:
+        title, detail, advice = _kernel_bound(v)
+        runs = f" ({v.launches} launches, the longest shown)" if v.launches > 1 else ""
+        out.append(Finding(f"nki_kernel_{v.bound}", f"NKI kernel {v.kernel}: {title}{runs}", detail, advice,
+                           v.total_us))
+    return out

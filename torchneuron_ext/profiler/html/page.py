@@ -12,7 +12,8 @@ from ...instrumentation import trace_schema as _trace_schema
 from ..projection import ProjectedTimeline, add_projected_lanes
 from ..report import summarize_trace
 from ..trace_events import ClassifiedTrace, classify, read_trace
-from .findings import find
+from .findings import find, kernel_findings
+from .kernel_view import kernel_views
 from .model import build_profile
 
 # A trace file, a profile directory (its newest trace), a trace dict, or a trace classified already
@@ -74,7 +75,13 @@ def profile_payload(trace: TraceLike, name: Optional[str] = None, index: int = 0
         {"name": r.name, "tier": r.tier, "calls": r.calls, "host_us": r.host_us, "device_us": r.device_us,
          "bytes": r.bytes, "projected_us": r.projected_us, "bound": r.bound} for r in summary.ops
     ]
-    profile["findings"] = [f.to_dict() for f in find(summary)]
+    findings = find(summary)
+    views = kernel_views(classified)
+    if views:
+        # A kernel trace of its own (nki.profile) has no device kernels: its findings are the kernels'.
+        findings = [f for f in findings if f.key != "no_device_activity"] + kernel_findings(views)
+    profile["findings"] = [f.to_dict() for f in findings]
+    profile["kernels"] = [v.to_dict() for v in views]
     return profile
 
 

@@ -103,7 +103,7 @@
   class Profile {
     constructor(meta, buffer, index) {
       this.index = index;
-      for (const k of ["name", "source", "duration", "lanes", "groups", "tiers", "strings", "cats", "summary", "ops", "findings"]) this[k] = meta[k];
+      for (const k of ["name", "source", "duration", "lanes", "groups", "tiers", "strings", "cats", "summary", "ops", "findings", "kernels"]) this[k] = meta[k];
       const col = (name) => { const [dt, off, n] = meta.columns[name]; return new ARRAYS[dt](buffer, off, n); };
       this.nameId = col("name"); this.lane = col("lane");
       this.cat = col("cat"); this.tier = col("tier"); this.rowStart = col("rowStart");
@@ -1137,6 +1137,46 @@
     fill();
   }
 
+  // The kernel view: each NKI kernel's instruction-level profile, projected on its target by the schedule
+  // model (profiler/html/kernel_view.py computes the numbers; this lays them out).
+  const CLASS_LABELS = { tensor: "Tensor Engine", vector_scalar: "Vector/Scalar", dma: "DMA", stalls: "dependency stalls" };
+  function bar(x) { return el("div", { class: "bar" }, el("div", { style: "width:" + Math.min(100, 100 * x).toFixed(1) + "%" })); }
+  function table(head, rows) {
+    return el("table", { class: "grid" }, el("tr", {}, ...head.map((t, k) => el("th", { class: k === 0 ? "name" : "", text: t }))),
+      ...rows.map((r) => el("tr", {}, ...r.map((v, k) => el("td", k === 0 ? { class: "name" } : {}, v)))));
+  }
+  function renderKernels(host, p) {
+    const ks = p.kernels || [];
+    if (!ks.length) {
+      host.append(el("p", { class: "muted", text: "This trace has no NKI instruction profile. Write one with nki.profile(working_directory=...) or nki.benchmark(save_trace_name=...), or profile NKI launches under torch.profiler with TORCHNEURON_EXT_NKI_INSTRUCTIONS=1 (docs/nki.md, \"The instruction-level profile\")." }));
+      return;
+    }
+    for (const k of ks) {
+      const sec = el("section", { class: "kernel", "data-kernel": k.kernel });
+      const finding = p.findings.find((f) => f.key === "nki_kernel_" + k.bound && f.title.includes(k.kernel));
+      sec.append(
+        el("h2", { text: k.kernel + " — projected on " + k.target + " (schedule model, not a measurement)" + (k.launches > 1 ? " · longest of " + k.launches + " launches" : "") }),
+        el("div", { class: "cards projected" },
+          card("makespan", fmtUs(k.makespan_us)),
+          card("instructions", fmtInt(k.instructions) + (k.cores > 1 ? " on " + k.cores + " cores" : "")),
+          card("MFU", fmtPct(k.mfu), bar(k.mfu)),
+          card("HBM bandwidth", fmtPct(k.hbm_utilisation), bar(k.hbm_utilisation)),
+          card("bound", el("span", { class: "bound bound-" + k.bound, text: CLASS_LABELS[k.bound] || k.bound }))),
+        ...(finding ? [el("div", { class: "finding" }, el("div", { class: "title", text: finding.title }), el("div", { text: finding.detail }), el("div", { class: "advice", text: finding.advice }))] : []),
+        el("h3", { text: "Engine utilisation (busy / makespan)" }),
+        table(["Lane", "Core", "Busy", "Utilisation", "Instructions"], k.lanes.map((l) => [l.label, String(l.core), fmtUs(l.busy_us),
+          el("span", {}, fmtPct(l.utilisation), bar(l.utilisation)), fmtInt(l.instructions)])),
+        el("h3", { text: "Top source lines by projected time" }),
+        table(["Line", "Time", "Share", "Instructions", "Engines"], k.top_lines.map((l) => [l.line, fmtUs(l.time_us), fmtPct(l.share), fmtInt(l.instructions), l.engines.join(", ")])),
+        el("h3", { text: "Critical path: " + fmtInt(k.critical_path_length) + " instructions (" +
+          Object.entries(k.critical_by_class).filter(([, v]) => v >= 0.0005).map(([c, v]) => (CLASS_LABELS[c] || c) + " " + fmtUs(v)).join(", ") + ")" }),
+        table(["Instruction", "Lane", "Line", "Start", "Duration", "Waited"], k.critical_path.map((r) => [r.opcode + " #" + r.index + (k.cores > 1 ? " (core " + r.core + ")" : ""),
+          r.lane, r.line || "-", fmtUs(r.start_us), fmtUs(r.dur_us), fmtUs(r.wait_us)])),
+        ...(k.critical_path_length > k.critical_path.length ? [el("p", { class: "muted", text: "first " + k.critical_path.length + " of " + k.critical_path_length + " shown" })] : []));
+      host.append(sec);
+    }
+  }
+
   // One view per (tab, profile), built on first show.
   function viewFor(tab, p, build) {
     const key = tab + ":" + p.index;
@@ -1159,6 +1199,7 @@
     } else {
       const builders = {
         summary: (h) => renderSummary(h, p), timeline: (h) => new Timeline(h, p), ops: (h) => new OpTable(h, p), memory: (h) => renderMemory(h, p),
+        kernels: (h) => renderKernels(h, p),
       };
       const existed = app.views.has(tab + ":" + p.index);
       viewFor(tab, p, builders[tab]);

@@ -1,0 +1,309 @@
+"""The schedule model of an NKI launch (nki/schedule.py): hand-worked schedules, stalls on one tile against
+independent work, PSUM accumulation, HBM dependencies, DMA queues, the cores' meeting points, records."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import torchneuron_ext.nki as nki
+import torchneuron_ext.nki.isa as nisa
+import torchneuron_ext.nki.language as nl
+from torchneuron_ext.nki import schedule
+from torchneuron_ext.nki.cost_model import Costs, hardware
+from torchneuron_ext.nki.schedule import box_of, latency_table
+
+HW = hardware("trn2")
+LAT = latency_table("trn2")
+US = 1e-6
+
+
+def _dma_s(nbytes: int) -> float:
+    return HW.dma_fixed_s + nbytes / HW.memory_bytes_per_s
+
+
+@nki.jit(platform_target="trn2")
+def scale(a):
+    """load -> Vector -> store: three instructions, each waiting on the one before."""
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)
+    u = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=u, data=t, op0=nl.multiply, operand0=2.0)
+    nisa.dma_copy(dst=out, src=u)
+    return out
+
+
+def test_hand_worked_load_compute_store():
+    a = np.arange(128 * 512, dtype=np.float32).reshape(128, 512)
+    with schedule.recording():
+        np.testing.assert_array_equal(scale(a), 2 * a)
+    s = scale.last_result.schedule
+    load, vec, store = s.instructions
+    # The load: 1.3 us fixed + 256 KiB at 362.5 GB/s = 2.02316 us on the first DMA queue.
+    assert (load.queue, load.opcode, load.start_s) == ("dma:0", "dma_copy", 0.0)
+    assert load.end_s == pytest.approx(_dma_s(a.nbytes)) and load.end_s / US == pytest.approx(2.02316, abs=1e-5)
+    # The Vector instruction waits for the load's tile and pays the dependency latency (160 Vector cycles at
+    # 0.96 GHz = 0.16667 us), then runs max(64, 512) cycles = 0.53333 us.
+    assert vec.deps == (0,) and vec.critical_dep == 0
+    assert vec.start_s / US == pytest.approx(2.02316 + 0.16667, abs=1e-5)
+    assert vec.end_s / US == pytest.approx(2.02316 + 0.16667 + 0.53333, abs=1e-5)
+    assert vec.wait_s == pytest.approx(vec.start_s)
+    # The store, on the second queue, starts as the Vector result is there (its fixed cost holds the wait).
+    assert (store.queue, store.deps) == ("dma:1", (1,))
+    assert store.start_s == pytest.approx(vec.end_s)
+    assert store.end_s / US == pytest.approx(2.72316 + 2.02316, abs=1e-5)
+    assert s.makespan_s == pytest.approx(store.end_s)
+    assert scale.last_result.estimated_latency_us == pytest.approx(store.end_s / US)
+    assert [i.index for i in s.critical_path()] == [0, 1, 2]
+    assert [(o.role, o.memory, o.shape, o.dtype) for o in vec.operands] == [
+        ("in", "sbuf", (128, 512), "float32"), ("out", "sbuf", (128, 512), "float32")]
+    assert load.file == __file__ and load.line > 0
+
+
+def _vector_s(n: int) -> float:
+    return max(HW.nki_min_ii_cycles, n) / HW.vector_clock_hz
+
+
+def _scalar_s(n: int) -> float:
+    return max(HW.nki_min_ii_cycles, n) / HW.scalar_clock_hz
+
+
+@nki.jit(platform_target="trn2")
+def one_tile_chain(a):
+    """Every instruction reads and writes the same tile: nothing can overlap."""
+    t = nl.ndarray((128, 256), dtype=np.float32, buffer=nl.sbuf)
+    for _ in range(3):
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=2.0)
+        nisa.activation(dst=t, op=nl.copy, data=t)
+    return a
+
+
+@nki.jit(platform_target="trn2")
+def independent_twin(a):
+    """The same instructions on tiles of their own: the Vector and Scalar engines overlap."""
+    t = nl.ndarray((128, 256), dtype=np.float32, buffer=nl.sbuf)
+    for _ in range(3):
+        u = nl.ndarray((128, 256), dtype=np.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=u, data=t, op0=nl.multiply, operand0=2.0)
+        v = nl.ndarray((128, 256), dtype=np.float32, buffer=nl.sbuf)
+        nisa.activation(dst=v, op=nl.copy, data=t)
+    return a
+
+
+def test_a_kernel_serialised_on_one_tile_shows_the_stall():
+    a = np.zeros((1, 1), np.float32)
+    with schedule.recording():
+        one_tile_chain(a)
+        independent_twin(a)
+    chain, twin = one_tile_chain.last_result, independent_twin.last_result
+    assert chain.costs.serial_latency_s == pytest.approx(twin.costs.serial_latency_s)
+    serial = chain.costs.serial_latency_s
+    assert serial == pytest.approx(3 * (_vector_s(256) + _scalar_s(256)))
+    # The chain: the serial sum plus, for every instruction after the first, its engine's dependency latency.
+    waits = 3 * LAT.dependency_s["scalar"] + 2 * LAT.dependency_s["vector"]
+    assert chain.schedule.makespan_s == pytest.approx(serial + waits)
+    assert [i.deps for i in chain.schedule.instructions] == [(), (0,), (1,), (2,), (3,), (4,)]
+    assert all(i.wait_s > 0 for i in chain.schedule.instructions[1:])
+    assert len(chain.schedule.critical_path()) == 6
+    # The twin: the busiest engine's total (Vector, the slower clock).
+    assert twin.schedule.makespan_s == pytest.approx(max(twin.costs.busy_s.values()))
+    assert twin.schedule.makespan_s == pytest.approx(3 * _vector_s(256))
+    assert all(i.deps == () and i.wait_s == 0 for i in twin.schedule.instructions)
+
+
+@nki.jit(platform_target="trn2")
+def accumulate(lhsT, rhs):
+    """nl.zeros in PSUM, four matmuls accumulating into it, one copy out, one store."""
+    out = nl.ndarray((128, 512), dtype=np.float32, buffer=nl.shared_hbm)
+    a = [nl.ndarray((128, 128), dtype=lhsT.dtype, buffer=nl.sbuf) for _ in range(4)]
+    b = [nl.ndarray((128, 512), dtype=rhs.dtype, buffer=nl.sbuf) for _ in range(4)]
+    for k in range(4):
+        nisa.dma_copy(dst=a[k], src=lhsT[k * 128:(k + 1) * 128, :])
+        nisa.dma_copy(dst=b[k], src=rhs[k * 128:(k + 1) * 128, :])
+    acc = nl.zeros((128, 512), dtype=np.float32, buffer=nl.psum)
+    for k in range(4):
+        nisa.nc_matmul(dst=acc, stationary=a[k], moving=b[k], accumulate=True)
+    res = nl.ndarray((128, 512), dtype=np.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=res, src=acc)
+    nisa.dma_copy(dst=out, src=res)
+    return out
+
+
+def test_matmuls_into_one_psum_tile_accumulate_without_stalls():
+    rng = np.random.default_rng(0)
+    lhsT = rng.standard_normal((512, 128)).astype(np.float32)
+    rhs = rng.standard_normal((512, 512)).astype(np.float32)
+    with schedule.recording():
+        out = accumulate(lhsT, rhs)
+    np.testing.assert_allclose(out, lhsT.T @ rhs, rtol=1e-4, atol=1e-3)
+    s = accumulate.last_result.schedule
+    mm = [i for i in s.instructions if i.opcode == "nc_matmul"]
+    memset = next(i for i in s.instructions if i.opcode == "memset")
+    # The first matmul waits for its operands' loads (k = 0: instructions 0 and 1), not for the memset:
+    # the accumulation group's first matmul overwrites.
+    assert memset.index not in mm[0].deps
+    assert mm[0].start_s == pytest.approx(max(s.instructions[0].end_s, s.instructions[1].end_s)
+                                          + LAT.dependency_s["tensor"])
+    # Each later matmul depends on the one before (the PSUM tile) and on its loads; in order on the Tensor
+    # Engine the accumulation costs nothing beyond the wait for the loads.
+    for prev, cur in zip(mm, mm[1:]):
+        assert prev.index in cur.deps
+        loads = [s.instructions[2 * (cur.index - mm[0].index)], s.instructions[2 * (cur.index - mm[0].index) + 1]]
+        assert cur.start_s == pytest.approx(max(prev.end_s, max(x.end_s for x in loads)
+                                                + LAT.dependency_s["tensor"]))
+    copy = next(i for i in s.instructions if i.opcode == "tensor_copy")
+    assert copy.critical_dep == mm[-1].index
+    assert copy.start_s == pytest.approx(mm[-1].end_s + LAT.dependency_s["vector"])
+
+
+@nki.jit(platform_target="trn2")
+def through_hbm(a):
+    """A DMA into the output, then a DMA out of it: the second waits for the first (HBM counts too)."""
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=out, src=a)
+    nisa.dma_copy(dst=t, src=out)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_hbm_tensors_carry_dependencies():
+    a = np.ones((128, 64), np.float32)
+    with schedule.recording():
+        np.testing.assert_array_equal(through_hbm(a), a)
+    first, second, third = through_hbm.last_result.schedule.instructions
+    assert second.deps == (0,) and second.start_s == pytest.approx(first.end_s)
+    assert third.deps == (0, 1) and third.start_s == pytest.approx(second.end_s)
+
+
+@nki.jit(platform_target="trn2")
+def two_loads(a, b):
+    """Two independent loads: their fixed costs overlap on two DMA queues, their bytes share the bandwidth."""
+    ta = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    tb = nl.ndarray(b.shape, dtype=b.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=ta, src=a)
+    nisa.dma_copy(dst=tb, src=b)
+    return a
+
+
+def test_independent_transfers_overlap_their_fixed_cost():
+    a = np.ones((128, 512), np.float32)
+    with schedule.recording():
+        two_loads(a, a)
+    s = two_loads.last_result.schedule
+    first, second = s.instructions
+    assert (first.queue, second.queue) == ("dma:0", "dma:1") and first.start_s == second.start_s == 0.0
+    data = a.nbytes / HW.memory_bytes_per_s
+    assert first.end_s == pytest.approx(HW.dma_fixed_s + data)
+    assert second.end_s == pytest.approx(HW.dma_fixed_s + 2 * data)
+    assert s.makespan_s / US == pytest.approx(1.3 + 2 * 0.72316, abs=1e-5)
+    assert two_loads.last_result.costs.serial_latency_s == pytest.approx(2 * (HW.dma_fixed_s + data))
+
+
+@nki.jit(platform_target="trn2")
+def column_blocks(a):
+    """Stores into disjoint column blocks of one output, then a load of the first block again."""
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a[:, 0:64])
+    nisa.dma_copy(dst=out[:, 0:64], src=t)
+    nisa.dma_copy(dst=out[:, 64:128], src=t)
+    back = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=back, src=out[:, 0:64])
+    return out
+
+
+def test_dependencies_follow_the_element_box_not_the_whole_tensor():
+    a = np.arange(128 * 128, dtype=np.float32).reshape(128, 128)
+    with schedule.recording():
+        out = column_blocks(a)
+    np.testing.assert_array_equal(out[:, :64], a[:, :64])
+    load, store0, store1, back = column_blocks.last_result.schedule.instructions
+    assert store0.deps == (0,) and store1.deps == (0,)  # disjoint blocks of `out`: no write-after-write
+    assert back.deps == (1,)                            # reads the block store0 wrote, not store1's
+
+
+def test_box_of_views():
+    base = np.zeros((8, 16), np.float32)
+    assert box_of(base, base[2:4, 3:9]) == (2, 3, 3, 8)
+    assert box_of(base, base[:, ::2]) == (0, 7, 0, 14)
+    cube = np.zeros((4, 8, 16), np.float32)
+    assert box_of(cube, cube[1, 2:4, :]) == (1, 1, 2, 3, 0, 15)
+    assert box_of(base, base.reshape(16, 8)[3:5]) is None            # a reshape across rows: the whole
+    assert box_of(base, base[::-1]) is None                          # negative stride: the whole allocation
+
+
+def test_records_are_kept_only_when_asked():
+    a = np.ones((128, 512), np.float32)
+    scale(a)
+    s = scale.last_result.schedule
+    assert s.instructions == [] and s.instruction_count == 3 and s.critical_path() == []
+    assert s.makespan_s / US == pytest.approx(4.74632, abs=1e-5)
+    with schedule.recording():
+        scale(a)
+    assert len(scale.last_result.schedule.instructions) == 3
+
+
+def test_disabled_falls_back_to_the_busiest_engine():
+    a = np.ones((128, 512), np.float32)
+    with schedule.disabled():
+        scale(a)
+    c = scale.last_result.costs
+    assert c.estimated_latency_s == pytest.approx(max(c.busy_s.values()))
+    assert c.estimated_latency_s == pytest.approx(2 * _dma_s(a.nbytes))
+
+
+@nki.jit(platform_target="trn2")
+def uneven_then_barrier(a):
+    """Core 1 does more work before the barrier; after it, both cores go on from the later arrival."""
+    shared = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    i = nl.program_id(0)
+    t = nl.ndarray((64, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a[i * 64:(i + 1) * 64, :])
+    if i == 1:
+        for _ in range(4):
+            nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=1.0)
+    nisa.dma_copy(dst=shared[i * 64:(i + 1) * 64, :], src=t)
+    nisa.core_barrier(shared, (0, 1))
+    nisa.dma_copy(dst=t, src=shared[(1 - i) * 64:(2 - i) * 64, :])
+    return shared
+
+
+def test_the_cores_schedules_meet_at_a_barrier():
+    a = np.ones((128, 512), np.float32)
+    with schedule.recording():
+        uneven_then_barrier[2](a)
+    s = uneven_then_barrier.last_result.schedule
+    by_core = {c: [i for i in s.instructions if i.core == c] for c in (0, 1)}
+    arrival = {c: max(i.end_s for i in by_core[c] if i.opcode != "core_barrier"
+                      and i.index < next(j.index for j in by_core[c] if j.opcode == "core_barrier"))
+               for c in (0, 1)}
+    assert arrival[1] > arrival[0]
+    for c in (0, 1):
+        barrier = next(i for i in by_core[c] if i.opcode == "core_barrier")
+        after = [i for i in by_core[c] if i.index > barrier.index]
+        assert after and all(i.start_s >= arrival[1] for i in after)
+    assert s.makespan_s == pytest.approx(max(i.end_s for i in s.instructions))
+
+
+def test_costs_used_directly_have_no_dependencies():
+    # Costs without a kernel (the validation rows' single instructions): nothing ties the transfers, so
+    # they alternate between the two queues and share the bandwidth. Queue 0: fixed, data (0 - 2.02 us);
+    # queue 1: fixed, then its data after queue 0's (2.02 - 2.75); queue 0 again: fixed from 2.02, data
+    # 3.32 - 4.05; queue 1: fixed from 2.75, data after that (4.05 - 4.77): 2 fixed costs + 3 data phases.
+    c = Costs("trn2")
+    for _ in range(4):
+        c.dma("load", 128 * 512 * 4, False, True)
+    data = 128 * 512 * 4 / HW.memory_bytes_per_s
+    assert c.estimated_latency_s == pytest.approx(2 * HW.dma_fixed_s + 3 * data)
+    assert c.estimated_latency_s / US == pytest.approx(4.76947, abs=1e-5)
+    assert c.busy_s["dma"] == pytest.approx(4 * (HW.dma_fixed_s + data))  # the engine's work, not overlapped
+
+
+def test_latency_table_per_target():
+    for name in ("trn1", "trn2", "trn3"):
+        t = latency_table(name)
+        hw = hardware(name)
+        assert t.dma_queues == 2 and t.dma_fixed_s == hw.dma_fixed_s
+        assert t.dependency_s["vector"] == pytest.approx(160 / hw.vector_clock_hz)
+        assert t.dependency_s["dma"] == 0.0 and set(t.sources) >= {"dma_queues", "dependency_cycles"}

@@ -1,0 +1,565 @@
+"""The schedule model of an NKI launch: when each instruction runs on the target (docs/cost_model.md, "NKI
+kernels: the schedule").
+
+Every instruction the simulator runs is issued, in program order, to its engine's queue (Tensor, Vector,
+Scalar, GpSimd, one of the DMA queues, the collective queue). It starts when its queue is free and its
+operands are ready: the instructions that last wrote what it reads (read-after-write), and those that last
+read or wrote what it writes (write-after-read, write-after-write), have ended, plus a semaphore wait when the
+producer ran on another queue. It ends its modelled duration later (nki/cost_model.py's per-instruction
+costs). Engines overlap; the launch's projected time is the makespan, the last instruction's end.
+
+Dependencies are tracked per allocation (runtime.Storage) and, inside it, per box of element indices the
+view covers (a view's start and extent in each dimension of the allocation). A view the box cannot describe
+(a reshape across dimensions, a negative stride) counts as the whole allocation; an allocation with more
+than ``MAX_ENTRIES`` distinct boxes in flight folds its older half into one entry covering them all, ending
+when the last of them ends (conservative: it may add a wait on old accesses, never drops one). Accesses reach the schedule through NKITensor.read/write (an instruction reads its operands
+before it is counted and writes its results after), so every instruction's operands are seen without its
+engine naming them.
+
+The online part is O(1) amortised per instruction (bounded lists per allocation); the per-instruction
+records (``ScheduledInstruction``) are kept only when asked (``recording()``, or ``Costs(record=True)``).
+"""
+from __future__ import annotations
+
+import contextlib
+import gc
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Optional
+
+from ..trainium import targets as _targets
+from . import dtypes
+from .errors import _is_internal
+
+# An allocation with more distinct boxes than this in flight has them merged into one (see the docstring).
+MAX_ENTRIES = 16
+
+
+@dataclass(frozen=True)
+class Operand:
+    role: str            # "in" or "out"
+    memory: str          # "sbuf", "psum", "hbm", "shared_hbm", ...
+    name: str            # the tensor's name if it has one, else ""
+    shape: tuple         # the operand's (view's) shape
+    dtype: str           # numpy/ml_dtypes name, e.g. "bfloat16"
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class ScheduledInstruction:
+    index: int                 # program order within its core (0-based)
+    core: int                  # physical core of the launch (0 or 1 at LNC=2)
+    engine: str                # "tensor" | "vector" | "scalar" | "gpsimd" | "dma" | "collective"
+    queue: str                 # the lane: the engine's name, or "dma:<n>" for a DMA queue
+    opcode: str                # the API name, e.g. "nc_matmul", "dma_copy"
+    file: str                  # the kernel source file of the calling line ("" if unknown)
+    line: int                  # its line number (0 if unknown)
+    start_s: float             # projected start on the target, seconds from the launch's start
+    end_s: float
+    operands: tuple            # tuple[Operand, ...]
+    flops: int
+    nbytes: int                # bytes moved (DMA) or read+written (compute)
+    deps: tuple                # indices (same core) or (core, index) pairs of the instructions it waited on
+    wait_s: float              # time it waited on dependencies after its engine was free
+    critical_dep: Any = None   # the dependency that set its start (an entry of deps), None if its queue did
+
+    @property
+    def duration_s(self) -> float:
+        return self.end_s - self.start_s
+
+
+@dataclass
+class KernelSchedule:
+    target: str
+    instructions: list         # list[ScheduledInstruction], empty when records were not kept
+    makespan_s: float
+    engine_busy_s: dict        # engine or queue -> busy seconds
+    flops: int
+    hbm_bytes: int
+    instruction_count: int = 0
+    latencies: Any = None      # the LatencyTable the schedule used
+
+    def critical_path(self) -> list:
+        """The chain of instructions that sets the makespan: from the last to end, each instruction's
+        predecessor is the dependency that set its start or, if its queue was what it waited for, the
+        instruction before it on that queue. Empty when records were not kept."""
+        if not self.instructions:
+            return []
+        by_key = {(i.core, i.index): i for i in self.instructions}
+        prev_on_queue: dict = {}
+        last_seen: dict = {}
+        for ins in sorted(self.instructions, key=lambda i: (i.core, i.index)):
+            key = (ins.core, ins.queue)
+            prev_on_queue[(ins.core, ins.index)] = last_seen.get(key)
+            last_seen[key] = ins
+        cur = max(self.instructions, key=lambda i: (i.end_s, -i.index))
+        path = [cur]
+        while True:
+            dep = cur.critical_dep
+            if dep is not None:
+                nxt = by_key.get(dep if isinstance(dep, tuple) else (cur.core, dep))
+            else:
+                nxt = prev_on_queue.get((cur.core, cur.index))
+                if nxt is not None and nxt.end_s < cur.start_s - 1e-15:
+                    nxt = None  # neither its queue nor a dependency held it: the chain starts here
+            if nxt is None:
+                break
+            path.append(nxt)
+            cur = nxt
+        path.reverse()
+        return path
+
+
+@dataclass(frozen=True)
+class LatencyTable:
+    """The latencies a target's schedule uses, with where each comes from (docs/cost_model.md)."""
+    target: str
+    dma_queues: int            # DMA queues a kernel's transfers spread over, each in order
+    dma_fixed_s: float         # per transfer: descriptor, trigger and completion semaphore (targets.dma_fixed_s)
+    dma_bytes_per_s: float     # the core's 16 DMA engines together: one transfer spans them by partition
+    dependency_cycles: int     # a compute instruction waiting on another's output: static overhead + access start
+    dependency_s: dict = field(default_factory=dict, compare=False)  # engine -> dependency_cycles at its clock
+    min_ii_cycles: int = 64    # the shortest instruction of an engine (in the per-instruction costs)
+    sources: dict = field(default_factory=dict, compare=False)
+
+
+# DMA queues: "The queue ID is typically tied to the trigger engine and the method of descriptor generation"
+# (nki-dma-overview.rst), and a kernel's transfers are triggered from two sequencers: "Each NeuronCore-v3 comes
+# with two instances of DGE, which can be commanded through either SyncE or ScalarE sequencer ... The compute
+# engine to initiate a DGE command (Sync Engine or ScalarE) is currently determined by NKI compiler"
+# (trainium2_arch.rst, DGE). NeuronCore-v2's static DMAs are triggered from the same two sequencers (GpSimd's
+# software DGE serves indirect transfers). Transfers alternate between the two queues in program order.
+_DMA_QUEUES = {2: 2, 3: 2, 4: 2}
+
+# A dependent instruction: "with every instruction depending on the output tile of the previous instruction,
+# we need to add a static instruction overhead of 100 engine cycles" (trainium_inferentia2_arch.rst, Vector
+# Engine), and the tensor access it then starts is not hidden: "a static overhead approximately 60 cycles"
+# (same guide, "Tensor access overhead"). The perf guide's chain of dependent 1-element ScalarE instructions
+# runs at 264 cycles each: MIN_II (64) + 160 = 224 here.
+_DEPENDENCY_CYCLES = 100 + 60
+
+
+def latency_table(target: Any) -> LatencyTable:
+    """The schedule's latencies on ``target`` (a Target record or its name), one physical core."""
+    record = _targets.by_name(target) if isinstance(target, str) else target
+    hw = record.physical_core()
+    clocks = {"tensor": hw.tensor_clock_hz, "vector": hw.vector_clock_hz, "scalar": hw.scalar_clock_hz,
+              "gpsimd": hw.gpsimd_clock_hz}
+    return LatencyTable(
+        target=hw.name,
+        dma_queues=_DMA_QUEUES.get(hw.generation, 4),
+        dma_fixed_s=hw.dma_fixed_s,
+        dma_bytes_per_s=hw.memory_bytes_per_s,
+        dependency_cycles=_DEPENDENCY_CYCLES,
+        # A DMA's fixed cost already holds its semaphore wait; a collective's its handshake.
+        dependency_s={**{e: _DEPENDENCY_CYCLES / c for e, c in clocks.items()}, "dma": 0.0, "collective": 0.0},
+        min_ii_cycles=hw.nki_min_ii_cycles,
+        sources={
+            "dma_queues": "nki-dma-overview.rst, trainium2_arch.rst (DGE): one queue per trigger engine, SyncE "
+                          "and ScalarE",
+            "dma_fixed_s": "trainium_costs.md section 3: ~1.3 us cross-engine per transfer [DBW]",
+            "dma_bytes_per_s": "trainium/targets.py memory_bytes_per_s (16 DMA engines per core)",
+            "dependency_cycles": "trainium_inferentia2_arch.rst: 100-cycle static overhead of a dependent "
+                                 "instruction + ~60-cycle tensor access start",
+            "min_ii_cycles": "ISA reference (Neuron 2.26): MIN_II ~ 64 cycles",
+        })
+
+
+# -- recording switch ---------------------------------------------------------------------------------------
+_local = threading.local()
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[None]:
+    """Keep every instruction's record (ScheduledInstruction) for the launches started inside."""
+    prev = getattr(_local, "record", False)
+    _local.record = True
+    try:
+        yield
+    finally:
+        _local.record = prev
+
+
+def recording_requested() -> bool:
+    return getattr(_local, "record", False)
+
+
+@contextlib.contextmanager
+def disabled() -> Iterator[None]:
+    """Launches started inside keep no schedule: their estimate is the busiest engine's total (perfect
+    overlap, the model before the schedule). For measuring what the schedule costs (bench/nki_simulator.py)."""
+    prev = getattr(_local, "off", False)
+    _local.off = True
+    try:
+        yield
+    finally:
+        _local.off = prev
+
+
+def scheduler_for(target: Any, record: Optional[bool] = None) -> "Scheduler":
+    """The scheduler of a new launch's core: as ``recording()`` and ``disabled()`` say on this thread."""
+    if getattr(_local, "off", False):
+        return NullScheduler(target)
+    return Scheduler(target, recording_requested() if record is None else record)
+
+
+# -- dependency tracking ------------------------------------------------------------------------------------
+def box_of(base: Any, arr: Any) -> Optional[tuple]:
+    """The element box ``arr`` (a view of the allocation ``base``) covers, flattened as (lo0, hi0, lo1, hi1,
+    ...) over ``base``'s dimensions (hi inclusive); None when a box cannot describe it (the whole allocation)."""
+    bstrides = base.strides
+    bshape = base.shape
+    off = arr.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    n = len(bstrides)
+    if off < 0 or n == 0:
+        return None
+    if n == 2 and arr.strides == bstrides and bstrides[1] > 0 and bstrides[0] >= bstrides[1] * bshape[1]:
+        # A 2-D slice with unit steps of a row-major allocation (most tiles and HBM blocks): no loops.
+        r, rest = divmod(off, bstrides[0])
+        c, rest = divmod(rest, bstrides[1])
+        h, w = arr.shape
+        if rest or r + h > bshape[0] or c + w > bshape[1]:
+            return None
+        return (r, r + h - 1, c, c + w - 1)
+    lo = [0] * n
+    for d in range(n):
+        s = bstrides[d]
+        if s <= 0:
+            return None
+        lo[d], off = divmod(off, s)
+    if off:
+        return None
+    hi = list(lo)
+    for size, t in zip(arr.shape, arr.strides):
+        if size <= 1 or t == 0:
+            continue
+        for d in range(n):
+            s = bstrides[d]
+            if t >= s and t % s == 0:
+                hi[d] += (size - 1) * (t // s)
+                break
+        else:
+            return None
+    out = []
+    for d in range(n):
+        if hi[d] >= bshape[d]:
+            return None
+        out.append(lo[d])
+        out.append(hi[d])
+    return tuple(out)
+
+
+def _overlap(a: Optional[tuple], b: Optional[tuple]) -> bool:
+    if a is None or b is None:
+        return True
+    if len(a) != len(b):
+        return True
+    for i in range(0, len(a), 2):
+        if a[i + 1] < b[i] or b[i + 1] < a[i]:
+            return False
+    return True
+
+
+def _contains(outer: Optional[tuple], inner: Optional[tuple]) -> bool:
+    if outer is None:
+        return True
+    if inner is None or len(outer) != len(inner):
+        return False
+    for i in range(0, len(outer), 2):
+        if inner[i] < outer[i] or inner[i + 1] > outer[i + 1]:
+            return False
+    return True
+
+
+def _union(entries: list) -> Optional[tuple]:
+    boxes = [e[0] for e in entries]
+    if any(b is None for b in boxes) or len({len(b) for b in boxes}) != 1:
+        return None
+    return tuple(min(b[i] for b in boxes) if i % 2 == 0 else max(b[i] for b in boxes) for i in range(len(boxes[0])))
+
+
+class _Region:
+    """The in-flight accesses of one allocation, for one core's schedule (``owner``): entries [box, end_s,
+    index, queue, zero fill]."""
+    __slots__ = ("writers", "readers", "owner")
+
+    def __init__(self, owner: Any) -> None:
+        self.writers: list = []
+        self.readers: list = []
+        self.owner = owner
+
+
+def _fold_oldest(entries: list) -> list:
+    """The older half of ``entries`` (by end) as one entry over their union, the newer half as they are."""
+    entries = sorted(entries, key=lambda e: e[1])
+    old, new = entries[:len(entries) // 2], entries[len(entries) // 2:]
+    last = old[-1]
+    return [[_union(old), last[1], last[2], last[3], False]] + new
+
+
+# -- the online scheduler -----------------------------------------------------------------------------------
+class Scheduler:
+    """One core's schedule, built as the simulator runs: ``access`` for every operand, ``issue`` for every
+    instruction (after its reads, before its writes), ``finish`` at the end."""
+    enabled = True
+
+    def __init__(self, target: Any, record: bool = False, core: int = 0) -> None:
+        self.table = latency_table(target)
+        self.record, self.core = record, core
+        self.group: Any = None  # the cores launched together (runtime.run_ranks' CoreGroup), which may share memory
+        self.queue_free: dict = {}
+        self.queue_busy: dict = {}
+        self.bandwidth_free = 0.0
+        self.floor_s = 0.0  # the last meeting point with another core: no queue starts before it
+        self.makespan_s = 0.0
+        self.count = 0
+        self.records: list = []  # tuples, see _finalize; instructions() makes them ScheduledInstructions
+        self._built: Optional[list] = None
+        self._dma_next = 0
+        self._reads: list = []
+        self._writes: list = []
+        self._pending: Optional[tuple] = None
+        self._fill = False
+
+    # -- operands -------------------------------------------------------------------------------------------
+    def access(self, storage: Any, arr: Any, writing: bool) -> None:
+        """An instruction's operand: ``arr``, a view of ``storage``'s allocation, read or written."""
+        # storage.sched: the region of the core that first touched the allocation; a dict of every core's
+        # when several cores touch it (shared HBM at LNC=2).
+        region = storage.sched
+        if region is None:
+            region = storage.sched = _Region(self)
+        elif type(region) is dict:
+            region = region.get(self) or region.setdefault(self, _Region(self))
+        elif region.owner is not self:
+            first = region
+            region = _Region(self)
+            if self.group is not None and first.owner.group is self.group:
+                storage.sched = {first.owner: first, self: region}
+            else:  # left by an earlier launch: forget it (and do not keep its schedule alive)
+                storage.sched = region
+        base = storage.array
+        box = None if base is arr else box_of(base, arr)
+        item = (region, box, _operand(storage, arr, writing) if self.record else None)
+        if not writing:
+            self._reads.append(item)
+            return
+        if self._reads and self._pending is not None:
+            # Reads since the last instruction that a write follows before the next one are the last
+            # instruction's: operands it reads after being counted (copy), or an assignment of its fresh result
+            # into a tile (``t[k] = nl.load(...)``), which the compiler folds into the instruction.
+            self._pending[7].extend(self._reads)
+            self._reads = []
+        self._writes.append(item)
+
+    def fill(self, storage: Any) -> None:
+        """The instruction just issued initialises ``storage`` (``nl.zeros``' memset). In PSUM the toolchain
+        folds that zeroing into the accumulation group of the matmuls that follow (their first overwrites), so
+        a Tensor Engine instruction does not wait for it."""
+        self.access(storage, storage.array, True)
+        self._fill = True
+
+    # -- instructions ---------------------------------------------------------------------------------------
+    def issue(self, engine: str, opcode: str, seconds: float, flops: int = 0, nbytes: int = 0,
+              dma_fixed_s: float = 0.0, queue: Optional[str] = None) -> None:
+        """An instruction of ``seconds`` on ``engine`` (for a DMA: ``dma_fixed_s`` of latency, then
+        ``seconds - dma_fixed_s`` of transfer at the core's DMA bandwidth)."""
+        if self._pending is not None:
+            self._finalize()
+        reads, self._reads = self._reads, []
+        self._fill = False
+        if queue is None:
+            if engine == "dma":
+                queue = f"dma:{self._dma_next}"
+                self._dma_next = (self._dma_next + 1) % self.table.dma_queues
+            else:
+                queue = engine
+        where = _kernel_line() if self.record else ("", 0)
+        self._pending = (engine, queue, opcode, seconds, dma_fixed_s, flops, nbytes, reads, where)
+
+    def finish(self) -> None:
+        if self._pending is not None:
+            self._finalize()
+        self._reads = []
+        self._writes = []
+
+    def _finalize(self) -> None:
+        engine, queue, opcode, seconds, fixed, flops, nbytes, reads, where = self._pending
+        self._pending = None
+        writes, self._writes = self._writes, []
+        free = self.queue_free.get(queue, self.floor_s)
+        ready = free
+        crit = None
+        deps = [] if self.record else None
+        lat = self.table.dependency_s.get(engine, 0.0)
+        # Read-after-write: the consumer waits for the producer's output and pays the dependency latency,
+        # except Tensor after Tensor (matmuls accumulating into one PSUM tile stream in order).
+        tensor = queue == "tensor"
+        raw_lat = 0.0 if tensor else lat
+        for region, box, _ in reads:
+            for e in region.writers:
+                b = e[0]
+                if (box is None or b is None or (not (b[1] < box[0] or box[1] < b[0] or b[3] < box[2]
+                                                      or box[3] < b[2]) if len(b) == 4 == len(box)
+                                                 else _overlap(box, b))) and not (tensor and e[4]):
+                    t = e[1] + (raw_lat if e[3] == queue else lat)
+                    if deps is not None:
+                        deps.append(e[2])
+                    if t > ready:
+                        ready, crit = t, e[2]
+        # Write-after-write and write-after-read: in order on one queue; a semaphore wait across queues.
+        for region, box, _ in writes:
+            for lst in (region.writers, region.readers):
+                for e in lst:
+                    b = e[0]
+                    if (box is None or b is None or (not (b[1] < box[0] or box[1] < b[0] or b[3] < box[2]
+                                                          or box[3] < b[2]) if len(b) == 4 == len(box)
+                                                     else _overlap(box, b))) and not (tensor and e[4]):
+                        t = e[1] + (0.0 if e[3] == queue else lat)
+                        if deps is not None:
+                            deps.append(e[2])
+                        if t > ready:
+                            ready, crit = t, e[2]
+        start = ready
+        if engine == "dma":
+            data_start = max(start + fixed, self.bandwidth_free)
+            end = data_start + (seconds - fixed)
+            self.bandwidth_free = end
+        else:
+            end = start + seconds
+        self.queue_free[queue] = end
+        self.queue_busy[queue] = self.queue_busy.get(queue, 0.0) + seconds
+        if end > self.makespan_s:
+            self.makespan_s = end
+        index = self.count
+        self.count += 1
+        fill = self._fill
+        self._fill = False
+        for region, box, _ in reads:
+            _add(region.readers, box, end, index, queue, False)
+        for region, box, _ in writes:
+            if box is None:  # the whole allocation: every earlier access is ordered before this one
+                region.readers = []
+                region.writers = [[None, end, index, queue, fill]]
+                continue
+            if region.readers:
+                region.readers = [e for e in region.readers if not _contains(box, e[0])]
+            if region.writers:
+                region.writers = [e for e in region.writers if not _contains(box, e[0])]
+            _add(region.writers, box, end, index, queue, fill)
+        if self.record:
+            # A plain tuple now, a ScheduledInstruction when the schedule is asked for (instructions()).
+            operands = tuple([r[2] for r in reads] + [w[2] for w in writes])
+            self.records.append((index, engine, queue, opcode, where[0], where[1], start, end, operands, flops,
+                                 nbytes, tuple(sorted(set(deps))) if len(deps) > 1 else tuple(deps),
+                                 start - free, crit))
+
+    def instructions(self) -> list:
+        """Every kept instruction's record (empty unless ``record``), built once."""
+        if self._built is None or len(self._built) != len(self.records):
+            core = self.core
+            # Bulk construction of records that hold no cycles: without the cyclic collector, which would
+            # otherwise rescan the growing list many times (2-3x the construction's own time at 100k).
+            enabled = gc.isenabled()
+            gc.disable()
+            try:
+                self._built = [ScheduledInstruction(
+                    index=r[0], core=core, engine=r[1], queue=r[2], opcode=r[3], file=r[4], line=r[5],
+                    start_s=r[6], end_s=r[7], operands=r[8], flops=r[9], nbytes=r[10], deps=r[11], wait_s=r[12],
+                    critical_dep=r[13]) for r in self.records]
+            finally:
+                if enabled:
+                    gc.enable()
+        return self._built
+
+    # -- cross-core meeting points ----------------------------------------------------------------------------
+    def hold_until(self, t: float) -> None:
+        """Every queue of this core waits until ``t`` (a meeting point with another core)."""
+        if self._pending is not None:
+            self._finalize()
+        for q in list(self.queue_free):
+            self.queue_free[q] = max(self.queue_free[q], t)
+        self.floor_s = max(self.floor_s, t)
+        self.bandwidth_free = max(self.bandwidth_free, t)
+
+    def ready_time(self) -> float:
+        """When this core could start its next instruction at the earliest: its pending instruction done."""
+        if self._pending is not None:
+            self._finalize()
+        return max(self.makespan_s, self.floor_s)
+
+
+class NullScheduler(Scheduler):
+    """A launch inside ``disabled()``: no dependencies tracked, no makespan (``enabled`` False)."""
+    enabled = False
+
+    def access(self, storage: Any, arr: Any, writing: bool) -> None:
+        return None
+
+    def fill(self, storage: Any) -> None:
+        return None
+
+    def issue(self, engine: str, opcode: str, seconds: float, flops: int = 0, nbytes: int = 0,
+              dma_fixed_s: float = 0.0, queue: Optional[str] = None) -> None:
+        self.count += 1
+
+
+def _add(entries: list, box: Optional[tuple], end: float, index: int, queue: str, fill: bool) -> None:
+    for e in entries:
+        if e[0] == box:
+            if end >= e[1]:
+                e[1], e[2], e[3], e[4] = end, index, queue, fill
+            return
+    entries.append([box, end, index, queue, fill])
+    if len(entries) > MAX_ENTRIES:
+        entries[:] = _fold_oldest(entries)
+
+
+_OPERANDS: dict = {}   # operands recur (the same tiles, shapes and dtypes): one record each
+_INTERNAL: dict = {}   # code object -> whether it is the package's (or numpy's), for _kernel_line
+
+
+def _operand(storage: Any, arr: Any, writing: bool) -> Operand:
+    key = (writing, storage.buffer.name, storage.name, arr.shape, arr.dtype)
+    op = _OPERANDS.get(key)
+    if op is None:
+        if len(_OPERANDS) > 4096:
+            _OPERANDS.clear()
+        op = _OPERANDS[key] = Operand(role="out" if writing else "in", memory=storage.buffer.name,
+                                      name=storage.name or "", shape=tuple(arr.shape),
+                                      dtype=dtypes.name(arr.dtype), nbytes=int(arr.nbytes))
+    return op
+
+
+def _kernel_line() -> "tuple[str, int]":
+    """The kernel's line that issued the instruction: the innermost frame outside the package."""
+    f = sys._getframe(2)
+    while f is not None:
+        code = f.f_code
+        internal = _INTERNAL.get(code)
+        if internal is None:
+            if len(_INTERNAL) > 65536:
+                _INTERNAL.clear()
+            internal = _INTERNAL[code] = _is_internal(code.co_filename)
+        if not internal:
+            return code.co_filename, f.f_lineno
+        f = f.f_back
+    return "", 0
+
+
+def merged(target: Any, schedulers: "list[Scheduler]", flops: int, hbm_bytes: int,
+           makespan_s: Optional[float] = None) -> KernelSchedule:
+    """The KernelSchedule of cores that ran side by side: the slowest core's makespan (or ``makespan_s``, the
+    launch's estimate), every core's records."""
+    instructions: list = []
+    busy: dict = {}
+    for s in schedulers:
+        instructions.extend(s.instructions())
+        for q, b in s.queue_busy.items():
+            busy[q] = max(busy.get(q, 0.0), b)
+    makespan = max((s.makespan_s for s in schedulers), default=0.0) if makespan_s is None else makespan_s
+    name = getattr(target, "name", str(target))
+    return KernelSchedule(target=name, instructions=instructions, makespan_s=makespan, engine_busy_s=busy,
+                          flops=flops, hbm_bytes=hbm_bytes, instruction_count=sum(s.count for s in schedulers),
+                          latencies=schedulers[0].table if schedulers else latency_table(target))
