@@ -5,8 +5,10 @@
   `key_averages()` and the device lanes of the Chrome trace (a Kineto plugin in the C++ library).
 - TorchNeuron's profiling API: `NeuronConfig`, `ProfileMode`, `NeuronProfiler`.
 - Reports: `summarize_trace()` / `format_report()` (also `torchneuron-ext report PATH`).
+- Device memory by category over time (parameters, gradients, activations, ...): `memory_timelines(prof)`.
 """
 from .config import NeuronConfig, NeuronProfiler, ProfileMode
+from .memory_timeline import MemoryTimeline, memory_timelines
 from .report import TraceSummary, format_report, summarize_trace
 from .timing import (
     OpStat,
@@ -20,6 +22,6 @@ from .timing import (
 )
 
 __all__ = [
-    "NeuronConfig", "NeuronProfiler", "OpStat", "ProfileMode", "TraceSummary", "disable_timing", "enable_timing",
-    "format_report", "op_stats", "reset_timing", "summarize_trace", "timing", "timing_enabled", "timing_table",
+    "MemoryTimeline", "NeuronConfig", "NeuronProfiler", "OpStat", "ProfileMode", "TraceSummary", "disable_timing", "enable_timing",
+    "format_report", "memory_timelines", "op_stats", "reset_timing", "summarize_trace", "timing", "timing_enabled", "timing_table",
 ]
