@@ -103,7 +103,11 @@ class TestTable(TestCase):
                 name = re.sub(r"_\d+(?=$|\.)", "_N", re.sub(r"(Region: )\d+/\d+", r"\1N/N", cells[0]))
                 shown.append(f"{name:<40} Self NEURON {'>0' if _us(cells[self_neuron]) > 0 else '0':<2}  "
                              f"calls {cells[calls]}")
-        self.assertExpectedInline("\n".join(sorted(shown)), """""")
+        self.assertExpectedInline("\n".join(sorted(shown)), """\
+Torch-Compiled Region: N/N               Self NEURON >0  calls 3
+neuron::compiled::cpp_fused_add_mean_... Self NEURON >0  calls 3
+neuron::compiled::graph_N                Self NEURON >0  calls 9
+neuron::mm.out                           Self NEURON >0  calls 3""")
 
 
 def test_trace_children_lie_inside_their_graph_on_the_hardware_lane(trace):
