@@ -129,7 +129,9 @@ def test_report_and_viewer_read_one_classification(recorded, monkeypatch):
     from_viewer = _device_totals_of_viewer(profile, {a.name for a in c.activities if a.kind == T.REGION_KERNEL})
     assert from_summary.keys() == from_activities.keys() == from_viewer.keys()
     for op, us in from_summary.items():
-        assert us == pytest.approx(from_activities[op]) and us == pytest.approx(from_viewer[op], abs=1e-3 * ITERS)
+        # The viewer keeps whole nanoseconds of times near 5e12 us, where a double's step is about 1 ns: a span's
+        # start and end may each round one way (a compiled launch's start, read back from its first part, twice).
+        assert us == pytest.approx(from_activities[op]) and us == pytest.approx(from_viewer[op], abs=2e-3 * ITERS)
     assert summary.kernels == sum(1 for a in c.activities if a.kind != T.REGION_KERNEL)
     # The page builds both from one classification too, and a classification handed in is not redone.
     runs.clear()
