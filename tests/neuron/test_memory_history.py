@@ -50,8 +50,11 @@ def test_blocks_of_the_snapshot_match_the_allocator(recording):
     seg = mine[0]
     assert seg["blocks"][0]["state"] == "active_allocated" and seg["blocks"][0]["requested_size"] == t.nbytes
     assert "allocate_a_marked_tensor" in _python_names(seg["blocks"][0]["frames"])
-    assert sum(s["allocated_size"] for s in segments) == torch.neuron.memory_allocated()
-    assert sum(s["total_size"] for s in segments) == torch.neuron.memory_reserved()
+    # Every core's segments, each core's sums its own (an earlier test may have left memory on another core).
+    for d in range(torch.neuron.device_count()):
+        mine = [s for s in segments if s["device"] == d]
+        assert sum(s["allocated_size"] for s in mine) == torch.neuron.memory_allocated(d), d
+        assert sum(s["total_size"] for s in mine) == torch.neuron.memory_reserved(d), d
 
 
 # A host kernel's output the core adopts instead of allocating: under TORCHNEURON_EXT_NUMERICS=trainium a
@@ -75,15 +78,17 @@ out["segments"] = [{k: s[k] for k in ("address", "total_size", "allocated_size",
                    {"state": s["blocks"][0]["state"], "names": [f["name"] for f in s["blocks"][0]["frames"]]}
                    for s in snap["segments"] if s["address"] == y.data_ptr()]
 out["listed"] = [b["adopted"] for b in memory.memory_snapshot() if b["address"] == y.data_ptr()]
-out["sums"] = [sum(s["allocated_size"] for s in snap["segments"]), memory.memory_allocated(),
-               sum(s["total_size"] for s in snap["segments"]), memory.memory_reserved()]
+core0 = [s for s in snap["segments"] if s["device"] == 0]
+out["sums"] = [sum(s["allocated_size"] for s in core0), memory.memory_allocated(0),
+               sum(s["total_size"] for s in core0), memory.memory_reserved(0)]
 out["viz"] = "segments: " in _memory_viz.segsum(pickle.loads(pickle.dumps(snap)))
 addr = y.data_ptr()
 del y
 trace = memory._snapshot()["device_traces"][0]
 out["events"] = [[e["action"], [f["name"] for f in e["frames"]]] for e in trace if e["addr"] == addr]
 out["after"] = [s["address"] for s in memory._snapshot()["segments"] if s["address"] == addr]
-out["reserved_after"] = [sum(s["total_size"] for s in memory._snapshot()["segments"]), memory.memory_reserved()]
+out["reserved_after"] = [sum(s["total_size"] for s in memory._snapshot()["segments"] if s["device"] == 0),
+                         memory.memory_reserved(0)]
 print("RESULT " + json.dumps(out))
 """
 
