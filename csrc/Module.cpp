@@ -74,6 +74,7 @@ py::list memory_snapshot(int device) {
     d["requested_size"] = seg.requested;
     d["state"] = seg.in_use ? "active_allocated" : "inactive";
     d["pool"] = seg.small ? "small" : "large";
+    d["adopted"] = seg.adopted;
     out.append(d);
   }
   return out;

@@ -48,6 +48,7 @@ SITES: tuple[str, ...] = (
     "torchneuron_ext.custom_op.library",
     "torchneuron_ext.distributed.backend",
     "torchneuron_ext.profiler.config",
+    "torchneuron_ext.profiler.memory_timeline",
     "torchneuron_ext.nki.torch.tracing",
     "torchneuron_ext.nki.torch.launch",
     "torchneuron_ext.nki.torch.ops",

@@ -87,7 +87,8 @@ def _profile(args: argparse.Namespace) -> int:
     status = 0
     with profiling(torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
                                           experimental_config=cfg, on_trace_ready=exporter.export_trace,
-                                          record_shapes=True, profile_memory=True)):
+                                          # with_stack too: the report's memory by category needs all three
+                                          record_shapes=True, profile_memory=True, with_stack=True)):
         try:
             run()
         except SystemExit as e:

@@ -273,13 +273,14 @@ class KernelOutputAllocator final : public c10::Allocator {
 
 struct AdoptedBuffer {
   c10::DataPtr cpu;
-  size_t nbytes;
   int device;
 };
 
 void release_adopted(void* ctx) {
   auto* buf = static_cast<AdoptedBuffer*>(ctx);
-  neuron_rt::core_allocator(buf->device).release_adopted(buf->nbytes);
+  if (C10_UNLIKELY(memory_history::enabled()))
+    memory_history::record_free(buf->device, buf->cpu.get(), memory_history::gather());
+  neuron_rt::core_allocator(buf->device).release_adopted(buf->cpu.get());
   delete buf;
 }
 
@@ -296,9 +297,21 @@ bool is_neuron_deleter(c10::DeleterFnPtr deleter) {
 bool is_pinned_ptr(const void* ptr) { return g_host_allocator.contains(ptr); }
 
 c10::DataPtr adopt_host_buffer(c10::DataPtr&& cpu, size_t nbytes, c10::DeviceIndex device) {
-  guarded([&] { neuron_rt::core_allocator(device).adopt(nbytes); });
   void* data = cpu.get();
-  auto* ctx = new AdoptedBuffer{std::move(cpu), nbytes, device};
+  if (C10_UNLIKELY(memory_history::enabled())) {
+    // As allocate_recorded: the stack is gathered before the core's lock is taken.
+    auto context = memory_history::gather();
+    try {
+      guarded([&] { neuron_rt::core_allocator(device).adopt(data, nbytes); });
+    } catch (const c10::OutOfMemoryError&) {
+      memory_history::record_oom(device, nbytes, context);
+      throw;
+    }
+    memory_history::record_alloc(device, data, nbytes, std::move(context));
+  } else {
+    guarded([&] { neuron_rt::core_allocator(device).adopt(data, nbytes); });
+  }
+  auto* ctx = new AdoptedBuffer{std::move(cpu), device};
   return {data, ctx, &release_adopted, c10::Device(c10::DeviceType::PrivateUse1, device)};
 }
 

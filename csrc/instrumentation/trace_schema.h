@@ -38,8 +38,14 @@ inline constexpr const char* kElements = "elements";
 inline constexpr const char* kDtype = "dtype";
 inline constexpr const char* kModelNs = "model ns";
 inline constexpr const char* kGroupSize = "group size";
-inline constexpr const char* kIn = "in";  // a compiled region's child annotation: kInCompiledRegion
+inline constexpr const char* kIn = "in";  // a compiled region's child kernel: kInCompiledRegion
 inline constexpr const char* kInCompiledRegion = "compiled region";
+// A launch that ran kernels of its own (a compiled graph) is written as the parts of its span its kernels do
+// not cover, so no device time is written twice: part k of n, where it starts in the launch, the launch's span.
+inline constexpr const char* kPart = "part";
+inline constexpr const char* kParts = "parts";
+inline constexpr const char* kLaunchOffsetNs = "launch offset ns";
+inline constexpr const char* kLaunchNs = "launch ns";
 
 // Lane (thread) names under kNeuronPid: "NC<core>" and one of these.
 inline constexpr const char* kLaneHardware = " hardware (kernel execution)";
@@ -71,6 +77,10 @@ inline std::vector<std::pair<const char*, std::string>> entries() {
           {"GROUP_SIZE", kGroupSize},
           {"IN", kIn},
           {"IN_COMPILED_REGION", kInCompiledRegion},
+          {"PART", kPart},
+          {"PARTS", kParts},
+          {"LAUNCH_OFFSET_NS", kLaunchOffsetNs},
+          {"LAUNCH_NS", kLaunchNs},
           {"LANE_HARDWARE", kLaneHardware},
           {"LANE_TRANSFERS", kLaneTransfers},
           {"LANE_COLLECTIVES", kLaneCollectives},

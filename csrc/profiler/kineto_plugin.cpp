@@ -7,6 +7,9 @@
 // Each carries the correlation id of the op that launched it, so key_averages()
 // fills "Self NEURON" / "NEURON total", and the Chrome trace draws the flow
 // from the runtime event to the kernel. HBM usage is kept for the exporter.
+// Device events never overlap on a core: torch counts every device event's whole
+// duration as its self time, so a compiled graph is written as the parts of its
+// launch its kernels leave uncovered (kPart of kParts) and its kernels as kernels.
 #ifdef USE_KINETO
 
 #include <GenericTraceActivity.h>
@@ -17,6 +20,8 @@
 
 #include <time.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -71,6 +76,43 @@ const char* copy_name(neuron_rt::CopyKind k) {
     case neuron_rt::CopyKind::kDeviceToDevice: return kCopyDtoD;
     default: return kCopyUnknown;
   }
+}
+
+// A record's span on the steady clock, ns.
+using Interval = std::pair<int64_t, int64_t>;
+
+// The spans of the records made inside compiled regions, per (core, thread), sorted: a region's children.
+using ChildSpans = std::map<std::pair<int, uint64_t>, std::vector<Interval>>;
+
+ChildSpans child_spans(const std::vector<neuron_rt::TraceRecord>& records) {
+  ChildSpans out;
+  for (const auto& r : records)
+    if (r.nested && r.kind != neuron_rt::TraceKind::kMemory) out[{r.device, r.thread}].push_back({r.kernel_start, r.kernel_end});
+  for (auto& [key, spans] : out) std::sort(spans.begin(), spans.end());
+  return out;
+}
+
+// The parts of a record's span that no child covers; the whole span when it has no children (`split` false).
+// A launch its children cover entirely keeps one empty part, so it is still counted once.
+std::vector<Interval> own_parts(const neuron_rt::TraceRecord& r, const ChildSpans& children, bool* split) {
+  *split = false;
+  std::vector<Interval> parts;
+  int64_t cursor = r.kernel_start;
+  auto found = children.find({r.device, r.thread});
+  if (found != children.end()) {
+    const auto& spans = found->second;
+    for (auto c = std::lower_bound(spans.begin(), spans.end(), Interval{r.kernel_start, LLONG_MIN});
+         c != spans.end() && c->first < r.kernel_end; ++c) {
+      if (c->second > r.kernel_end) continue;  // not inside this record
+      if (c->first == r.kernel_start && c->second == r.kernel_end) continue;  // the record itself
+      *split = true;
+      if (c->first > cursor) parts.push_back({cursor, c->first});
+      cursor = std::max(cursor, c->second);
+    }
+  }
+  if (!*split) return {{r.kernel_start, r.kernel_end}};
+  if (cursor < r.kernel_end || parts.empty()) parts.push_back({cursor, std::max(cursor, r.kernel_end)});
+  return parts;
 }
 
 // What a device activity moved and computed: the cost model (torchneuron_ext/costmodel) projects from it.
@@ -167,37 +209,28 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
     // torch requires flow ids to start once; several device activities under
     // one op (the kernels of a compiled graph) keep the link, not the flow.
     std::set<uint64_t> flow_started;
-    for (const auto& r : neuron_rt::drain_records()) {
-      if (!options_.cores.empty() && options_.cores.count(r.device) == 0) continue;
+    std::vector<neuron_rt::TraceRecord> records = neuron_rt::drain_records();
+    if (!options_.cores.empty()) {
+      records.erase(std::remove_if(records.begin(), records.end(),
+                                   [&](const neuron_rt::TraceRecord& r) { return options_.cores.count(r.device) == 0; }),
+                    records.end());
+    }
+    const ChildSpans children = child_spans(records);
+    for (const auto& r : records) {
       if (r.kind == neuron_rt::TraceKind::kMemory) {
         memory.push_back({r.device, r.host_start + offset, r.allocated, r.reserved});
         continue;
       }
       if (options_.max_events_per_nc > 0 && ++events_per_core[r.device] > options_.max_events_per_nc) continue;
-      if (r.nested) {
-        // A kernel inside a compiled region: a named child on the hardware lane, as
-        // an annotation (torch keeps annotations out of device totals and does not
-        // attribute them to an op), so the region's one launch is counted once.
-        if (options_.device && wants(ActivityType::CONCURRENT_KERNEL)) {
-          buffer_->emplace_activity(buffer_->span, ActivityType::GPU_USER_ANNOTATION, kernel_name(r.name));
-          auto& a = *buffer_->activities.back();
-          fill(a, r, r.kernel_start + offset, r.kernel_end + offset, hardware_lane(r.device), nullptr, false);
-          a.id = 0;
-          a.addMetadata(kDevice, r.device);
-          a.addMetadataQuoted(kTier, tier_name(static_cast<ExecutionTier>(r.tier)));
-          a.addMetadataQuoted(kIn, kInCompiledRegion);
-          add_work_metadata(a, r);
-          seen_.insert({r.device, hardware_lane(r.device)});
-        }
-        continue;
-      }
       const libkineto::ITraceActivity* op =
           (linked && r.correlation != 0) ? linked(static_cast<int32_t>(r.correlation)) : nullptr;
-      const bool flow = r.correlation != 0 && flow_started.insert(r.correlation).second;
+      // A region's kernels have no runtime span to start a flow from: they keep the link only.
+      const bool flow = !r.nested && r.correlation != 0 && flow_started.insert(r.correlation).second;
       const bool copy = r.kind == neuron_rt::TraceKind::kMemcpy;
       const std::string tier = tier_name(static_cast<ExecutionTier>(r.tier));
-      // The runtime span: dispatch on the host, from entry to exit.
-      if (options_.runtime && wants(ActivityType::PRIVATEUSE1_RUNTIME)) {
+      // The runtime span: dispatch on the host, from entry to exit. A kernel inside a compiled region was
+      // launched by its region, not dispatched: it has none.
+      if (!r.nested && options_.runtime && wants(ActivityType::PRIVATEUSE1_RUNTIME)) {
         buffer_->emplace_activity(buffer_->span, ActivityType::PRIVATEUSE1_RUNTIME,
                                   std::string(copy ? kRuntimeCopy : kRuntimeKernel));
         auto& a = *buffer_->activities.back();
@@ -209,24 +242,42 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
         seen_.insert({r.device, runtime_lane(r.device, r.stream)});
         streams_[{r.device, runtime_lane(r.device, r.stream)}] = r.stream;
       }
-      // The device work itself.
-      if (options_.device && (copy ? wants(ActivityType::GPU_MEMCPY) : wants(ActivityType::CONCURRENT_KERNEL))) {
-        buffer_->emplace_activity(buffer_->span, copy ? ActivityType::GPU_MEMCPY : ActivityType::CONCURRENT_KERNEL,
-                                  copy ? std::string(copy_name(r.copy)) : kernel_name(r.name));
-        auto& a = *buffer_->activities.back();
+      // The device work itself. A kernel inside a compiled region is a kernel of its own on the hardware lane,
+      // linked to the op that ran it, and its time is taken out of its region's (own_parts).
+      const bool kernel_lane = !copy || r.nested;
+      if (options_.device && (kernel_lane ? wants(ActivityType::CONCURRENT_KERNEL) : wants(ActivityType::GPU_MEMCPY))) {
         const bool collective = static_cast<ExecutionTier>(r.tier) == ExecutionTier::kCollective;
-        const int32_t lane =
-            copy ? transfer_lane(r.device) : (collective ? collective_lane(r.device) : hardware_lane(r.device));
-        fill(a, r, r.kernel_start + offset, r.kernel_end + offset, lane, op, flow);
-        a.flow.start = 0;
-        a.addMetadata(kDevice, r.device);
-        a.addMetadata(kStream, r.stream);
-        a.addMetadataQuoted(kTier, tier);
-        add_work_metadata(a, r);
-        // The group's ranks: a collective's steps and bandwidth (a subgroup is not the world).
-        if (collective && r.group_size > 0) a.addMetadata(kGroupSize, r.group_size);
+        const int32_t lane = !kernel_lane ? transfer_lane(r.device)
+                                          : (collective ? collective_lane(r.device) : hardware_lane(r.device));
+        bool split = false;
+        const std::vector<Interval> parts = kernel_lane && !collective
+                                                ? own_parts(r, children, &split)
+                                                : std::vector<Interval>{{r.kernel_start, r.kernel_end}};
+        for (size_t k = 0; k < parts.size(); ++k) {
+          buffer_->emplace_activity(buffer_->span,
+                                    kernel_lane ? ActivityType::CONCURRENT_KERNEL : ActivityType::GPU_MEMCPY,
+                                    kernel_lane ? kernel_name(r.name) : std::string(copy_name(r.copy)));
+          auto& a = *buffer_->activities.back();
+          fill(a, r, parts[k].first + offset, parts[k].second + offset, lane, op, flow && k == 0);
+          a.flow.start = 0;
+          a.addMetadata(kDevice, r.device);
+          a.addMetadata(kStream, r.stream);
+          a.addMetadataQuoted(kTier, tier);
+          if (r.nested) a.addMetadataQuoted(kIn, kInCompiledRegion);
+          if (split) {
+            a.addMetadata(kPart, k + 1);
+            a.addMetadata(kParts, parts.size());
+            a.addMetadata(kLaunchOffsetNs, parts[k].first - r.kernel_start);
+            a.addMetadata(kLaunchNs, r.kernel_end - r.kernel_start);
+          }
+          if (k == 0) {  // the launch's work, once
+            add_work_metadata(a, r);
+            // The group's ranks: a collective's steps and bandwidth (a subgroup is not the world).
+            if (collective && r.group_size > 0) a.addMetadata(kGroupSize, r.group_size);
+          }
+          buffer_->gpuOpCount++;
+        }
         seen_.insert({r.device, lane});
-        buffer_->gpuOpCount++;
       }
     }
     // The logger keeps pointers; the buffer, handed to Kineto by

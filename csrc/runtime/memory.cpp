@@ -210,29 +210,47 @@ bool CoreAllocator::owns_block(const void* ptr) const {
   return it != blocks_.end() && it->second.in_use;
 }
 
-void CoreAllocator::adopt(size_t nbytes) {
+void CoreAllocator::adopt(const void* ptr, size_t nbytes) {
   std::lock_guard<std::mutex> lock(mu_);
   if (stats_.reserved_bytes[kAll].current + nbytes > capacity_) {
     stats_.num_alloc_retries++;
     release_cached_locked();
     if (stats_.reserved_bytes[kAll].current + nbytes > capacity_) throw_oom_locked(nbytes, nbytes);
   }
+  const auto addr = reinterpret_cast<uintptr_t>(ptr);
+  if (!adopted_.emplace(addr, nbytes).second) {
+    // One buffer adopted twice would be counted twice and released once.
+    throw std::logic_error("neuron:" + std::to_string(device_) + ": the host buffer at " + std::to_string(addr) +
+                           " is adopted already; a host kernel's output is adopted once, by the tensor that owns it");
+  }
   const bool small = nbytes <= kSmallLimit;
   stats_.allocation_requests++;
   stats_.adopted_bytes += nbytes;
   Block b{nbytes, nbytes, small, true};
   count_segment_locked(nbytes, small, /*add=*/true);
+  notify_segment(device_, const_cast<void*>(ptr), nbytes, /*taken=*/true);
   count_use_locked(b, /*add=*/true);
+  notify(device_, const_cast<void*>(ptr), static_cast<int64_t>(nbytes), stats_);
 }
 
-void CoreAllocator::release_adopted(size_t nbytes) {
+size_t CoreAllocator::release_adopted(const void* ptr) {
   std::lock_guard<std::mutex> lock(mu_);
+  auto it = adopted_.find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == adopted_.end()) {
+    std::fprintf(stderr, "[neuron] warning: release of a buffer not adopted by neuron:%d ignored\n", device_);
+    return 0;
+  }
+  const size_t nbytes = it->second;
+  adopted_.erase(it);
   const bool small = nbytes <= kSmallLimit;
   stats_.num_tensor_frees++;
   stats_.adopted_bytes -= nbytes;
   // Adopted memory is one block in use over a segment of its own: both go.
   count_use_locked(Block{nbytes, nbytes, small, true}, /*add=*/false);
+  notify(device_, const_cast<void*>(ptr), -static_cast<int64_t>(nbytes), stats_);
   count_segment_locked(nbytes, small, /*add=*/false);
+  notify_segment(device_, const_cast<void*>(ptr), nbytes, /*taken=*/false);
+  return nbytes;
 }
 
 bool CoreAllocator::FreeList::take(size_t lo, size_t hi, BlockMap::iterator* out) {
@@ -345,7 +363,9 @@ std::pair<uint64_t, uint64_t> CoreAllocator::mem_info() const {
 std::vector<CoreAllocator::Segment> CoreAllocator::snapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<Segment> out;
-  for (const auto& [addr, b] : blocks_) out.push_back({addr, b.size, b.requested, b.in_use, b.small});
+  for (const auto& [addr, b] : blocks_) out.push_back({addr, b.size, b.requested, b.in_use, b.small, false});
+  for (const auto& [addr, size] : adopted_) out.push_back({addr, size, size, true, size <= kSmallLimit, true});
+  std::sort(out.begin(), out.end(), [](const Segment& x, const Segment& y) { return x.address < y.address; });
   return out;
 }
 

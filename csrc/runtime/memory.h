@@ -74,9 +74,12 @@ class CoreAllocator {
   // True when `ptr` is the start of a live block of this core.
   bool owns_block(const void* ptr) const;
 
-  // Output memory produced by a host kernel, counted against this core.
-  void adopt(size_t nbytes);
-  void release_adopted(size_t nbytes);
+  // Output memory a host kernel made (`ptr`, `nbytes`), counted against this core and kept by address
+  // (a segment of its own with its one block in use) until released, so snapshots and the memory history
+  // show it. The memory stays the host allocator's: the core neither reuses nor frees it.
+  void adopt(const void* ptr, size_t nbytes);
+  // Gives back what adopt(ptr, ...) counted; returns its size (0, with a warning, if `ptr` was not adopted).
+  size_t release_adopted(const void* ptr);
 
   // Gives every cached block back to the host; returns the bytes released.
   uint64_t empty_cache();
@@ -94,6 +97,7 @@ class CoreAllocator {
     size_t requested;
     bool in_use;
     bool small;
+    bool adopted;  // a host kernel's output taken into the accounting (adopt)
   };
   std::vector<Segment> snapshot() const;
 
@@ -144,6 +148,8 @@ class CoreAllocator {
   FreeList free_small_;
   FreeList free_large_;
   MemoryStats stats_;
+  // Adopted host-kernel outputs by address: their size. Apart from blocks_, which the core reuses and frees.
+  std::map<uintptr_t, size_t> adopted_;
 };
 
 // Called after every allocation (+bytes) and free (-bytes) of a core, with

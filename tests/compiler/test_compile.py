@@ -148,9 +148,10 @@ def test_compiled_kernels_in_profiler():
         f(x, w)
     keys = {e.key: e for e in prof.key_averages()}
     assert any(k.startswith("neuron::compiled::graph_") and keys[k].self_device_time_total > 0 for k in keys)
-    # Generated kernels: named children (annotations) of the graph's kernel, timed but not device kernels.
+    # Generated kernels: device kernels of their own inside the graph's launch, whose time the graph's row leaves
+    # out (tests/profiler/test_compiled_regions.py checks the totals).
     fused = [keys[k] for k in keys if k.startswith("neuron::compiled::cpp_fused")]
-    assert fused and all(e.is_user_annotation and e.self_device_time_total > 0 for e in fused)
+    assert fused and all(not e.is_user_annotation and e.self_device_time_total > 0 for e in fused)
 
 
 def test_unknown_mode_is_a_clear_error():

@@ -1,17 +1,23 @@
 """A compiled graph's launch is one device kernel, as one NEFF execution is on Trainium: what runs
-inside it (generated kernels, extern ATen calls) is shown as its children and never counted twice."""
+inside it (generated kernels, extern ATen calls) is shown as its children and never counted twice,
+in key_averages() (the kernels as device rows, the graph's row its time outside them), the trace and
+the report."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
+from expecttest import TestCase
 from torch.profiler import ProfilerActivity, profile
 
 import torchneuron_ext  # noqa: F401
 from torchneuron_ext import _C, costmodel
 from torchneuron_ext.profiler import OpStat, op_stats, summarize_trace, timing, timing_table
 from torchneuron_ext.profiler.timing import format_timing_table
+from torchneuron_ext.profiler.trace_events import KERNEL, REGION_KERNEL, classify
+from torch.autograd.profiler_util import _format_time
 
 
 def _rms_then_matmul(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -39,34 +45,87 @@ def trace(compiled, tmp_path_factory):
 
 
 def _graph_events(data: dict) -> list[dict]:
-    return [e for e in data["traceEvents"] if e.get("cat") == "kernel" and "compiled::graph_" in e.get("name", "")]
+    """A graph's launches, each from its first part (the trace writes the parts its kernels leave uncovered)."""
+    return [e for e in data["traceEvents"] if e.get("cat") == "kernel" and "compiled::graph_" in e.get("name", "")
+            and e["args"].get("part", 1) == 1]
 
 
-def test_key_averages_count_one_kernel_per_launch(trace):
+def _us(cell: str) -> float:
+    """A time cell of torch's table in microseconds."""
+    for unit, scale in (("us", 1.0), ("ms", 1e3), ("s", 1e6)):
+        if cell.endswith(unit):
+            return float(cell[:-len(unit)]) * scale
+    raise ValueError(cell)
+
+
+def _device_rows(prof) -> list:
+    return [e for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.PrivateUse1]
+
+
+def test_key_averages_show_the_kernels_and_count_device_time_once(trace):
     prof, data = trace
-    rows = {e.key: e for e in prof.key_averages()}
-    graph = [e for k, e in rows.items() if k.startswith("neuron::compiled::graph_")]
-    assert len(graph) == 1 and graph[0].count == 3
-    device_rows = [e for e in rows.values() if e.device_type == torch.autograd.DeviceType.PrivateUse1
-                   and not e.is_user_annotation and e.self_device_time_total > 0]
-    # The only device kernel is the graph's; the footer total is the graph's time.
-    assert [e.key for e in device_rows] == [graph[0].key]
-    children = [e for k, e in rows.items() if e.is_user_annotation and k.startswith("neuron::")]
-    names = {e.key for e in children}
-    assert any(n.startswith("neuron::compiled::cpp_fused") for n in names) and "neuron::mm.out" in names
-    assert all(e.count == 3 for e in children)
-    assert sum(e.self_device_time_total for e in children) <= graph[0].self_device_time_total
+    rows = {e.key: e for e in _device_rows(prof)}
+    # No device annotation: torch would give it its whole span as self time again.
+    assert not any(e.is_user_annotation for e in rows.values())
+    # The generated kernel and the extern mm are device rows of their own, once per launch, with their time.
+    kernels = [e for k, e in rows.items() if k.startswith("neuron::compiled::cpp_fused") or k == "neuron::mm.out"]
+    assert len(kernels) == 2 and all(e.count == 3 and e.self_device_time_total > 0 for e in kernels)
+    (graph,) = [e for k, e in rows.items() if k.startswith("neuron::compiled::graph_")]
+    assert graph.count >= 3  # its time outside its kernels, in parts
+    # Self NEURON over every row is the device's busy time, each launch counted once; the table's footer agrees.
+    busy_us = summarize_trace(data).device_busy_us
+    self_us = sum(e.self_device_time_total for e in rows.values())
+    assert self_us == pytest.approx(busy_us, rel=1e-3, abs=1.0)
+    footer = prof.key_averages().table(row_limit=-1).splitlines()[-1]
+    assert footer == f"Self NEURON time total: {_format_time(self_us)}"
+    # The host op that launched the graph sees all of it as its device total.
+    region = next(e for e in prof.key_averages() if e.key.startswith("Torch-Compiled Region"))
+    assert region.device_time_total == pytest.approx(busy_us, rel=1e-3, abs=1.0)
+
+
+class TestTable(TestCase):
+    def test_which_rows_carry_device_time(self):
+        # The table's shape: which rows carry Self NEURON and how often each ran (times and generated numbers
+        # masked; the table's rows sorted by name, since their order follows the measured times).
+        x, w = torch.randn(64, 64, device="neuron"), torch.randn(64, 64, device="neuron")
+        f = torch.compile(_rms_then_matmul, backend="neuron")
+        f(x, w)
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+            for _ in range(3):
+                f(x, w)
+        table = prof.key_averages().table(sort_by="self_device_time_total", row_limit=-1, max_name_column_width=40)
+        shown = []
+        header = re.split(r"\s{2,}", table.splitlines()[1].strip())
+        self_neuron, calls = header.index("Self NEURON"), header.index("# of Calls")
+        for line in table.splitlines():
+            cells = re.split(r"\s{2,}", line.strip())
+            if len(cells) == len(header) and cells[0].startswith(("neuron::", "Torch-Compiled")):
+                name = re.sub(r"_\d+(?=$|\.)", "_N", re.sub(r"(Region: )\d+/\d+", r"\1N/N", cells[0]))
+                shown.append(f"{name:<40} Self NEURON {'>0' if _us(cells[self_neuron]) > 0 else '0':<2}  "
+                             f"calls {cells[calls]}")
+        self.assertExpectedInline("\n".join(sorted(shown)), """\
+Torch-Compiled Region: N/N               Self NEURON >0  calls 3
+neuron::compiled::cpp_fused_add_mean_... Self NEURON >0  calls 3
+neuron::compiled::graph_N                Self NEURON >0  calls 9
+neuron::mm.out                           Self NEURON >0  calls 3""")
 
 
 def test_trace_children_lie_inside_their_graph_on_the_hardware_lane(trace):
     _, data = trace
-    graphs = _graph_events(data)
-    children = [e for e in data["traceEvents"] if e.get("cat") == "gpu_user_annotation"
-                and e.get("args", {}).get("in") == "compiled region"]
-    assert len(graphs) == 3 and len(children) >= 6
-    for c in children:
-        parent = [g for g in graphs if g["ts"] <= c["ts"] and c["ts"] + c["dur"] <= g["ts"] + g["dur"] + 1]
-        assert parent and parent[0]["tid"] == c["tid"], c["name"]
+    c = classify(data)
+    graphs = [a for a in c.activities if a.kind == KERNEL and a.op.startswith("compiled::graph_")]
+    children = [a for a in c.activities if a.kind == REGION_KERNEL]
+    assert len(graphs) == 3 and len(children) == 6
+    lane = {a.index: c.spans.lane[a.index] for a in graphs + children}
+    for k in children:
+        parent = [g for g in graphs if g.ts <= k.ts and k.ts + k.dur <= g.ts + g.dur + 1e-3]
+        assert parent and lane[parent[0].index] == lane[k.index], k.name
+    # In the trace itself the graph's parts and its kernels never overlap: torch adds them all up.
+    spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in data["traceEvents"]
+                   if e.get("ph") == "X" and e.get("cat") == "kernel")
+    assert all(a_end <= b_start + 1e-3 for (_, a_end), (b_start, _) in zip(spans, spans[1:]))
+    parts = [e for e in data["traceEvents"] if e.get("cat") == "kernel" and "compiled::graph_" in e.get("name", "")]
+    assert {e["args"]["parts"] for e in parts} == {len(parts) // 3}
     # One runtime launch per graph call: the children have no runtime span of their own.
     launches = [e for e in data["traceEvents"] if e.get("cat") == "privateuse1_runtime"]
     assert len(launches) == 3 and all(e["args"]["op"].startswith("compiled::graph_") for e in launches)
@@ -116,9 +175,9 @@ def test_generated_kernel_bytes_read_and_written_as_inductor_says(compiled):
 
 
 def test_trace_children_carry_the_read_write_split(trace):
-    # The same split on the trace's child annotations, which the projected lane's args follow.
+    # The same split on the trace's child kernels, which the projected lane's args follow.
     _, data = trace
-    fused = [e for e in data["traceEvents"] if e.get("cat") == "gpu_user_annotation"
+    fused = [e for e in data["traceEvents"] if e.get("cat") == "kernel" and e.get("args", {}).get("in")
              and e["name"].startswith("neuron::compiled::cpp_fused")]
     assert fused and all((e["args"]["bytes read"], e["args"]["bytes written"]) == (64 * 64 * 4, 64 * 4 + 64 * 64 * 4)
                          for e in fused), [e["args"] for e in fused]

@@ -63,7 +63,8 @@ def open_report(browser, path, fragment=""):
 
 
 def x_events(trace):
-    return [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+    """The spans the viewer draws: every complete event, a compiled graph's launch (written as its parts) once."""
+    return [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("args", {}).get("part", 1) == 1]
 
 
 def test_loads_without_errors_or_network(browser, demo):
@@ -441,4 +442,35 @@ def test_counter_spike_survives_zooming_out(browser, tmp_path):
     w, _, rows, bpp = decode_png(png)
     blue = [x for x in range(240, w) if rows[0][x * bpp + 2] > 150 and rows[0][x * bpp] < 120]
     assert blue and all(abs(x - geo["x"]) <= 2 for x in blue), (blue, geo["x"])
+    assert browser.errors() == []
+
+
+def test_memory_by_category_is_stacked_with_its_peak(browser, tmp_path):
+    # A trace as NeuronProfiler exports it from a session that recorded memory, shapes and stacks.
+    categories = ["parameter", "optimizer_state", "input", "temporary", "activation", "gradient", "autograd_detail",
+                  "unknown"]
+    rows = [[4 << 20, 0, 0, 0, 0, 0, 0, 0], [4 << 20, 0, 1 << 20, 0, 6 << 20, 0, 0, 0],
+            [4 << 20, 8 << 20, 1 << 20, 0, 0, 4 << 20, 0, 0], [4 << 20, 8 << 20, 0, 0, 0, 0, 0, 0]]
+    timeline = {"device": 0, "categories": categories, "t_us": [0.0, 250.0, 500.0, 750.0], "bytes": rows,
+                "peak_bytes": 17 << 20, "peak_us": 500.0, "peak_by_category": dict(zip(categories, rows[2]))}
+    trace = {"traceEvents": [{"ph": "X", "cat": "kernel", "name": "neuron::k", "pid": 2, "tid": 0, "ts": 0.0,
+                              "dur": 1000.0}],
+             "neuron": {"memory_timeline": {"0": timeline}}}
+    path = write_html_report([trace], tmp_path / "categories.html")
+    open_report(browser, path, "tab=memory")
+    assert browser.evaluate("tnx.profiles()[0].memoryCategories") == [{"device": 0, "peak": 17 << 20, "samples": 4}]
+    headings = browser.evaluate("[...document.querySelectorAll('#tab-memory h2')].map(h => h.textContent)")
+    assert headings[0] == "NC0 memory by category — peak 17.0 MiB at 500.0 us", headings
+    legend = browser.evaluate("document.querySelector('#tab-memory .legend').innerText")
+    assert all(c.replace("_", " ") in legend for c in categories), legend
+    # The optimizer state's band (goldenrod) sits above the parameters' (green) from the step on.
+    geo = browser.evaluate("""(() => { const c = document.querySelector('#tab-memory canvas');
+        c.scrollIntoView(); const r = c.getBoundingClientRect(); return {left: r.left, top: r.top, width: r.width}; })()""")
+    x = geo["left"] + 70 + (geo["width"] - 86) * 0.9  # t = 900 us of 1000, after the last sample
+    plot_h, max_bytes = 220 - 12 - 28, (17 << 20) * 1.1
+    y_of = lambda b: geo["top"] + 12 + plot_h - b / max_bytes * plot_h  # noqa: E731
+    for b, colour in ((2 << 20, (0x2e, 0x7d, 0x32)), (8 << 20, (0xc9, 0xa2, 0x27))):
+        png = browser.screenshot({"x": x, "y": y_of(b), "width": 1, "height": 1})
+        _, _, px, bpp = decode_png(png)
+        assert all(abs(px[0][k] - (255 + 3 * colour[k]) / 4) < 40 for k in range(3)), (b, list(px[0][:3]))
     assert browser.errors() == []

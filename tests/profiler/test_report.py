@@ -105,6 +105,13 @@ def test_cli_profile_then_report(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "done True" in r.stdout
     assert "neuron profile report" in r.stderr and "aten::mm" in r.stderr
+    # The session records what the memory by category needs: the trace has it and the report draws it.
+    (folder,) = [d for d, _, fs in os.walk(tmp_path / "out") if "trace.json" in fs]
+    with open(os.path.join(folder, "trace.json")) as f:
+        timeline = json.load(f)["neuron"]["memory_timeline"]["0"]
+    assert timeline["peak_bytes"] >= 64 * 64 * 4 and len(timeline["t_us"]) > 1
+    with open(os.path.join(folder, "report.html")) as f:
+        assert '"memoryCategories":[{"device":0' in f.read()
     rep = _cli("report", str(tmp_path / "out"))
     assert rep.returncode == 0, rep.stderr
     assert "verdict" in rep.stdout and "aten::tanh" in rep.stdout

@@ -47,14 +47,15 @@ def recorded(tmp_path_factory):
 
 def _reference_counts(events):
     """The trace counted by hand, event by event, without the classifier."""
-    xs = [e for e in events if e.get("ph") == "X"]
-    by_cat = collections.Counter(e.get("cat") for e in xs)
+    # A compiled graph's launch is written as the parts its kernels leave uncovered: one span, read from its first.
+    xs = [e for e in events if e.get("ph") == "X" and e.get("args", {}).get(S.PART, 1) == 1]
+    in_region = [e.get("args", {}).get(S.IN) == S.IN_COMPILED_REGION for e in xs]
+    by_cat = collections.Counter(e.get("cat") for e, inside in zip(xs, in_region) if not inside)
     return {
         "spans": len(xs),
         "kernels": by_cat[S.CAT_KERNEL],
         "copies": collections.Counter(e["name"].split()[1] for e in xs if e.get("cat") == S.CAT_MEMCPY),
-        "region kernels": sum(1 for e in xs if e.get("cat") == S.CAT_ANNOTATION
-                              and e.get("args", {}).get(S.IN) == S.IN_COMPILED_REGION),
+        "region kernels": sum(in_region),
         "dispatches": by_cat[S.CAT_RUNTIME],
         "framework": sum(n for cat, n in by_cat.items() if cat not in T.GROUP_OF_CAT),
         "flow points": sum(1 for e in events if e.get("ph") in ("s", "f", "t")),
@@ -98,13 +99,14 @@ def test_every_kind_of_event_is_classified_once(recorded):
     assert {d.op for d in c.dispatches} >= {"aten::mm", "aten::relu", graph_op}
 
 
-def _device_totals_of_viewer(profile):
-    """Per op, the device time of the viewer's hardware and transfer lanes, decoded from its columns."""
+def _device_totals_of_viewer(profile, region_kernels):
+    """Per op, the device time of the viewer's hardware and transfer lanes, decoded from its columns (the
+    kernels named `region_kernels`, inside compiled graphs, are their graph's)."""
     cols = columns(profile)
     totals = collections.defaultdict(float)
     for i in range(profile["events"]):
         cat = profile["cats"][cols["cat"][i]]
-        if cat in (S.CAT_KERNEL, S.CAT_MEMCPY):
+        if cat in (S.CAT_KERNEL, S.CAT_MEMCPY) and profile["strings"][cols["name"][i]] not in region_kernels:
             totals[T.activity_op(profile["strings"][cols["name"][i]])] += float(cols["dur"][i])
     return totals
 
@@ -124,7 +126,7 @@ def test_report_and_viewer_read_one_classification(recorded, monkeypatch):
     for a in c.activities:
         if a.kind != T.REGION_KERNEL:
             from_activities[a.op] += a.dur
-    from_viewer = _device_totals_of_viewer(profile)
+    from_viewer = _device_totals_of_viewer(profile, {a.name for a in c.activities if a.kind == T.REGION_KERNEL})
     assert from_summary.keys() == from_activities.keys() == from_viewer.keys()
     for op, us in from_summary.items():
         # Both count each span's whole nanoseconds (Spans.start_ns): equal, not merely within 1 ns a span.
@@ -201,6 +203,7 @@ _MALFORMED = {
     "HBM counter without args": [{"ph": "C", "name": "NC0 HBM", "pid": 1, "ts": 0}],
     "HBM value not a number": [{"ph": "C", "name": "NC1 HBM", "pid": 1, "ts": 0, "args": {"allocated MB": "2"}}],
     "non-finite time": [dict(_kernel(), ts=float("inf"))],
+    "launch part not a number": [_kernel(part="one", parts=2, **{"launch offset ns": 0, "launch ns": 10})],
 }
 
 
@@ -226,7 +229,8 @@ tier not a string: malformed trace: event 0 (privateuse1_runtime 'nrt_execute'):
 device out of range: malformed trace: event 0 (kernel 'neuron::mm'): 'device' is inf, not an integer
 HBM counter without args: malformed trace: event 0 (counter 'NC0 HBM'): no 'args' object
 HBM value not a number: malformed trace: event 0 (counter 'NC1 HBM'): 'allocated MB' is '2', not a number
-non-finite time: trace has a complete event with a non-finite time or duration ('neuron::mm' at inf, lasting 2.0)""")
+non-finite time: trace has a complete event with a non-finite time or duration ('neuron::mm' at inf, lasting 2.0)
+launch part not a number: malformed trace: event 0 (kernel 'neuron::mm'): 'part' is 'one', not a non-negative number""")
 
     def test_not_a_trace(self):
         for data in ({"events": []}, [], {"traceEvents": {"ph": "X"}}):
@@ -241,6 +245,24 @@ non-finite time: trace has a complete event with a non-finite time or duration (
         events = [{"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "t"}},
                   "not an event", _kernel(tier="native"), _kernel(stream="main")]
         self.assertIn("event 3 (kernel 'neuron::mm'): 'stream' is 'main'", self._errors_of({"traceEvents": events}))
+
+
+def test_a_launch_written_in_parts_is_read_as_one():
+    # A compiled graph's launch of 10 us with one kernel inside from 3 to 8 us, as the Kineto plugin writes it.
+    def part(k, ts, dur):
+        extra = {"bytes": 64} if k == 1 else {}
+        return dict(_kernel(tier="compiled", part=k, parts=2, **{"launch offset ns": int((ts - 100.0) * 1000),
+                                                                "launch ns": 10_000}, **extra),
+                    name="neuron::compiled::graph_0", ts=ts, dur=dur)
+    child = dict(_kernel(tier="compiled", **{S.IN: S.IN_COMPILED_REGION}), name="neuron::compiled::cpp_fused_0",
+                 ts=103.0, dur=5.0)
+    c = T.classify({"traceEvents": [part(1, 100.0, 3.0), child, part(2, 108.0, 2.0)]})
+    graph, kernel = c.activities
+    assert (graph.kind, graph.op, graph.ts, graph.dur, graph.bytes) == (T.KERNEL, "compiled::graph_0", 100.0, 10.0, 64)
+    assert (kernel.kind, kernel.ts, kernel.dur) == (T.REGION_KERNEL, 103.0, 5.0)
+    assert list(c.spans.ts) == [100.0, 103.0] and list(c.spans.dur) == [10.0, 5.0]  # what the viewer draws
+    s = summarize_trace(c)
+    assert s.kernels == 1 and s.device_busy_us == 10.0
 
 
 def test_spans_of_and_an_empty_trace():

@@ -213,10 +213,26 @@ TEST(memory_capacity_and_oom) {
 TEST(memory_adopt_and_snapshot) {
   auto& a = neuron_rt::core_allocator(0);
   a.empty_cache();
-  a.adopt(3000);
+  const auto before = a.stats();
+  std::vector<char> host_output(3000);
+  a.adopt(host_output.data(), 3000);
   CHECK(a.stats().adopted_bytes == 3000);
-  a.release_adopted(3000);
+  CHECK(a.stats().reserved_bytes[neuron_rt::kAll].current == before.reserved_bytes[neuron_rt::kAll].current + 3000);
+  bool adopted_found = false;
+  for (const auto& seg : a.snapshot())
+    if (seg.address == reinterpret_cast<uintptr_t>(host_output.data()))
+      adopted_found = seg.adopted && seg.in_use && seg.size == 3000 && seg.requested == 3000;
+  CHECK(adopted_found);
+  // Adopted memory is the host's: the core neither frees it nor hands it out again.
+  CHECK(!a.owns_block(host_output.data()));
+  CHECK(a.release_adopted(host_output.data()) == 3000);
   CHECK(a.stats().adopted_bytes == 0);
+  CHECK(a.stats().reserved_bytes[neuron_rt::kAll].current == before.reserved_bytes[neuron_rt::kAll].current);
+  for (const auto& seg : a.snapshot()) CHECK(seg.address != reinterpret_cast<uintptr_t>(host_output.data()));
+  CHECK(a.release_adopted(host_output.data()) == 0);  // twice: ignored, with a warning
+  a.adopt(host_output.data(), 3000);
+  CHECK(throws<std::logic_error>([&] { a.adopt(host_output.data(), 3000); }, "adopted already"));
+  a.release_adopted(host_output.data());
   void* p = a.malloc(2 * kMiB);
   bool found = false;
   for (const auto& seg : a.snapshot())

@@ -50,6 +50,10 @@ MODEL_NS = _S["MODEL_NS"]
 GROUP_SIZE = _S["GROUP_SIZE"]
 IN = _S["IN"]
 IN_COMPILED_REGION = _S["IN_COMPILED_REGION"]
+PART = _S["PART"]  # a compiled graph's launch, written as the parts its kernels leave uncovered: part k
+PARTS = _S["PARTS"]  # of n,
+LAUNCH_OFFSET_NS = _S["LAUNCH_OFFSET_NS"]  # where the part starts in the launch,
+LAUNCH_NS = _S["LAUNCH_NS"]  # and the launch's whole span
 # Torch's own key for the arguments' shapes (a cpu_op's with record_shapes=True); the dry run writes it on a
 # matmul-family kernel too, so the cost model can project it as its Tensor Engine instructions.
 INPUT_DIMS = "Input Dims"

@@ -70,7 +70,8 @@ def mem_get_info(device: DeviceLike = None) -> tuple[int, int]:
 
 
 def memory_snapshot(device: DeviceLike = None) -> list[dict[str, Any]]:
-    """The allocator's blocks: address, size, requested size, state and pool."""
+    """The allocator's blocks: address, size, requested size, state, pool, and whether it is a host kernel's
+    output the core adopted (a segment of its own, counted in memory_reserved())."""
     return list(_C._memory_snapshot(_index(device)))
 
 

@@ -21,6 +21,7 @@ from .. import _C, _torch_internals
 from ..instrumentation import numerics
 from ..instrumentation import trace_schema as S
 from .kernel_trace import add_kernel_lanes
+from .memory_timeline import REQUIRED_OPTIONS, memory_timelines
 from .projection import add_projected_lanes
 
 
@@ -203,6 +204,10 @@ class NeuronProfiler:
             },
             "summary": summary.to_dict(),
         }
+        if all(getattr(prof, option, False) for option in REQUIRED_OPTIONS):
+            # The HTML report's memory by category; the trace's clock, so it lines up with the events.
+            trace["neuron"]["memory_timeline"] = {
+                str(d): m.to_dict() for d, m in memory_timelines(prof, trace.get("baseTimeNanoseconds", 0)).items()}
         with open(path, "w") as f:
             json.dump(trace, f)
         with open(os.path.join(out, "summary.txt"), "w") as f:

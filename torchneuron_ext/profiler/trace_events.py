@@ -8,7 +8,9 @@ events are read once, in one pass, into a ClassifiedTrace:
   lane, recorded tier, args), each in a lane: (group, pid, tid), its group (framework, runtime,
   hardware, projected, transfer) given by its category;
 - activities: the device's work, one DeviceActivity per kernel, copy and kernel run inside a
-  compiled region, with the op it ran, its tier, core, stream, times, bytes, FLOPs and model time;
+  compiled region, with the op it ran, its tier, core, stream, times, bytes, FLOPs and model time
+  (a compiled graph's launch, which the trace writes as the parts its kernels leave uncovered so that
+  torch counts no device time twice, is read back as the one span it was);
 - dispatches: the runtime's dispatch spans, with the op they dispatched (neuron_spans: activities
   and dispatches together, in trace order);
 - counters (the HBM ones also per core), flow points, thread and process names, the run's numerics.
@@ -235,6 +237,14 @@ class _Classifier:
                 cat = e.get("cat", "")
                 if cat.__class__ is not str:
                     cat = str(cat)
+                args = e.get("args")
+                if cat == _CAT_KERNEL and args.__class__ is dict and _PART in args:
+                    # A launch written as the parts its kernels leave uncovered (the Kineto plugin's own_parts):
+                    # read as the one launch it was, its first part standing for all.
+                    launch = _launch_of(i, e, ts, args)
+                    if launch is None:
+                        continue
+                    ts, dur = launch
                 key = (group_of(cat, "framework"), e.get("pid"), e.get("tid"))
                 lane = lane_ids.get(key)
                 if lane is None:
@@ -253,7 +263,6 @@ class _Classifier:
                 name_add(sid)
                 cat_add(cid)
                 lane_add(lane)
-                args = e.get("args")
                 if args:
                     tier = args.get(tier_key) if isinstance(args, dict) else None
                     tier_add(tier if isinstance(tier, str) else None)
@@ -354,7 +363,8 @@ class _Classifier:
                 both.append(d)
                 return
             if cat == _CAT_KERNEL:
-                kind, op, direction = KERNEL, S.op_name(name), ""
+                kind = REGION_KERNEL if args.get(_IN) == _IN_COMPILED_REGION else KERNEL
+                op, direction = S.op_name(name), ""
             elif cat == _CAT_MEMCPY:
                 kind, op, direction = COPY, COPY_OP, S.copy_direction(name, default="copy")
             else:
@@ -374,9 +384,23 @@ class _Classifier:
 
 _CAT_ANNOTATION, _CAT_RUNTIME, _CAT_KERNEL, _CAT_MEMCPY = S.CAT_ANNOTATION, S.CAT_RUNTIME, S.CAT_KERNEL, S.CAT_MEMCPY
 _IN, _IN_COMPILED_REGION, _TIER, _OP = S.IN, S.IN_COMPILED_REGION, S.TIER, S.OP
+_PART, _LAUNCH_OFFSET_NS, _LAUNCH_NS = S.PART, S.LAUNCH_OFFSET_NS, S.LAUNCH_NS
 _BYTES, _BYTES_READ, _BYTES_WRITTEN, _FLOPS, _ELEMENTS, _MODEL_NS, _DEVICE, _STREAM = (
     S.BYTES, S.BYTES_READ, S.BYTES_WRITTEN, S.FLOPS, S.ELEMENTS, S.MODEL_NS, S.DEVICE, S.STREAM)
 _DEVICE_CATS = frozenset((_CAT_KERNEL, _CAT_MEMCPY, _CAT_ANNOTATION, _CAT_RUNTIME))
+
+
+def _launch_of(i: int, e: dict, ts: float, args: dict) -> Optional[tuple[float, float]]:
+    """The (start, duration) of the launch a part belongs to, from its first part; None for the others."""
+    part, offset, span = args.get(_PART), args.get(_LAUNCH_OFFSET_NS), args.get(_LAUNCH_NS)
+    for key, value in ((_PART, part), (_LAUNCH_OFFSET_NS, offset), (_LAUNCH_NS, span)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise _bad(i, "kernel", e.get("name"), f"{key!r} is {value!r}, not a non-negative number")
+    if part != 1:
+        return None
+    return ts - offset / 1000.0, span / 1000.0
+
+
 _INTEGERS = (_DEVICE, _STREAM, _BYTES, _BYTES_READ, _BYTES_WRITTEN, _FLOPS, _ELEMENTS, _MODEL_NS)
 
 

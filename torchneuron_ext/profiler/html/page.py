@@ -82,7 +82,22 @@ def profile_payload(trace: TraceLike, name: Optional[str] = None, index: int = 0
         findings = [f for f in findings if f.key != "no_device_activity"] + kernel_findings(views)
     profile["findings"] = [f.to_dict() for f in findings]
     profile["kernels"] = [v.to_dict() for v in views]
+    profile["memoryCategories"] = memory_categories(classified.trace, profile["t0"])
     return profile
+
+
+def memory_categories(trace: dict, t0: float) -> list[dict]:
+    """The trace's memory timelines by category (NeuronProfiler writes them when the session recorded
+    memory, shapes and stacks), one per core, their times made relative to the page's start `t0`."""
+    neuron = trace.get("neuron") if isinstance(trace, dict) else None
+    timelines = neuron.get("memory_timeline") if isinstance(neuron, dict) else None
+    if not isinstance(timelines, dict):
+        return []
+    out = []
+    for key in sorted(timelines, key=lambda k: int(k)):
+        m = timelines[key]
+        out.append(dict(m, t_us=[t - t0 for t in m["t_us"]], peak_us=m["peak_us"] - t0))
+    return out
 
 
 def build_html(traces: Sequence[TraceLike], names: Optional[Sequence[Optional[str]]] = None,

@@ -104,6 +104,7 @@
     constructor(meta, buffer, index) {
       this.index = index;
       for (const k of ["name", "source", "duration", "lanes", "groups", "tiers", "strings", "cats", "summary", "ops", "findings", "kernels"]) this[k] = meta[k];
+      this.memoryCategories = meta.memoryCategories || [];
       const col = (name) => { const [dt, off, n] = meta.columns[name]; return new ARRAYS[dt](buffer, off, n); };
       this.nameId = col("name"); this.lane = col("lane");
       this.cat = col("cat"); this.tier = col("tier"); this.rowStart = col("rowStart");
@@ -1011,6 +1012,86 @@
     }
   }
 
+  // ---------------------------------------------------------------- memory by category
+  // torch.profiler's memory profile of one core (what export_memory_timeline draws for CUDA): the bytes each
+  // category holds over time, stacked, the peak marked. Times are microseconds from the profile's start.
+  const CATEGORY_COLORS = { parameter: "#2e7d32", optimizer_state: "#c9a227", input: "#37474f", temporary: "#9575cd",
+    activation: "#e53935", gradient: "#1e40af", autograd_detail: "#6f95e8", unknown: "#a0a4ab" };
+  class CategoryChart {
+    constructor(host, profile, m, onPick) {
+      this.p = profile; this.m = m; this.onPick = onPick;
+      // Cumulative sums per sample: band c lies between stack[k][c] and stack[k][c + 1].
+      this.stack = m.bytes.map((row) => { const out = [0]; for (const v of row) out.push(out[out.length - 1] + v); return out; });
+      this.canvas = el("canvas", { class: "memchart", "aria-label": "NC" + m.device + " memory by category" });
+      this.readout = el("div", { class: "muted readout", text: "hover for values; click to open the timeline there" });
+      host.append(el("h2", { text: "NC" + m.device + " memory by category — peak " + fmtBytes(m.peak_bytes) + " at " + fmtUs(m.peak_us) }),
+        el("div", { class: "legend" }, ...m.categories.map((c) => el("span", {}, el("i", { style: "background:" + (CATEGORY_COLORS[c] || "#777") }), c.replace(/_/g, " ")))),
+        this.canvas, this.readout);
+      this.canvas.addEventListener("mousemove", (e) => this.hover(e));
+      this.canvas.addEventListener("click", (e) => { const t = this.tAt(e); if (t !== null && this.onPick) this.onPick(t); });
+      new ResizeObserver(() => this.draw()).observe(host);
+      this.draw();
+    }
+    geometry() { return { left: 70, right: 16, top: 12, bottom: 28 }; }
+    tAt(e) {
+      const r = this.canvas.getBoundingClientRect(), g = this.geometry();
+      const w = r.width - g.left - g.right, x = e.clientX - r.left - g.left;
+      if (x < 0 || x > w) return null;
+      return x / w * Math.max(this.p.duration, 1e-3);
+    }
+    sampleAt(t) { return Math.max(0, upperBound(this.m.t_us, 0, this.m.t_us.length, t) - 1); }
+    hover(e) {
+      const t = this.tAt(e);
+      if (t === null || !this.m.t_us.length) return;
+      const k = this.sampleAt(t), row = this.m.bytes[k];
+      this.readout.textContent = "at " + fmtUs(t) + ": " + fmtBytes(this.stack[k][row.length]) + " — " +
+        this.m.categories.map((c, i) => [c, row[i]]).filter(([, v]) => v > 0).map(([c, v]) => c.replace(/_/g, " ") + " " + fmtBytes(v)).join(", ");
+    }
+    draw() {
+      const w = Math.max(400, this.canvas.parentElement ? this.canvas.parentElement.clientWidth - 4 : 800), h = 220;
+      const dpr = window.devicePixelRatio || 1;
+      this.canvas.width = w * dpr; this.canvas.height = h * dpr;
+      this.canvas.style.width = w + "px"; this.canvas.style.height = h + "px";
+      const ctx = this.canvas.getContext("2d"), g = this.geometry(), m = this.m, n = m.t_us.length;
+      ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+      ctx.clearRect(0, 0, w, h);
+      ctx.font = "11px system-ui, sans-serif";
+      const pw = w - g.left - g.right, ph = h - g.top - g.bottom, d = Math.max(this.p.duration, 1e-3);
+      const max = m.peak_bytes > 0 ? m.peak_bytes * 1.1 : 1;
+      const xOf = (t) => g.left + Math.min(Math.max(t, 0), d) / d * pw, yOf = (v) => g.top + ph - v / max * ph;
+      ctx.fillStyle = "#5b6477"; ctx.strokeStyle = "#eef0f4";
+      const vstep = niceStep(max / 4);
+      for (let v = 0; v <= max; v += vstep) {
+        ctx.beginPath(); ctx.moveTo(g.left, yOf(v)); ctx.lineTo(w - g.right, yOf(v)); ctx.stroke();
+        ctx.fillText(fmtBytes(v), 6, yOf(v) + 4);
+      }
+      const tstep = niceStep(d / Math.max(2, pw / 110));
+      for (let t = 0; t <= d; t += tstep) ctx.fillText(fmtTick(t, tstep), xOf(t) - 10, h - 8);
+      if (!n) return;
+      // Each band as steps: a sample's bytes hold until the next sample (the last one to the end).
+      const xEnd = (k) => (k + 1 < n ? xOf(m.t_us[k + 1]) : w - g.right);
+      m.categories.forEach((c, ci) => {
+        ctx.beginPath();
+        for (let k = 0; k < n; k++) {
+          const x0 = xOf(m.t_us[k]), x1 = xEnd(k), y = yOf(this.stack[k][ci + 1]);
+          if (k === 0) ctx.moveTo(x0, y); else ctx.lineTo(x0, y);
+          ctx.lineTo(x1, y);
+        }
+        for (let k = n - 1; k >= 0; k--) {
+          const x0 = xOf(m.t_us[k]), x1 = xEnd(k), y = yOf(this.stack[k][ci]);
+          ctx.lineTo(x1, y); ctx.lineTo(x0, y);
+        }
+        ctx.closePath();
+        ctx.fillStyle = CATEGORY_COLORS[c] || "#777"; ctx.globalAlpha = 0.75; ctx.fill(); ctx.globalAlpha = 1;
+      });
+      const x = xOf(m.peak_us), y = yOf(m.peak_bytes);
+      ctx.strokeStyle = "#c23a2b"; ctx.setLineDash([4, 3]);
+      ctx.beginPath(); ctx.moveTo(x, g.top); ctx.lineTo(x, g.top + ph); ctx.stroke(); ctx.setLineDash([]);
+      ctx.fillStyle = "#c23a2b"; ctx.beginPath(); ctx.arc(x, y, 3.5, 0, 2 * Math.PI); ctx.fill();
+      ctx.fillText("peak " + fmtBytes(m.peak_bytes), Math.min(x + 6, w - g.right - 90), g.top + 10);
+    }
+  }
+
   // ---------------------------------------------------------------- pages
   const app = { profiles: [], active: 0, tab: "summary", views: new Map(), compare: null };
 
@@ -1050,14 +1131,17 @@
     host.append(top, el("p", { class: "muted", text: "Trace: " + (p.source || "(in memory)") + " · " + fmtInt(p.n) + " events in " + p.lanes.length + " lanes" }));
   }
   function renderMemory(host, p) {
-    if (!p.counters.length) { host.append(el("p", { class: "muted", text: "This trace has no HBM counters (profile with ProfilerActivity.PrivateUse1)." })); return; }
-    host.append(el("div", { class: "legend" }, el("span", {}, el("i", { style: "background:#2f6fdb" }), "allocated"), el("span", {}, el("i", { style: "background:#9aa3b5" }), "reserved (dashed)")));
-    for (const c of p.counters) new MemoryChart(host, p, c, (t) => {
+    const openAt = (t) => {
       showTab("timeline");
       const tl = viewFor("timeline", p, () => null);
       const span = (tl.view.t1 - tl.view.t0) / 8;
       tl.setView(t - span / 2, t + span / 2);
-    });
+    };
+    for (const m of p.memoryCategories) new CategoryChart(host, p, m, openAt);
+    if (!p.memoryCategories.length) host.append(el("p", { class: "muted", text: "No memory by category in this trace (profile with profile_memory=True, record_shapes=True, with_stack=True and export with NeuronProfiler)." }));
+    if (!p.counters.length) { host.append(el("p", { class: "muted", text: "This trace has no HBM counters (profile with ProfilerActivity.PrivateUse1)." })); return; }
+    host.append(el("div", { class: "legend" }, el("span", {}, el("i", { style: "background:#2f6fdb" }), "allocated"), el("span", {}, el("i", { style: "background:#9aa3b5" }), "reserved (dashed)")));
+    for (const c of p.counters) new MemoryChart(host, p, c, openAt);
   }
 
   function compareMetrics(a, b) {
@@ -1260,7 +1344,7 @@
   window.tnx = {
     ready: false,
     error: null,
-    profiles: () => app.profiles.map((p) => ({ name: p.name, events: p.n, lanes: p.lanes.length, flows: p.flowFrom.length, counters: p.counters.length })),
+    profiles: () => app.profiles.map((p) => ({ name: p.name, events: p.n, lanes: p.lanes.length, flows: p.flowFrom.length, counters: p.counters.length, memoryCategories: p.memoryCategories.map((m) => ({ device: m.device, peak: m.peak_bytes, samples: m.t_us.length })) })),
     show: (tab, profile) => {
       if (profile !== undefined) { app.active = profile; document.getElementById("profile-picker").value = String(profile); }
       showTab(tab);
