@@ -316,6 +316,8 @@ class Scheduler:
         self.count = 0
         self.records: list = []  # tuples, see _finalize; instructions() makes them ScheduledInstructions
         self._built: Optional[list] = None
+        self._operands: list = []         # Operand records, numbered (records hold the numbers)
+        self._operand_numbers: dict = {}
         self._dma_next = 0
         self._reads: list = []
         self._writes: list = []
@@ -341,7 +343,7 @@ class Scheduler:
                 storage.sched = region
         base = storage.array
         box = None if base is arr else box_of(base, arr)
-        item = (region, box, _operand(storage, arr, writing) if self.record else None)
+        item = (region, box, self._operand(storage, arr, writing) if self.record else None)
         if not writing:
             self._reads.append(item)
             return
@@ -455,10 +457,22 @@ class Scheduler:
                                  nbytes, tuple(sorted(set(deps))) if len(deps) > 1 else tuple(deps),
                                  start - free, crit))
 
+    def _operand(self, storage: Any, arr: Any, writing: bool) -> int:
+        """The operand's number in this schedule's table: records hold numbers, so that they hold no object
+        the cyclic collector tracks (it would rescan 100k records again and again: most of their cost)."""
+        key = (writing, storage.buffer.name, storage.name, arr.shape, arr.dtype)
+        n = self._operand_numbers.get(key)
+        if n is None:
+            n = self._operand_numbers[key] = len(self._operands)
+            self._operands.append(Operand(role="out" if writing else "in", memory=storage.buffer.name,
+                                          name=storage.name or "", shape=tuple(arr.shape),
+                                          dtype=dtypes.name(arr.dtype), nbytes=int(arr.nbytes)))
+        return n
+
     def instructions(self) -> list:
         """Every kept instruction's record (empty unless ``record``), built once."""
         if self._built is None or len(self._built) != len(self.records):
-            core = self.core
+            core, ops = self.core, self._operands
             # Bulk construction of records that hold no cycles: without the cyclic collector, which would
             # otherwise rescan the growing list many times (2-3x the construction's own time at 100k).
             enabled = gc.isenabled()
@@ -466,7 +480,8 @@ class Scheduler:
             try:
                 self._built = [ScheduledInstruction(
                     index=r[0], core=core, engine=r[1], queue=r[2], opcode=r[3], file=r[4], line=r[5],
-                    start_s=r[6], end_s=r[7], operands=r[8], flops=r[9], nbytes=r[10], deps=r[11], wait_s=r[12],
+                    start_s=r[6], end_s=r[7], operands=tuple([ops[i] for i in r[8]]), flops=r[9], nbytes=r[10],
+                    deps=r[11], wait_s=r[12],
                     critical_dep=r[13]) for r in self.records]
             finally:
                 if enabled:
@@ -516,20 +531,7 @@ def _add(entries: list, box: Optional[tuple], end: float, index: int, queue: str
         entries[:] = _fold_oldest(entries)
 
 
-_OPERANDS: dict = {}   # operands recur (the same tiles, shapes and dtypes): one record each
 _INTERNAL: dict = {}   # code object -> whether it is the package's (or numpy's), for _kernel_line
-
-
-def _operand(storage: Any, arr: Any, writing: bool) -> Operand:
-    key = (writing, storage.buffer.name, storage.name, arr.shape, arr.dtype)
-    op = _OPERANDS.get(key)
-    if op is None:
-        if len(_OPERANDS) > 4096:
-            _OPERANDS.clear()
-        op = _OPERANDS[key] = Operand(role="out" if writing else "in", memory=storage.buffer.name,
-                                      name=storage.name or "", shape=tuple(arr.shape),
-                                      dtype=dtypes.name(arr.dtype), nbytes=int(arr.nbytes))
-    return op
 
 
 def _kernel_line() -> "tuple[str, int]":
