@@ -44,7 +44,7 @@ class Storage:
     logical block index; ``array`` is then only a read-only stand-in carrying the shape and dtype.
     """
     __slots__ = ("array", "buffer", "name", "par_axis", "owner", "psum_started", "psum_defined", "flag_origin",
-                 "written",
+                 "flag_rows", "written",
                  "blocks", "live", "__weakref__")
 
     def __init__(self, array: np.ndarray, buffer: Buffer, name: str = "", par_axis: int = 0,
@@ -64,16 +64,23 @@ class Storage:
             defined = np.zeros(array.nbytes, dtype=bool)
             flag_origin = array.__array_interface__["data"][0]
         self.psum_started, self.psum_defined, self.flag_origin = flags, defined, flag_origin
+        # (memory row bytes, flag row bytes) when the flags are packed rows of a tile whose partitions are
+        # further apart in memory than its width (_own_flags); None: the flags mirror memory byte for byte.
+        self.flag_rows: Optional[tuple] = None
 
     def flags(self, arr: np.ndarray, which: str = "started") -> np.ndarray:
         """The started- (or defined-) flags of the PSUM elements ``arr`` (a view of this storage) covers: one
-        flag byte per memory byte, so the flags have the array's own byte offset and strides."""
+        flag byte per memory byte, so the flags have the array's own byte offset and strides (mapped onto
+        packed rows for a tile with flags of its own)."""
         flags = self.psum_started if which == "started" else self.psum_defined
         offset = arr.__array_interface__["data"][0] - self.flag_origin
+        strides = arr.strides
+        if self.flag_rows is not None:
+            offset, strides = _packed_flag_layout(offset, arr.shape, strides, *self.flag_rows)
         try:  # twice as fast as as_strided (no intermediate object), and bounds-checked; a matmul takes 2-3
-            return np.ndarray(arr.shape, dtype=flags.dtype, buffer=flags, offset=offset, strides=arr.strides)
+            return np.ndarray(arr.shape, dtype=flags.dtype, buffer=flags, offset=offset, strides=strides)
         except (ValueError, TypeError):  # negative strides reaching before the view's first byte
-            return np.lib.stride_tricks.as_strided(flags[offset:], shape=arr.shape, strides=arr.strides)
+            return np.lib.stride_tricks.as_strided(flags[offset:], shape=arr.shape, strides=strides)
 
     def started_flags(self, view: Any) -> Any:
         """The 'already written by a matmul' flags of the PSUM elements a tile ``view`` of this storage covers."""
@@ -250,8 +257,8 @@ class Launch:
         # tensor placed where another was written still starts its accumulation with an overwrite. Its data
         # is the arena's; its flags are its own.
         if storage.blocks is None:
-            return _own_flags(storage)
-        storage.blocks = {idx: _own_flags(t) for idx, t in storage.blocks.items()}
+            return _own_flags(storage, fill)
+        storage.blocks = {idx: _own_flags(t, fill) for idx, t in storage.blocks.items()}
         return storage
 
     def _allocate_direct(self, shape: tuple, dtype: np.dtype, alloc: Any, name: str, par_axis: int,
@@ -507,12 +514,39 @@ class Launch:
                  "shared_hbm tensors must be created at the kernel's top level, not inside a loop")
 
 
-def _own_flags(tile: Storage) -> Storage:
-    """A view of ``tile``'s memory with PSUM flags of its own, spanning exactly its bytes."""
+def _own_flags(tile: Storage, fill: Any) -> Storage:
+    """A view of ``tile``'s memory with PSUM flags of its own: one flag byte per byte of its partitions' rows,
+    packed (a tile of 2 KiB per partition in a 16 KiB-per-partition PSUM spanned 2 MiB of flags per set,
+    whose zeroing was most of an attention kernel's launch). Filled memory counts as written, as in
+    _reset_psum_flags."""
     arr = tile.array
-    span = sum((n - 1) * st for n, st in zip(arr.shape, arr.strides)) + arr.itemsize
-    return Storage(arr, tile.buffer, tile.name, tile.par_axis, None, np.zeros(span, dtype=bool),
-                   arr.__array_interface__["data"][0], np.zeros(span, dtype=bool))
+    width = math.prod(arr.shape[1:]) * arr.itemsize
+    own = Storage(arr, tile.buffer, tile.name, tile.par_axis, None, np.zeros(arr.shape[0] * width, dtype=bool),
+                  arr.__array_interface__["data"][0], np.full(arr.shape[0] * width, fill not in (None, "uninit")))
+    if arr.shape[0] > 1 and arr.strides[0] != width:
+        own.flag_rows = (arr.strides[0], width)
+    return own
+
+
+def _packed_flag_layout(offset: int, shape: tuple, strides: tuple, row: int, width: int) -> "tuple[int, tuple]":
+    """Byte offset and strides in packed flag rows of ``width`` bytes of a view at ``offset`` with ``strides``
+    in memory whose rows are ``row`` bytes apart. A stride is whole rows plus a step within a row (the
+    nearest row multiple: a view of a tile never steps further along a row than the tile is wide)."""
+    r, c = divmod(offset, row)
+    if 0 in shape:
+        return r * width + c, strides
+    packed = []
+    lo = hi = c
+    half = row // 2
+    for n, s in zip(shape, strides):
+        q, step = divmod(s + half, row)
+        step -= half
+        packed.append(q * width + step)
+        lo, hi = (lo + (n - 1) * step, hi) if step < 0 else (lo, hi + (n - 1) * step)
+    if lo < 0 or hi >= width:
+        raise AssertionError(f"a PSUM view (offset {offset}, shape {shape}, strides {strides}) leaves its tile's "
+                             f"{width}-byte rows: its flags cannot be located")
+    return r * width + c, tuple(packed)
 
 
 def _reset_psum_flags(tile: Storage, fill: Any) -> None:
