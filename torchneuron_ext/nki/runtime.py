@@ -163,6 +163,7 @@ class Launch:
         self._arenas = {}
         self._direct_tiles = {}
         self._direct_sites = {}
+        self._arena_flags_read = False
         self._rng: Optional[np.random.Generator] = None
         # A concurrent launch: the threads' group, this core's number in its rank and its rank (None, 0, 0
         # when instances run one at a time); ranks: how many ranks run this kernel together (run_ranks).
@@ -206,6 +207,7 @@ class Launch:
         self._arenas: dict = {}
         self._direct_tiles: dict = {}
         self._direct_sites: dict = {}
+        self._arena_flags_read = False  # whether allocate_direct handed out a PSUM tile on the arena's flags
         self._records, self._suspect = [], False
 
     # -- random numbers (nl.random_seed, nl.rand, dropout) --------------------
@@ -218,12 +220,15 @@ class Launch:
         self._rng = np.random.default_rng(seed)
 
     # -- direct allocation (nki.compiler) ------------------------------------
-    def _arena(self, buffer: Buffer) -> "tuple[np.ndarray, np.ndarray, np.ndarray, set]":
-        """The instance's SBUF or PSUM as bytes (partition x byte), with the PSUM started-flags."""
+    def _arena(self, buffer: Buffer) -> "tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray], set]":
+        """The instance's SBUF or PSUM as bytes (partition x byte), with PSUM's started and defined flags (None
+        for SBUF: only PSUM has them; SBUF's were 48 MiB zeroed per trn2 core, stamped by every write)."""
         if buffer not in self._arenas:
             nbytes = self.target.psum_partition_bytes if buffer is psum else self.target.sbuf_partition_bytes
             data = np.full((self.target.num_partitions, nbytes), 0xFF, dtype=np.uint8)  # NaN / -1: unwritten
-            self._arenas[buffer] = (data, np.zeros(data.size, dtype=bool), np.zeros(data.size, dtype=bool), set())
+            flags, defined = (np.zeros(data.size, dtype=bool), np.zeros(data.size, dtype=bool)) if buffer is psum \
+                else (None, None)
+            self._arenas[buffer] = (data, flags, defined, set())
         return self._arenas[buffer]
 
     def placed_partition(self, buffer: Buffer, array: np.ndarray) -> Optional[int]:
@@ -253,6 +258,8 @@ class Launch:
             return known
         storage = self._allocate_direct(shape, dtype, alloc, name, par_axis, fill)
         self._direct_sites[site] = storage
+        if alloc.memory is psum:
+            self._arena_flags_read = True
         return storage
 
     def allocate_at(self, shape: tuple, dtype: np.dtype, alloc: Any, name: str = "", par_axis: int = 0,
@@ -262,7 +269,11 @@ class Launch:
         address other memory, wherever the call is made."""
         if getattr(self.func, "_nki_force_auto_alloc", False):
             return self.allocate(shape, dtype, alloc.memory, name, par_axis, fill=fill)
-        storage = self._allocate_direct(tuple(int(s) for s in shape), dtype, alloc, name, par_axis, fill)
+        # The tiles returned here carry flags of their own (below): the arena's, which only allocate_direct's
+        # tiles read, need resetting once such a tile exists (two strided passes per allocation otherwise,
+        # a third of an attention kernel's launch).
+        storage = self._allocate_direct(tuple(int(s) for s in shape), dtype, alloc, name, par_axis, fill,
+                                        reset_flags=self._arena_flags_read)
         if alloc.memory is not psum:
             return storage
         # The compiler infers nc_matmul's overwrite-or-accumulate per tensor, not per memory location: a PSUM
@@ -274,7 +285,7 @@ class Launch:
         return storage
 
     def _allocate_direct(self, shape: tuple, dtype: np.dtype, alloc: Any, name: str, par_axis: int,
-                         fill: Any) -> Storage:
+                         fill: Any, reset_flags: bool = True) -> Storage:
         buffer = alloc.memory
         if len(shape) - par_axis < 2:
             fail("err_insufficient_rank",
@@ -291,7 +302,8 @@ class Launch:
             tiles[idx] = self._direct_tile(buffer, alloc, idx, p, free, fbytes, np.dtype(dtype), name)
         for tile in {id(t): t for t in tiles.values()}.values():
             _fill(tile.array, fill if fill != "uninit" else None)
-            _reset_psum_flags(tile, fill)
+            if reset_flags:
+                _reset_psum_flags(tile, fill)
         if par_axis == 0:
             return tiles[()]
         stand_in = dtypes.as_strided(np.zeros(1, dtype=dtype), shape=shape, strides=(0,) * len(shape),
@@ -350,8 +362,8 @@ class Launch:
         if tile is None:
             data, flags, defined, started_views = self._arena(buffer)
             array = data[start_p:start_p + p, start:start + fbytes].view(dtype).reshape((p,) + free)
-            tile = Storage(array, buffer, name, 0, None, flags, data.__array_interface__["data"][0], defined,
-                           started_views)
+            tile = Storage(array, buffer, name, 0, None, flags, None if flags is None else
+                           data.__array_interface__["data"][0], defined, started_views)
             self._direct_tiles[key] = tile
         return tile
 
@@ -534,8 +546,10 @@ def _own_flags(tile: Storage, fill: Any) -> Storage:
     _reset_psum_flags."""
     arr = tile.array
     width = math.prod(arr.shape[1:]) * arr.itemsize
-    own = Storage(arr, tile.buffer, tile.name, tile.par_axis, None, np.zeros(arr.shape[0] * width, dtype=bool),
-                  arr.__array_interface__["data"][0], np.full(arr.shape[0] * width, fill not in (None, "uninit")))
+    n = arr.shape[0] * width
+    own = Storage(arr, tile.buffer, tile.name, tile.par_axis, None, np.zeros(n, dtype=bool),
+                  arr.__array_interface__["data"][0],
+                  np.ones(n, dtype=bool) if fill not in (None, "uninit") else np.zeros(n, dtype=bool))
     if arr.shape[0] > 1 and arr.strides[0] != width:
         own.flag_rows = (arr.strides[0], width)
     return own
