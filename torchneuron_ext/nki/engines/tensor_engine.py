@@ -138,18 +138,17 @@ def matmul(stationary: NKITensor, moving: NKITensor, *, dst: Optional[NKITensor]
     if dst.dtype != dtypes.float32 and not (target.psum_bf16 and dst.dtype == dtypes.bfloat16) and not bit_accurate:
         fail("err_unsupported_dtype", f"'{api}' writes fp32 to PSUM; dst has dtype {dtypes.name(dst.dtype)}")
     _alloc_rules.check_matmul_dst_bank(dst, target, api)
-    if dst._dyn is not None:
-        dst._refresh()  # a dynamic view: its flags are those of the elements its offsets pick now
     storage = dst.storage
     view = _view_key(dst)
+    started = storage.started_flags(dst) if view is None else None
     all_started = False
-    started = None
     if accumulate is None and view is not None and view in storage.started_views:
         accumulate = all_started = True  # found all started before, and nothing cleared them since
     if accumulate is None:
         # Usually the whole region is fresh (first K tile) or started (the rest): skip the select. all() first:
         # later K tiles outnumber first ones, and each reduction over the strided flags costs a tile's pass.
-        started = storage.started_flags(dst)
+        if started is None:
+            started = storage.started_flags(dst)
         flags = np.asarray(started[...])
         if flags.all():
             accumulate = all_started = True
