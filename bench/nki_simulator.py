@@ -21,6 +21,11 @@ blocks, Vector and Scalar work on them, stores) three ways in alternating rounds
 default), and with the schedule keeping every instruction's record (``nki.schedule.recording()``), and prints
 the ratios to the first. Goal: the records cost under 2x. ``--only schedule`` runs just that case.
 
+Two bf16 attention-score cases (q.T @ k for q, k of (128, 4096): 256 output tiles of one K tile each) compare
+where the PSUM accumulators live: placed by the compiler (the example's ``matmul_new``) and placed by the
+kernel with ``nl.ndarray(..., address=...)``, one bank after another, as AWS's NKI Library kernels
+(attention_cte, moe_tkg) place theirs; torch eager runs the same bf16 matmul.
+
 A last case, SMALL_OPS additions of (128, 8) tiles against as many in-place torch adds, measures the
 fixed cost of one instruction (torch: of one eager op), where the math itself is negligible.
 
@@ -168,6 +173,36 @@ def schedule_cost(rounds: int) -> None:
     print(f"  goal: schedule + records under 2x the simulation without a schedule: {ok}\n")
 
 
+PSUM_BANK_BYTES, PSUM_BANKS = 2048, 8
+
+
+@nki.jit
+def matmul_placed_psum(lhsT, rhs):
+    """The example's matmul_new with each output tile's accumulator placed by the kernel in the next PSUM bank:
+    every placement is a new tensor, whose first nc_matmul overwrites."""
+    K, M, N, tile_n = matmul._check_shapes(lhsT, rhs)
+    result = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
+    bank = 0
+    for m in range(M // matmul.TILE_M):
+        for n in range(N // tile_n):
+            acc = nl.ndarray((matmul.TILE_M, tile_n), dtype=nl.float32, buffer=nl.psum,
+                             address=(0, bank * PSUM_BANK_BYTES))
+            bank = (bank + 1) % PSUM_BANKS
+            for k in range(K // matmul.TILE_K):
+                lhsT_tile = nl.ndarray((matmul.TILE_K, matmul.TILE_M), dtype=lhsT.dtype, buffer=nl.sbuf)
+                rhs_tile = nl.ndarray((matmul.TILE_K, tile_n), dtype=rhs.dtype, buffer=nl.sbuf)
+                nisa.dma_copy(dst=lhsT_tile, src=lhsT[k * matmul.TILE_K:(k + 1) * matmul.TILE_K,
+                                                      m * matmul.TILE_M:(m + 1) * matmul.TILE_M])
+                nisa.dma_copy(dst=rhs_tile, src=rhs[k * matmul.TILE_K:(k + 1) * matmul.TILE_K,
+                                                    n * tile_n:(n + 1) * tile_n])
+                nisa.nc_matmul(dst=acc, stationary=lhsT_tile, moving=rhs_tile)
+            out_tile = nl.ndarray((matmul.TILE_M, tile_n), dtype=result.dtype, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=out_tile, src=acc)
+            nisa.dma_copy(dst=result[m * matmul.TILE_M:(m + 1) * matmul.TILE_M, n * tile_n:(n + 1) * tile_n],
+                          src=out_tile)
+    return result
+
+
 def torch_small_adds(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     a = a.clone()
     for _ in range(SMALL_OPS):
@@ -228,12 +263,15 @@ def main() -> None:
     torch.manual_seed(0)
     x, g = torch.randn(4096, 4096), torch.rand(4096) + 0.5
     lhsT, rhs = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    q, k = torch.randn(128, 4096).bfloat16(), torch.randn(128, 4096).bfloat16()
     sa, sb = torch.randn(128, 8), torch.randn(128, 8)
     cases = [
         ("rmsnorm 4096x4096", "legacy", rmsnorm.rmsnorm_legacy, (x, g), lambda: rmsnorm.reference(x, g)),
         ("rmsnorm 4096x4096", "new", rmsnorm.rmsnorm_new, (x, g), lambda: rmsnorm.reference(x, g)),
         ("matmul 1024^3", "legacy", matmul.matmul_legacy, (lhsT, rhs), lambda: lhsT.T @ rhs),
         ("matmul 1024^3", "new", matmul.matmul_new, (lhsT, rhs), lambda: lhsT.T @ rhs),
+        ("qk bf16", "new", matmul.matmul_new, (q, k), lambda: q.T @ k),
+        ("qk bf16 placed", "new", matmul_placed_psum, (q, k), lambda: q.T @ k),
         (f"{SMALL_OPS} adds 128x8", "new", small_adds, (sa, sb), lambda: torch_small_adds(sa, sb)),
     ]
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {rounds} rounds, medians")

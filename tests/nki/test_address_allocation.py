@@ -167,3 +167,29 @@ def test_nkiobject_dataclass_fields_may_be_left_unset() -> None:
     d.fused = 2
     assert d.fused == 2
     assert Dims(1, 2).tile == 128 and Dims(1, 2).fused == 2
+
+
+def test_psum_tensors_placed_again_in_a_loop_start_fresh() -> None:
+    # attention_cte and moe_tkg place their PSUM buffers in every iteration: each placement is a new tensor whose
+    # first matmul overwrites, also when the simulator reuses a dropped tensor's flags (runtime._own_flags).
+    @nki.jit
+    def k(a, b):
+        ta = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        tb = nl.ndarray(b.shape, dtype=b.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=ta, src=a)
+        nisa.dma_copy(dst=tb, src=b)
+        shape = (a.shape[1], b.shape[1])
+        out = nl.ndarray((3,) + shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        for i in range(3):
+            acc = nl.ndarray(shape, dtype=nl.float32, buffer=nl.psum, address=(0, 2048))
+            for _ in range(i + 1):
+                nisa.nc_matmul(acc, ta, tb)  # overwrite, then accumulate
+            s = nl.ndarray(shape, dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=s, src=acc)
+            nisa.dma_copy(dst=out[i], src=s)
+        return out
+
+    a, b = f32(16, 8), f32(16, 4, seed=1)
+    out = k(a, b)
+    for i in range(3):
+        np.testing.assert_allclose(out[i], (i + 1) * (a.T @ b), rtol=1e-5)

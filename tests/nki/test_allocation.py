@@ -143,3 +143,29 @@ SBUF tile (128, 60000) float32 needs 240000 bytes per partition; trn2 SBUF has 2
         self.assertEqual(info.exception.code, "err_psum_capacity_exceeded")
         self.assertExpectedInline(str(info.exception).splitlines()[0], """\
 PSUM tensor (128, 4097) needs 16388 bytes per partition; PSUM has 16384 (8 banks of 2 KiB) [err_psum_capacity_exceeded]""")
+
+
+# Fresh tiles are filled through an integer view for ml_dtypes' dtypes (runtime._fill_value): the bits must be
+# those numpy's own fill makes, for the uninitialised marks (NaN, 4) and for nl.full's values.
+@pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3", "float8_e4m3fn", "float8_e5m2", "float16", "float32",
+                                   "int8", "uint16"])
+@pytest.mark.parametrize("fill", ["uninit", 0.1, -3, 1e6])
+def test_fills_give_numpy_fill_bits(dtype: str, fill: object) -> None:
+    import ml_dtypes
+
+    from torchneuron_ext.nki import dtypes as nki_dtypes
+    from torchneuron_ext.nki.runtime import _fill
+
+    dt = np.dtype(getattr(ml_dtypes, dtype, None) or dtype)
+    got = np.zeros((4, 6), dtype=dt)[:, 1:5]  # a strided view, as a tile's may be
+    expected = np.zeros((4, 4), dtype=dt)
+    with np.errstate(all="ignore"):
+        try:
+            expected.fill(fill if fill != "uninit" else np.nan if nki_dtypes.is_float(dt) else 4)
+        except OverflowError:  # numpy refuses the value for this dtype: so does the fill
+            with pytest.raises(OverflowError):
+                _fill(got, fill)
+            return
+        _fill(got, fill)
+    bits = np.uint8 if dt.itemsize == 1 else np.uint16 if dt.itemsize == 2 else np.uint32
+    np.testing.assert_array_equal(got.view(bits), expected.view(bits))

@@ -72,9 +72,11 @@ def test_adopted_results_are_accounted_in_sbuf(monkeypatch: pytest.MonkeyPatch) 
 
 # nc_matmul's PSUM accumulation has fast paths (whole region fresh: overwrite; whole region started: add in
 # place and leave the flags alone); an element-wise select covers mixed regions. All three against numpy, in
-# the order the hardware adds (PSUM's value first), on odd shapes, strided operand views and bf16/fp32.
+# the order the hardware adds (PSUM's value first), on odd shapes, strided operand views and bf16/fp32; in a tile
+# the compiler places and in one placed with address= (whose flags are packed rows: runtime._own_flags).
+@pytest.mark.parametrize("placed", [False, True], ids=["auto", "address"])
 @pytest.mark.parametrize("dtype", [np.float32, "bfloat16"])
-def test_matmul_accumulation_paths_match_numpy(dtype: object) -> None:
+def test_matmul_accumulation_paths_match_numpy(dtype: object, placed: bool) -> None:
     import ml_dtypes
 
     import torchneuron_ext.nki as nki
@@ -90,7 +92,7 @@ def test_matmul_accumulation_paths_match_numpy(dtype: object) -> None:
     @nki.jit
     def k(a, b):
         ta, tb = load(a), load(b)
-        acc = nl.ndarray((5, 2, 11), dtype=nl.float32, buffer=nl.psum)
+        acc = nl.ndarray((5, 2, 11), dtype=nl.float32, buffer=nl.psum, **({"address": (0, 2048)} if placed else {}))
         d = acc[:, 1, 1:10]                                               # a strided PSUM view
         nisa.nc_matmul(dst=d, stationary=ta[:, 0, :], moving=tb[:, 0, :])               # fresh: overwrite
         nisa.nc_matmul(dst=d, stationary=ta[:, 1, :], moving=tb[:, 1, :])               # started: add

@@ -12,13 +12,20 @@ NARROW = [ml_dtypes.bfloat16, ml_dtypes.float8_e4m3, ml_dtypes.float8_e4m3fn, ml
           ml_dtypes.float8_e8m0fnu]
 
 
-@pytest.mark.parametrize("dtype", NARROW, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dtype", NARROW + [np.float16], ids=lambda d: np.dtype(d).name)
 def test_to_float32_every_pattern(dtype: type) -> None:
     width = np.dtype(dtype).itemsize * 8
     patterns = np.arange(2 ** width, dtype=np.uint16 if width == 16 else np.uint8).view(dtype).reshape(-1, 16)
     got = to_float32(patterns)
     assert got.dtype == np.float32 and got.shape == patterns.shape
     np.testing.assert_array_equal(got.view(np.uint32), patterns.astype(np.float32).view(np.uint32))
+
+
+def test_to_float32_of_a_strided_float16_view() -> None:
+    x = np.random.default_rng(0).standard_normal((8, 64)).astype(np.float16)
+    x[0, 0], x[1, 2] = np.nan, -np.inf
+    view = x[::2, 1::3]
+    np.testing.assert_array_equal(to_float32(view).view(np.uint32), view.astype(np.float32).view(np.uint32))
 
 
 def test_from_float32_bfloat16_rounding_and_specials() -> None:

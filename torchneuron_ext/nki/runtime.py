@@ -44,12 +44,12 @@ class Storage:
     logical block index; ``array`` is then only a read-only stand-in carrying the shape and dtype.
     """
     __slots__ = ("array", "buffer", "name", "par_axis", "owner", "psum_started", "psum_defined", "flag_origin",
-                 "written",
+                 "flag_rows", "started_views", "written",
                  "blocks", "live", "sched", "__weakref__")
 
     def __init__(self, array: np.ndarray, buffer: Buffer, name: str = "", par_axis: int = 0,
                  owner: Any = None, flags: Optional[np.ndarray] = None, flag_origin: Optional[int] = None,
-                 defined: Optional[np.ndarray] = None) -> None:
+                 defined: Optional[np.ndarray] = None, started_views: Optional[set] = None) -> None:
         self.array, self.buffer, self.name, self.par_axis, self.owner = array, buffer, name, par_axis, owner
         self.written = False
         self.blocks: Optional[dict] = None
@@ -65,16 +65,35 @@ class Storage:
             defined = np.zeros(array.nbytes, dtype=bool)
             flag_origin = array.__array_interface__["data"][0]
         self.psum_started, self.psum_defined, self.flag_origin = flags, defined, flag_origin
+        # Views (view_key) whose started flags were all found set, shared by every storage on the same flags
+        # and emptied whenever any of them is cleared (clear_started): a matmul's later K tiles then skip the
+        # strided pass over the flags (a fifth of an MoE launch's time).
+        self.started_views: Optional[set] = (set() if started_views is None else started_views) \
+            if flags is not None else None
+        # (memory row bytes, flag row bytes) when the flags are packed rows of a tile whose partitions are
+        # further apart in memory than its width (_own_flags); None: the flags mirror memory byte for byte.
+        self.flag_rows: Optional[tuple] = None
 
     def flags(self, arr: np.ndarray, which: str = "started") -> np.ndarray:
         """The started- (or defined-) flags of the PSUM elements ``arr`` (a view of this storage) covers: one
-        flag byte per memory byte, so the flags have the array's own byte offset and strides."""
+        flag byte per memory byte, so the flags have the array's own byte offset and strides (mapped onto
+        packed rows for a tile with flags of its own)."""
         flags = self.psum_started if which == "started" else self.psum_defined
         offset = arr.__array_interface__["data"][0] - self.flag_origin
+        strides = arr.strides
+        if self.flag_rows is not None:
+            offset, strides = _packed_flag_layout(offset, arr.shape, strides, *self.flag_rows)
+            # Bounds-checked, with no as_strided fallback: a view that maps outside the packed rows is a bug here.
+            return np.ndarray(arr.shape, dtype=flags.dtype, buffer=flags, offset=offset, strides=strides)
         try:  # twice as fast as as_strided (no intermediate object), and bounds-checked; a matmul takes 2-3
-            return np.ndarray(arr.shape, dtype=flags.dtype, buffer=flags, offset=offset, strides=arr.strides)
+            return np.ndarray(arr.shape, dtype=flags.dtype, buffer=flags, offset=offset, strides=strides)
         except (ValueError, TypeError):  # negative strides reaching before the view's first byte
-            return np.lib.stride_tricks.as_strided(flags[offset:], shape=arr.shape, strides=arr.strides)
+            return np.lib.stride_tricks.as_strided(flags[offset:], shape=arr.shape, strides=strides)
+
+    def clear_started(self, view: Any) -> None:
+        """The PSUM elements ``view`` covers start a new accumulation: their next matmul overwrites."""
+        self.started_flags(view)[...] = False
+        self.started_views.clear()
 
     def started_flags(self, view: Any) -> Any:
         """The 'already written by a matmul' flags of the PSUM elements a tile ``view`` of this storage covers."""
@@ -145,6 +164,8 @@ class Launch:
         self._arenas = {}
         self._direct_tiles = {}
         self._direct_sites = {}
+        self._arena_flags_read = False
+        self._spare_flags = {}
         self._rng: Optional[np.random.Generator] = None
         # A concurrent launch: the threads' group, this core's number in its rank and its rank (None, 0, 0
         # when instances run one at a time); ranks: how many ranks run this kernel together (run_ranks).
@@ -189,6 +210,8 @@ class Launch:
         self._arenas: dict = {}
         self._direct_tiles: dict = {}
         self._direct_sites: dict = {}
+        self._arena_flags_read = False  # whether allocate_direct handed out a PSUM tile on the arena's flags
+        self._spare_flags: dict = {}    # _own_flags' arrays for reuse, by size
         self._records, self._suspect = [], False
 
     # -- random numbers (nl.random_seed, nl.rand, dropout) --------------------
@@ -201,12 +224,15 @@ class Launch:
         self._rng = np.random.default_rng(seed)
 
     # -- direct allocation (nki.compiler) ------------------------------------
-    def _arena(self, buffer: Buffer) -> "tuple[np.ndarray, np.ndarray]":
-        """The instance's SBUF or PSUM as bytes (partition x byte), with the PSUM started-flags."""
+    def _arena(self, buffer: Buffer) -> "tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray], set]":
+        """The instance's SBUF or PSUM as bytes (partition x byte), with PSUM's started and defined flags (None
+        for SBUF: only PSUM has them; SBUF's were 48 MiB zeroed per trn2 core, stamped by every write)."""
         if buffer not in self._arenas:
             nbytes = self.target.psum_partition_bytes if buffer is psum else self.target.sbuf_partition_bytes
             data = np.full((self.target.num_partitions, nbytes), 0xFF, dtype=np.uint8)  # NaN / -1: unwritten
-            self._arenas[buffer] = (data, np.zeros(data.size, dtype=bool), np.zeros(data.size, dtype=bool))
+            flags, defined = (np.zeros(data.size, dtype=bool), np.zeros(data.size, dtype=bool)) if buffer is psum \
+                else (None, None)
+            self._arenas[buffer] = (data, flags, defined, set())
         return self._arenas[buffer]
 
     def placed_partition(self, buffer: Buffer, array: np.ndarray) -> Optional[int]:
@@ -236,6 +262,8 @@ class Launch:
             return known
         storage = self._allocate_direct(shape, dtype, alloc, name, par_axis, fill)
         self._direct_sites[site] = storage
+        if alloc.memory is psum:
+            self._arena_flags_read = True
         return storage
 
     def allocate_at(self, shape: tuple, dtype: np.dtype, alloc: Any, name: str = "", par_axis: int = 0,
@@ -245,19 +273,23 @@ class Launch:
         address other memory, wherever the call is made."""
         if getattr(self.func, "_nki_force_auto_alloc", False):
             return self.allocate(shape, dtype, alloc.memory, name, par_axis, fill=fill)
-        storage = self._allocate_direct(tuple(int(s) for s in shape), dtype, alloc, name, par_axis, fill)
+        # The tiles returned here carry flags of their own (below): the arena's, which only allocate_direct's
+        # tiles read, need resetting once such a tile exists (two strided passes per allocation otherwise,
+        # a third of an attention kernel's launch).
+        storage = self._allocate_direct(tuple(int(s) for s in shape), dtype, alloc, name, par_axis, fill,
+                                        reset_flags=self._arena_flags_read)
         if alloc.memory is not psum:
             return storage
         # The compiler infers nc_matmul's overwrite-or-accumulate per tensor, not per memory location: a PSUM
         # tensor placed where another was written still starts its accumulation with an overwrite. Its data
         # is the arena's; its flags are its own.
         if storage.blocks is None:
-            return _own_flags(storage)
-        storage.blocks = {idx: _own_flags(t) for idx, t in storage.blocks.items()}
+            return _own_flags(storage, fill, self._spare_flags)
+        storage.blocks = {idx: _own_flags(t, fill, self._spare_flags) for idx, t in storage.blocks.items()}
         return storage
 
     def _allocate_direct(self, shape: tuple, dtype: np.dtype, alloc: Any, name: str, par_axis: int,
-                         fill: Any) -> Storage:
+                         fill: Any, reset_flags: bool = True) -> Storage:
         buffer = alloc.memory
         if len(shape) - par_axis < 2:
             fail("err_insufficient_rank",
@@ -274,7 +306,8 @@ class Launch:
             tiles[idx] = self._direct_tile(buffer, alloc, idx, p, free, fbytes, np.dtype(dtype), name)
         for tile in {id(t): t for t in tiles.values()}.values():
             _fill(tile.array, fill if fill != "uninit" else None)
-            _reset_psum_flags(tile, fill)
+            if reset_flags:
+                _reset_psum_flags(tile, fill)
         if par_axis == 0:
             return tiles[()]
         stand_in = dtypes.as_strided(np.zeros(1, dtype=dtype), shape=shape, strides=(0,) * len(shape),
@@ -331,9 +364,10 @@ class Launch:
         key = (buffer, start_p, start, p, free, dtype)
         tile = self._direct_tiles.get(key)
         if tile is None:
-            data, flags, defined = self._arena(buffer)
+            data, flags, defined, started_views = self._arena(buffer)
             array = data[start_p:start_p + p, start:start + fbytes].view(dtype).reshape((p,) + free)
-            tile = Storage(array, buffer, name, 0, None, flags, data.__array_interface__["data"][0], defined)
+            tile = Storage(array, buffer, name, 0, None, flags, None if flags is None else
+                           data.__array_interface__["data"][0], defined, started_views)
             self._direct_tiles[key] = tile
         return tile
 
@@ -509,12 +543,57 @@ class Launch:
                  "shared_hbm tensors must be created at the kernel's top level, not inside a loop")
 
 
-def _own_flags(tile: Storage) -> Storage:
-    """A view of ``tile``'s memory with PSUM flags of its own, spanning exactly its bytes."""
+def _own_flags(tile: Storage, fill: Any, spare: dict) -> Storage:
+    """A view of ``tile``'s memory with PSUM flags of its own: one flag byte per byte of its partitions' rows,
+    packed (a tile of 2 KiB per partition in a 16 KiB-per-partition PSUM spanned 2 MiB of flags per set,
+    whose zeroing was most of an attention kernel's launch). Filled memory counts as written, as in
+    _reset_psum_flags.
+
+    ``spare`` (the launch's, by flag size): flag arrays of earlier such views, each with a weak reference to
+    its storage. Those whose storage is gone (no tensor of the kernel refers to it) are cleared and reused:
+    fresh 256 KiB arrays are an mmap, page faults and an munmap each, which on a loaded machine cost more
+    wall time than their CPU time (a kernel placing 256 PSUM tiles: 3.2 s against 0.6 s)."""
     arr = tile.array
-    span = sum((n - 1) * st for n, st in zip(arr.shape, arr.strides)) + arr.itemsize
-    return Storage(arr, tile.buffer, tile.name, tile.par_axis, None, np.zeros(span, dtype=bool),
-                   arr.__array_interface__["data"][0], np.zeros(span, dtype=bool))
+    width = math.prod(arr.shape[1:]) * arr.itemsize
+    n = arr.shape[0] * width
+    written = fill not in (None, "uninit")
+    pool = spare.setdefault(n, [])
+    for i, (ref, started, defined) in enumerate(pool):
+        if ref() is None:
+            started[...] = False
+            defined[...] = written
+            del pool[i]
+            break
+    else:
+        started = np.zeros(n, dtype=bool)
+        defined = np.ones(n, dtype=bool) if written else np.zeros(n, dtype=bool)
+    own = Storage(arr, tile.buffer, tile.name, tile.par_axis, None, started, arr.__array_interface__["data"][0],
+                  defined)
+    if arr.shape[0] > 1 and arr.strides[0] != width:
+        own.flag_rows = (arr.strides[0], width)
+    pool.append((weakref.ref(own), started, defined))
+    return own
+
+
+def _packed_flag_layout(offset: int, shape: tuple, strides: tuple, row: int, width: int) -> "tuple[int, tuple]":
+    """Byte offset and strides in packed flag rows of ``width`` bytes of a view at ``offset`` with ``strides``
+    in memory whose rows are ``row`` bytes apart. A stride is whole rows plus a step within a row (the
+    nearest row multiple: a view of a tile never steps further along a row than the tile is wide)."""
+    r, c = divmod(offset, row)
+    if 0 in shape:
+        return r * width + c, strides
+    packed = []
+    lo = hi = c
+    half = row // 2
+    for n, s in zip(shape, strides):
+        q, step = divmod(s + half, row)
+        step -= half
+        packed.append(q * width + step)
+        lo, hi = (lo + (n - 1) * step, hi) if step < 0 else (lo, hi + (n - 1) * step)
+    if lo < 0 or hi >= width:
+        raise AssertionError(f"a PSUM view (offset {offset}, shape {shape}, strides {strides}) leaves its tile's "
+                             f"{width}-byte rows: its flags cannot be located")
+    return r * width + c, tuple(packed)
 
 
 def _reset_psum_flags(tile: Storage, fill: Any) -> None:
@@ -522,6 +601,7 @@ def _reset_psum_flags(tile: Storage, fill: Any) -> None:
     if tile.psum_started is None:
         return
     tile.flags(tile.array, "started")[...] = False
+    tile.started_views.clear()
     tile.flags(tile.array, "defined")[...] = fill not in (None, "uninit")
 
 
@@ -576,11 +656,27 @@ def _fill(array: np.ndarray, fill: Any) -> None:
         return
     if isinstance(fill, str):  # uninitialised memory: make reads of it visible
         if dtypes.is_float(array.dtype):
-            array.fill(np.nan)
+            _fill_value(array, np.nan)
         elif array.dtype != np.bool_:
-            array.fill(_UNINIT_INT)
+            _fill_value(array, _UNINIT_INT)
         return
-    array.fill(fill)
+    _fill_value(array, fill)
+
+
+_FILL_BITS = {1: np.uint8, 2: np.uint16}
+
+
+def _fill_value(array: np.ndarray, value: Any) -> None:
+    """``array.fill(value)``. numpy fills an ml_dtypes array (bfloat16, fp8) through the dtype's per-element
+    setitem, 40-100x slower than filling an integer view with the same bits (a fresh (128, 2048) bf16 tile:
+    250-650 us against 7); the bits are those ``fill`` itself makes of the value."""
+    bits = _FILL_BITS.get(array.dtype.itemsize)
+    if bits is None or array.dtype.isbuiltin != 2 or array.dtype.names is not None:
+        array.fill(value)
+        return
+    one = np.empty(1, dtype=array.dtype)
+    one.fill(value)
+    array.view(bits).fill(one.view(bits)[0])
 
 
 def run_ranks(launches: "list[Launch]", calls: "list[tuple[tuple, dict]]", func: Callable) -> list:

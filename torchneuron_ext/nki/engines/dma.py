@@ -114,7 +114,7 @@ def dma_copy(dst: NKITensor, src: NKITensor, *, mask: Any = None, dst_rmw_op: An
         return
     rmw = BINARY[op_name(dst_rmw_op)]
     if dst.buffer is psum:
-        dst.storage.started_flags(dst)[...] = False
+        dst.storage.clear_started(dst)
     with quiet():
         dst.write(fp32(np.asarray(vals)), wmask, skip=skip, rmw=rmw)
 

@@ -179,7 +179,7 @@ def store_into(dst: NKITensor, values: np.ndarray, api: str, mask: Optional[np.n
     if dst._dyn is not None:
         dst._refresh()  # a dynamic view: its flags are those of the elements its offsets pick now
     if dst.buffer is psum:
-        dst.storage.started_flags(dst)[...] = False
+        dst.storage.clear_started(dst)
     dst.write(vals, None if mask is None else mask_for(mask, dst.shape), skip=skip)
 
 

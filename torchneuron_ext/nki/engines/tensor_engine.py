@@ -138,14 +138,22 @@ def matmul(stationary: NKITensor, moving: NKITensor, *, dst: Optional[NKITensor]
     if dst.dtype != dtypes.float32 and not (target.psum_bf16 and dst.dtype == dtypes.bfloat16) and not bit_accurate:
         fail("err_unsupported_dtype", f"'{api}' writes fp32 to PSUM; dst has dtype {dtypes.name(dst.dtype)}")
     _alloc_rules.check_matmul_dst_bank(dst, target, api)
-    started = dst.storage.started_flags(dst)
+    storage = dst.storage
+    view = _view_key(dst)
+    started = storage.started_flags(dst) if view is None else None
     all_started = False
+    if accumulate is None and view is not None and view in storage.started_views:
+        accumulate = all_started = True  # found all started before, and nothing cleared them since
     if accumulate is None:
         # Usually the whole region is fresh (first K tile) or started (the rest): skip the select. all() first:
         # later K tiles outnumber first ones, and each reduction over the strided flags costs a tile's pass.
+        if started is None:
+            started = storage.started_flags(dst)
         flags = np.asarray(started[...])
         if flags.all():
             accumulate = all_started = True
+            if view is not None:
+                storage.started_views.add(view)
         elif not flags.any():
             accumulate = False
     if accumulate is None:
@@ -160,8 +168,17 @@ def matmul(stationary: NKITensor, moving: NKITensor, *, dst: Optional[NKITensor]
     # clears either flag): a pass over each flag set per later K tile is a seventh of a bf16 matmul's time.
     dst.write(dtypes.cast(np.asarray(new, dtype=np.float32), dst.dtype), defined=all_started)
     if not all_started:
-        started[...] = True
+        (started if started is not None else storage.started_flags(dst))[...] = True
     return None
+
+
+def _view_key(t: NKITensor) -> Optional[tuple]:
+    """What identifies the PSUM elements of a plain view (address, shape, strides, dtype); None for an indexed
+    or dynamic one."""
+    if t.index is not None or t._dyn is not None:
+        return None
+    arr = t.arr
+    return arr.__array_interface__["data"][0], arr.shape, arr.strides, arr.dtype
 
 
 def transpose(data: NKITensor, *, engine: str = "tensor", dst: Optional[NKITensor] = None,
