@@ -151,7 +151,7 @@ def test_report_and_viewer_count_the_same_nanoseconds_far_into_the_clock():
         for ts, dur in kernels]}
     c = T.classify(trace)
     summary = summarize_trace(c)
-    viewer = _device_totals_of_viewer(build_profile(c, "x"))
+    viewer = _device_totals_of_viewer(build_profile(c, "x"), set())
     device_us = {r.name: r.device_us for r in summary.ops if r.calls}
     assert device_us.keys() == viewer.keys() == {"aten::mm"}
     assert device_us["aten::mm"] == pytest.approx(viewer["aten::mm"], rel=1e-12)
