@@ -91,15 +91,15 @@ def inductor_classes() -> dict[str, type]:
     overrides Inductor looks up per device."""
     _torch_internals.require("P7")
     from torch._inductor.codegen.common import register_device_op_overrides
-    from torch._inductor.codegen.cpp import CppScheduling
     from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
     from torch._inductor.codegen.cpu_device_op_overrides import CpuDeviceOpOverrides
 
+    from .kernel_bytes import NeuronCppScheduling
     from .wrapper_codegen import NeuronWrapperCodegen
 
     register_device_op_overrides("neuron", CpuDeviceOpOverrides())
     register_cpu_parity()
-    return {"Scheduling": CppScheduling, "PythonWrapperCodegen": NeuronWrapperCodegen,
+    return {"Scheduling": NeuronCppScheduling, "PythonWrapperCodegen": NeuronWrapperCodegen,
             "CppWrapperCodegen": CppWrapperCpu}
 
 
