@@ -96,3 +96,16 @@ def test_no_counts_for_symbolic_sizes():
     assert seen and all(c is None for c in seen)
     (k,) = [s for s in op_stats(nested=True) if s.name.startswith("compiled::cpp_") and s.calls_timed]
     assert k.bytes_read == 100 * 8 * 4 + 2 * 8
+
+
+def test_a_buffer_reused_in_place_is_read_and_written():
+    # The matmul's result (an extern kernel's buffer) is rewritten in place by the fused relu * 2: one
+    # in_out_ptr argument under the new buffer's name, read and written whole (64 x 48 fp32 = 12,288 B).
+    f = torch.compile(lambda x, w: (x @ w).relu() * 2, backend="neuron")
+    x, w = torch.randn(64, 32, device="neuron"), torch.randn(32, 48, device="neuron")
+    f(x, w)
+    with timing():
+        out = f(x, w)
+    torch.testing.assert_close(out.cpu(), (x.cpu() @ w.cpu()).relu() * 2)
+    (k,) = _generated("relu")
+    assert (k.bytes_read, k.bytes_written, k.elements) == (12288, 12288, 3072)

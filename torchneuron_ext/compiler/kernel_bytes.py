@@ -51,6 +51,21 @@ def _mutated_names(buf: Any) -> list[str]:
     return list(names()) if names is not None else []
 
 
+def _merge_inplaced(counted: BufferBytes, kernel_args: Any) -> BufferBytes:
+    """A buffer the kernel writes in place of one it reads (Inductor's in-place reuse, an `in_out_ptr`) is one
+    argument under the last of its names (KernelArgs.cpp_argdefs): its reads and writes are counted under the
+    other names too."""
+    merged = dict(counted)
+    for inplaced in {id(b): b for b in getattr(kernel_args, "inplace_buffers", {}).values()}.values():
+        names = [n for n in getattr(inplaced, "other_names", ()) if n in counted]
+        if not names:
+            continue
+        for n in names:
+            merged.pop(n, None)
+        merged[inplaced.other_names[-1]] = (sum(counted[n][0] for n in names), sum(counted[n][1] for n in names))
+    return merged
+
+
 class NeuronCppScheduling(CppScheduling):
     """Inductor's C++ scheduling, which also hands the wrapper each kernel's bytes per buffer (kept by
     NeuronWrapperCodegen for the kernel's call)."""
@@ -63,6 +78,9 @@ class NeuronCppScheduling(CppScheduling):
         if keep is not None:
             try:
                 counted = kernel_buffer_bytes(nodes)
+                if counted is not None:
+                    args = self.kernel_group.args if kernel_args is None else kernel_args
+                    counted = _merge_inplaced(counted, args)
             except (AttributeError, KeyError, NotImplementedError, AssertionError):
                 # Inductor's accounting has gaps (MultiOutput, templates): the call then counts whole arguments.
                 counted = None
