@@ -64,7 +64,8 @@ def test_kv_cache_write_in_place_writes_one_position():
 
 
 def test_whole_buffer_reads_stay_whole():
-    # A reduction reads every element of its input: charged whole.
+    # A reduction reads every element of its input: charged whole. Its 64 sums are stored in the output and
+    # read back by the multiply, which Inductor writes in place of them (one in_out_ptr): 256 B more read.
     f = torch.compile(lambda x: x.sum(dim=1) * 2, backend="neuron")
     x = torch.randn(64, 128, device="neuron")
     f(x)
@@ -72,7 +73,7 @@ def test_whole_buffer_reads_stay_whole():
         out = f(x)
     torch.testing.assert_close(out.cpu(), x.cpu().sum(dim=1) * 2)
     (k,) = _generated("sum")
-    assert (k.bytes_read, k.bytes_written) == (64 * 128 * 4, 64 * 4)
+    assert (k.bytes_read, k.bytes_written) == (64 * 128 * 4 + 64 * 4, 64 * 4)
 
 
 def test_no_counts_for_symbolic_sizes():
