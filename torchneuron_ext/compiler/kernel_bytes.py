@@ -17,9 +17,10 @@ BufferBytes = dict[str, tuple[int, int]]
 
 def kernel_buffer_bytes(nodes: Sequence[Any]) -> Optional[BufferBytes]:
     """What a kernel made of these scheduler nodes reads and writes of each buffer, as Inductor's
-    `get_read_write_buffer_accesses` counts it: per access, the kernel's iterations (its loop ranges),
-    bounded by the buffer's size; a whole-buffer access (StarDep) is the whole buffer. The iterations, not
-    the index, bound an indirect access: the index's values are data.
+    `get_read_write_buffer_accesses` counts it: per access (a MemoryDep, or a StarDep on a whole buffer),
+    the kernel's iterations (its loop ranges), bounded by the buffer's size, so a buffer read in full by a
+    reduction is charged whole and one read through an indirect index the elements the kernel loads: the
+    iterations, not the index, bound it (the index's values are data).
 
     None when a size is symbolic (dynamic shapes): the counts would hold for one size only."""
     from torch._inductor.virtualized import V
