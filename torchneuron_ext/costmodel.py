@@ -56,6 +56,7 @@ from .trainium.projection import (
     parse_target,
     project,
     resolve_target,
+    indexed_write_bytes,
     row_gather_bytes,
     scalar_engine_s,
     te_instruction_cycles,
@@ -68,6 +69,7 @@ from .trainium.targets import Target
 
 __all__ = [
     "CONV_TAP_STACKING", "ConvGeometry", "convolution_geometry", "convolution_s", "row_gather_bytes",
+    "indexed_write_bytes",
     "BACKWARD_PASSES", "DryRunError", "DryRunResult", "MemoryReport", "dry_run", "dry_run_script", "is_dry_run", "NORM_SCALAR_PASSES", "NORM_VECTOR_PASSES", "PROJECTED_STREAM_TID_BASE", "PROJECTED_TID_BASE",
     "ProjectedKernel", "ProjectedTimeline", "Projection", "TARGET_NAMES", "Target", "add_projected_lanes",
     "collective", "compiled_kernel", "copy", "custom_kernel", "default_target", "eager_kernel", "get_target",

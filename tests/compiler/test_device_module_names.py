@@ -23,9 +23,10 @@ def test_inductor_classes():
     from torch._inductor.codegen.cpp import CppScheduling
     from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
 
+    from torchneuron_ext.compiler.kernel_bytes import NeuronCppScheduling
     from torchneuron_ext.compiler.wrapper_codegen import NeuronWrapperCodegen
 
-    assert torch.neuron.Scheduling is CppScheduling
+    assert torch.neuron.Scheduling is NeuronCppScheduling and issubclass(NeuronCppScheduling, CppScheduling)
     assert torch.neuron.PythonWrapperCodegen is NeuronWrapperCodegen
     assert torch.neuron.CppWrapperCodegen is CppWrapperCpu
 

@@ -439,6 +439,31 @@ class TestKinds(TestCase):
         bwd = cm.eager_kernel("aten::embedding_dense_backward", written, read, 0, 30522 * 768, "BFloat16", t)
         self.assertGreater(bwd.work_s, 100 * p.work_s)
 
+    def test_indexed_write_moves_the_touched_rows_not_the_destination(self):
+        # Llama-3-70B's KV cache on one trn1 rank (1 K/V head, 4096 positions x 128 bf16 = 1 MiB): index_copy_
+        # of the new position. The record reads the cache, the int64 position and the 256 B row and writes the
+        # cache; the DMA reads the row and the index (264 B) and writes as many (the index counted as a row):
+        # 528 B / 272 GB/s, 1.94 ns, where the whole record (2 MiB + 264 B) took 7.71 us.
+        t = cm.get_target("trn1")
+        cache, row, index = 4096 * 128 * 2, 128 * 2, 8
+        read, written = cache + row + index, cache
+        self.assertEqual(cm.indexed_write_bytes(read, written), 528)
+        p = cm.eager_kernel("aten::index_copy_", read, written, 0, 4096 * 128, "BFloat16", t, launch=False)
+        self.assertEqual((p.engine, p.bytes, p.elements), ("dma", 528, 132))
+        self.assertAlmostEqual(p.work_s * 1e9, 528 / 272, places=3)
+        for op in ("aten::index_put_", "aten::_index_put_impl_", "aten::scatter_.src", "aten::masked_scatter_"):
+            self.assertEqual(cm.eager_kernel(op, read, written, 0, 4096 * 128, "BFloat16", t).bytes, 528, op)
+        # Accumulating writes read the touched rows too: index_add_ of 3 fp32 rows of 64 into a 1000 x 64
+        # table (768 B of rows, 24 B of indices): 792 B read, 792 B read again from the table, 792 B written.
+        read, written = 1000 * 64 * 4 + 768 + 24, 1000 * 64 * 4
+        for op in ("aten::index_add_", "aten::scatter_add_", "aten::scatter_reduce_.two", "aten::index_reduce_"):
+            self.assertEqual(cm.eager_kernel(op, read, written, 0, 64000, "Float", t).bytes, 3 * 792, op)
+        # Out of place, the result is a new tensor written whole: unchanged.
+        whole = cm.eager_kernel("aten::index_copy", read, written, 0, 64000, "Float", t)
+        self.assertEqual(whole.bytes, read + written)
+        # Never more than the record: a source as large as the destination.
+        self.assertEqual(cm.indexed_write_bytes(2 * 4096 + 8, 4096, accumulate=True), 2 * 4096 + 8 + 4096)
+
     def test_compiled_graph_pays_one_launch(self):
         graph = cm.project("compiled::graph_0", "compiled", target="trn2")
         kernel = cm.project("compiled::cpp_fused_mul_0", "compiled", 8 * MiB, 4 * MiB, target="trn2")

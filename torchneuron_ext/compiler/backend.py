@@ -33,8 +33,8 @@ _torch_internals.register(
     "neuron_backend in compiler/backend.py", _check_compile_metrics)
 
 
-# Bump when the generated code changes (wrapper_codegen.py, runtime.py, cpu_parity.py).
-_CODEGEN_VERSION = 6
+# Bump when the generated code changes (wrapper_codegen.py, kernel_bytes.py, runtime.py, cpu_parity.py).
+_CODEGEN_VERSION = 7  # 7: generated kernel calls carry their bytes per argument (kernel_bytes.py)
 _CACHE_TAG = f"torchneuron_ext-codegen-{_CODEGEN_VERSION}"
 
 

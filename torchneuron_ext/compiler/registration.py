@@ -22,7 +22,12 @@ def _check_inductor_registration() -> None:
     _ti.parameters(fn, "device", "device_scheduling", "device_wrapper_codegen", "device_cpp_wrapper_codegen",
                    label="register_backend_for_device")
     _ti.attribute("torch._inductor.codegen.common", "register_device_op_overrides")
-    _ti.attribute("torch._inductor.codegen.cpp", "CppScheduling")
+    scheduling = _ti.attribute("torch._inductor.codegen.cpp", "CppScheduling")
+    # compiler/kernel_bytes.py: each kernel's nodes, and the bytes Inductor counts them moving.
+    _ti.parameters(scheduling.define_kernel, "src_code", "nodes", "kernel_args", label="CppScheduling.define_kernel")
+    node = _ti.attribute("torch._inductor.scheduler", "BaseSchedulerNode")
+    _ti.parameters(node.get_read_write_buffer_accesses, "include_reads", "include_writes",
+                   label="BaseSchedulerNode.get_read_write_buffer_accesses")
     _ti.attribute("torch._inductor.codegen.cpp_wrapper_cpu", "CppWrapperCpu")
     _ti.attribute("torch._inductor.codegen.cpu_device_op_overrides", "CpuDeviceOpOverrides")
 
@@ -91,15 +96,15 @@ def inductor_classes() -> dict[str, type]:
     overrides Inductor looks up per device."""
     _torch_internals.require("P7")
     from torch._inductor.codegen.common import register_device_op_overrides
-    from torch._inductor.codegen.cpp import CppScheduling
     from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
     from torch._inductor.codegen.cpu_device_op_overrides import CpuDeviceOpOverrides
 
+    from .kernel_bytes import NeuronCppScheduling
     from .wrapper_codegen import NeuronWrapperCodegen
 
     register_device_op_overrides("neuron", CpuDeviceOpOverrides())
     register_cpu_parity()
-    return {"Scheduling": CppScheduling, "PythonWrapperCodegen": NeuronWrapperCodegen,
+    return {"Scheduling": NeuronCppScheduling, "PythonWrapperCodegen": NeuronWrapperCodegen,
             "CppWrapperCodegen": CppWrapperCpu}
 
 

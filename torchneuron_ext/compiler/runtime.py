@@ -22,17 +22,24 @@ def run_kernel(name: str, kernel: Callable[..., Any], *args: Any) -> Any:
     return run_kernel_rw(name, kernel, "", *args)
 
 
-def run_kernel_rw(name: str, kernel: Callable[..., Any], access: str, *args: Any) -> Any:
+def run_kernel_rw(name: str, kernel: Callable[..., Any], access: Any, *args: Any) -> Any:
     """Call a generated kernel; while timing or tracing is on, record it as a device kernel with
     the bytes it reads and writes, its largest element count and dtype (what the cost model
     projects from).
 
     `access` has one letter per argument, from Inductor's parameter names (wrapper_codegen.
     kernel_access): r read, w written, b both (in place), - not a buffer. Empty when unknown:
-    every tensor argument is then counted once, as read.
+    every tensor argument is then counted once, as read. It may come with the bytes Inductor's
+    scheduler counts the kernel reading and writing of each argument (compiler.kernel_bytes), as
+    `(letters, bytes read per argument, bytes written per argument)`: a table read through an
+    indirect index is charged the rows it gathers. None there (or no counts) is the whole argument;
+    a count is bounded by the argument's size.
     """
     if not _timing_mode():
         return kernel(*args)
+    counted_read = counted_written = None
+    if isinstance(access, tuple):
+        access, counted_read, counted_written = access
     with DeviceActivity(f"compiled::{name}", "compiled", _C._current_device()) as act:
         out = kernel(*args)
         act.stop()
@@ -40,12 +47,18 @@ def run_kernel_rw(name: str, kernel: Callable[..., Any], access: str, *args: Any
         for i, a in enumerate(args):
             if isinstance(a, _Tensor):
                 n = a.numel()
-                nbytes = n * a.element_size()
+                size = a.element_size()
+                nbytes = n * size
                 how = access[i] if access else "r"
+                r = w = nbytes
+                if counted_read is not None and counted_read[i] is not None:
+                    r, w = min(counted_read[i], nbytes), min(counted_written[i], nbytes)
+                    # The elements the kernel touches of this argument, not its size.
+                    n = max(r, w) // size
                 if how in "rb":
-                    read += nbytes
+                    read += r
                 if how in "wb":
-                    written += nbytes
+                    written += w
                 if n > elements:
                     elements = n
                 if dtype < 0:

@@ -51,6 +51,27 @@ class NeuronWrapperCodegen(PythonWrapperCodegen):
             self._neuron_access()[kernel_name] = kernel_access(cpp_definition)
         super().define_kernel(kernel_name, kernel_body, metadata, gpu, cpp_definition)
 
+    def keep_kernel_bytes(self, kernel_name: str, counted: Optional[dict[str, tuple[int, int]]]) -> None:
+        """Keeps what a kernel reads and writes of each buffer (compiler.kernel_bytes), for its call."""
+        if not hasattr(self, "_neuron_kernel_bytes"):
+            self._neuron_kernel_bytes: dict[str, Optional[dict[str, tuple[int, int]]]] = {}
+        self._neuron_kernel_bytes[kernel_name] = counted
+
+    def _neuron_call_access(self, kernel_name: str, call_args: Any) -> Any:
+        """The call's access argument: the letters alone, or with the bytes Inductor counts per argument
+        (None where it does not know the argument: its whole size is then counted)."""
+        access = self._neuron_access().get(kernel_name, "")
+        if len(access) != len(call_args):
+            return ""  # unknown: run_kernel counts every tensor as read
+        counted = getattr(self, "_neuron_kernel_bytes", {}).get(kernel_name)
+        if not counted:
+            return access
+        per_arg = [counted.get(str(a)) for a in call_args]
+        if all(c is None for c in per_arg):
+            return access
+        return (access, tuple(None if c is None else c[0] for c in per_arg),
+                tuple(None if c is None else c[1] for c in per_arg))
+
     def _neuron_access(self) -> dict[str, str]:
         if not hasattr(self, "_neuron_kernel_access"):
             self._neuron_kernel_access: dict[str, str] = {}
@@ -60,9 +81,7 @@ class NeuronWrapperCodegen(PythonWrapperCodegen):
                                      triton: bool = True, **kwargs: Any) -> None:
         if device is not None and device.type == "neuron" and not triton:
             args = ", ".join(str(a) for a in call_args)
-            access = self._neuron_access().get(kernel_name, "")
-            if len(access) != len(call_args):
-                access = ""  # unknown: run_kernel counts every tensor as read
+            access = self._neuron_call_access(kernel_name, call_args)
             self.writeline(f"_neuron_run_kernel_rw({kernel_name!r}, {kernel_name}, {access!r}, {args})")
             return
         super()._generate_kernel_call_helper(kernel_name, call_args, device=device, triton=triton, **kwargs)

@@ -505,6 +505,35 @@ def row_gather_bytes(bytes_read: int, bytes_written: int) -> int:
     return min(bytes_read, bytes_written) + bytes_written
 
 
+# Indexed writes into an existing tensor (a KV cache's new position, `x[idx] = v`, scatters): the DMA engines
+# write the touched rows by descriptor as they gather (the same DGE page), so the destination is not streamed.
+# An in-place kernel's record reads the whole destination and its other inputs and writes the whole
+# destination; what moves is the other inputs (source rows, indices, mask) read once and as many bytes of the
+# destination written, and read too when the write accumulates.
+_INDEXED_WRITE_OPS = frozenset({"index_copy_", "index_put_", "_index_put_impl_", "masked_scatter_", "scatter_"})
+_INDEXED_ACCUMULATE_OPS = frozenset({"index_add_", "scatter_add_", "scatter_reduce_", "index_reduce_"})
+
+
+def _indexed_write_kind(name: str) -> str:
+    """"write" or "accumulate" for an in-place indexed write (aten::index_copy_, aten::scatter_add_.default,
+    aten::index_put_ with accumulate is counted as a write: the record does not say), else ""."""
+    op = name.split("::", 1)[-1].split(".", 1)[0]
+    if op in _INDEXED_WRITE_OPS:
+        return "write"
+    if op in _INDEXED_ACCUMULATE_OPS:
+        return "accumulate"
+    return ""
+
+
+def indexed_write_bytes(bytes_read: int, bytes_written: int, accumulate: bool = False) -> int:
+    """The bytes an in-place indexed write moves, from its record (the whole destination read and written,
+    plus the other inputs read): the other inputs read once, as many bytes of the destination written (the
+    indices count as rows there: a few bytes per row), and read again when accumulating; at most the record's
+    bytes. A value broadcast over many rows (`x[idx] = 0`) is undercounted: the record does not hold the rows."""
+    others = max(bytes_read - bytes_written, 0)
+    return min(others * (3 if accumulate else 2), bytes_read + bytes_written)
+
+
 def _convolution_engine_s(bytes_read: int, bytes_written: int, flops: int, elements: int, dtype: str, t: Target,
                           weight_shape: Optional[tuple], groups: int) -> float:
     """A forward convolution record's Tensor Engine time (convolution_s), at the dense peak if its
@@ -526,6 +555,16 @@ def eager_kernel(name: str, bytes_read: int, bytes_written: int, flops: int = 0,
     op, backward = _base_op(name)
     nbytes = bytes_read + bytes_written
     passes = BACKWARD_PASSES if backward else 1
+    indexed = _indexed_write_kind(name)
+    if indexed and bytes_written and bytes_read > bytes_written:
+        moved = indexed_write_bytes(bytes_read, bytes_written, indexed == "accumulate")
+        # The elements touched: the other inputs' bytes in the destination's element size (its record's
+        # elements are the destination's, its bytes written the destination's bytes).
+        touched = (bytes_read - bytes_written) * elements // bytes_written
+        cands = {"dma": memory_s(moved, t)}
+        if touched:
+            cands["vector"] = vector_engine_s(touched, dtype, t)
+        return _pick(t.launch_s if launch else 0.0, cands, flops, moved, touched)
     cands = {"dma": memory_s(row_gather_bytes(bytes_read, bytes_written) if op in _ROW_GATHER_OPS and not backward
                              else nbytes, t)}
     if op in _CONV_OPS and flops and not backward:
