@@ -87,7 +87,10 @@ def assert_perfetto_readable(t: dict) -> None:
     for pair in flows.values():
         assert sorted(e["ph"] for e in pair) == ["f", "s"], pair
         s, f = sorted(pair, key=lambda e: e["ph"] != "s")
-        assert f["bp"] == "e" and s["ts"] <= f["ts"]
+        assert f["bp"] == "e", pair
+        # Our dependency arrows never point back in time. (The runtime's dispatch-to-kernel flows of a profiled
+        # NKI launch can end a few ns before they start: Kineto's timestamps, not the schedule's.)
+        assert s["ts"] <= f["ts"] or s["cat"] != trace.CAT_DEPENDENCY, pair
 
 
 def test_a_lane_per_engine_and_dma_queue_in_a_stable_order(launch) -> None:

@@ -126,11 +126,18 @@ def add_kernel_lanes(trace: dict, launches: Optional[list] = None) -> int:
     flow_id = _FLOW_ID_BASE
     launch_no = max((e.get("args", {}).get("launch", -1) for e in events
                      if isinstance(e, dict) and e.get("cat") == _nki_trace.CAT_LAUNCH), default=-1) + 1
+    # Launches of one kernel and its device events pair in order, latest with latest: a launch is its device
+    # event's work, recorded in the same order on one thread. Matching by time alone failed on a loaded host,
+    # where the gap between the two clocks' readings varies by more than the tolerance between launches.
+    pairs: dict = {}
+    for name in {k.kernel for k in kept}:
+        mine = sorted((k for k in kept if k.kernel == name and k not in stale), key=lambda k: k.start_ns)
+        events_of = sorted(device_events.get(f"neuron::nki::{name}", []), key=lambda e: float(e["ts"]))
+        m = min(len(mine), len(events_of))
+        pairs.update({id(k): e for k, e in zip(mine[len(mine) - m:], events_of[len(events_of) - m:])})
     for k in kept:
-        candidates = device_events.get(f"neuron::nki::{k.kernel}", [])
-        want = k.start_ns / 1e3 + offset
-        best = min(candidates, key=lambda e: abs(float(e["ts"]) - want), default=None)
-        if best is None or abs(float(best["ts"]) - want) > _MATCH_TOLERANCE_US:
+        best = pairs.get(id(k))
+        if best is None:
             continue  # a launch of another session, or its device event was dropped
         cores = sorted({i.core for i in k.schedule.instructions})
         base = TID_BASE + k.device * _TIDS_PER_DEVICE

@@ -14,7 +14,7 @@ import numpy as np
 from .. import dtypes, float_bits, runtime
 from ..errors import NKIError, fail
 from ..memory import Buffer, psum, sbuf
-from ..tensor import _mask_to, NKITensor
+from ..tensor import _mask_to, _schedule_access, NKITensor
 
 
 def quiet() -> Any:  # masked-out and uninitialised (NaN) lanes go through exp, rsqrt...
@@ -113,6 +113,10 @@ def fp32(v: Any) -> Any:
 def new_tile(shape: tuple, dtype: np.dtype, buffer: Buffer = sbuf, adopt: Optional[np.ndarray] = None
              ) -> NKITensor:
     storage = runtime.current().allocate(shape, dtype, buffer, fill=None, adopt=adopt)
+    if adopt is not None:
+        # The instruction's result, taken over rather than written: its schedule still has to see the write,
+        # or the tile's consumers would not wait for it.
+        _schedule_access(storage, storage.array, True)
     return NKITensor(storage, storage.array)
 
 
