@@ -171,30 +171,28 @@ _local = threading.local()
 
 
 @contextlib.contextmanager
-def recording() -> Iterator[None]:
-    """Keep every instruction's record (ScheduledInstruction) for the launches started inside."""
-    prev = getattr(_local, "record", False)
-    _local.record = True
+def _thread_flag(name: str) -> Iterator[None]:
+    prev = getattr(_local, name, False)
+    setattr(_local, name, True)
     try:
         yield
     finally:
-        _local.record = prev
+        setattr(_local, name, prev)
+
+
+def recording() -> "contextlib.AbstractContextManager[None]":
+    """Keep every instruction's record (ScheduledInstruction) for the launches started inside."""
+    return _thread_flag("record")
 
 
 def recording_requested() -> bool:
     return getattr(_local, "record", False)
 
 
-@contextlib.contextmanager
-def disabled() -> Iterator[None]:
+def disabled() -> "contextlib.AbstractContextManager[None]":
     """Launches started inside keep no schedule: their estimate is the busiest engine's total (perfect
     overlap, the model before the schedule). For measuring what the schedule costs (bench/nki_simulator.py)."""
-    prev = getattr(_local, "off", False)
-    _local.off = True
-    try:
-        yield
-    finally:
-        _local.off = prev
+    return _thread_flag("off")
 
 
 def scheduler_for(target: Any, record: Optional[bool] = None) -> "Scheduler":

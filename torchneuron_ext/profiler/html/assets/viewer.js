@@ -944,8 +944,20 @@
   }
 
   // ---------------------------------------------------------------- HBM chart
-  class MemoryChart {
+  // A chart over the profile's time axis: the plot's margins, and the time under the pointer.
+  class TimeChart {
+    geometry() { return { left: 70, right: 16, top: 12, bottom: 28 }; }
+    tAt(e) {
+      const r = this.canvas.getBoundingClientRect(), g = this.geometry();
+      const w = r.width - g.left - g.right, x = e.clientX - r.left - g.left;
+      if (x < 0 || x > w) return null;
+      return x / w * Math.max(this.p.duration, 1e-3);
+    }
+  }
+
+  class MemoryChart extends TimeChart {
     constructor(host, profile, counter, onPick) {
+      super();
       this.p = profile; this.c = counter; this.onPick = onPick;
       this.canvas = el("canvas", { class: "memchart", "aria-label": counter.label });
       this.readout = el("div", { class: "muted readout", text: "hover for values; click to open the timeline there" });
@@ -956,13 +968,6 @@
       this.canvas.addEventListener("click", (e) => { const t = this.tAt(e); if (t !== null && this.onPick) this.onPick(t); });
       new ResizeObserver(() => this.draw()).observe(host);
       this.draw();
-    }
-    geometry() { return { left: 70, right: 16, top: 12, bottom: 28 }; }
-    tAt(e) {
-      const r = this.canvas.getBoundingClientRect(), g = this.geometry();
-      const w = r.width - g.left - g.right, x = e.clientX - r.left - g.left;
-      if (x < 0 || x > w) return null;
-      return x / w * Math.max(this.p.duration, 1e-3);
     }
     hover(e) {
       const t = this.tAt(e);
@@ -1017,8 +1022,9 @@
   // category holds over time, stacked, the peak marked. Times are microseconds from the profile's start.
   const CATEGORY_COLORS = { parameter: "#2e7d32", optimizer_state: "#c9a227", input: "#37474f", temporary: "#9575cd",
     activation: "#e53935", gradient: "#1e40af", autograd_detail: "#6f95e8", unknown: "#a0a4ab" };
-  class CategoryChart {
+  class CategoryChart extends TimeChart {
     constructor(host, profile, m, onPick) {
+      super();
       this.p = profile; this.m = m; this.onPick = onPick;
       // Cumulative sums per sample: band c lies between stack[k][c] and stack[k][c + 1].
       this.stack = m.bytes.map((row) => { const out = [0]; for (const v of row) out.push(out[out.length - 1] + v); return out; });
@@ -1031,13 +1037,6 @@
       this.canvas.addEventListener("click", (e) => { const t = this.tAt(e); if (t !== null && this.onPick) this.onPick(t); });
       new ResizeObserver(() => this.draw()).observe(host);
       this.draw();
-    }
-    geometry() { return { left: 70, right: 16, top: 12, bottom: 28 }; }
-    tAt(e) {
-      const r = this.canvas.getBoundingClientRect(), g = this.geometry();
-      const w = r.width - g.left - g.right, x = e.clientX - r.left - g.left;
-      if (x < 0 || x > w) return null;
-      return x / w * Math.max(this.p.duration, 1e-3);
     }
     sampleAt(t) { return Math.max(0, upperBound(this.m.t_us, 0, this.m.t_us.length, t) - 1); }
     hover(e) {
