@@ -235,3 +235,9 @@ def test_benchmark_writes_a_trace_only_when_asked(tmp_path) -> None:
     # The same projection as without the trace: recording changes nothing but what is kept.
     assert bench.benchmark_result.nc_latency.get_latency_percentile(50) == pytest.approx(
         plain.benchmark_result.nc_latency.get_latency_percentile(50))
+
+
+def test_the_trace_readers_put_instruction_lanes_with_the_hardware():
+    from torchneuron_ext.profiler import trace_events
+
+    assert trace_events.GROUP_OF_CAT[trace.CAT_INSTRUCTION] == trace_events.GROUP_OF_CAT[trace.CAT_LAUNCH] == "hardware"

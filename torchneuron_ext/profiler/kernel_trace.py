@@ -25,7 +25,6 @@ from typing import Any, Iterator, NamedTuple, Optional
 
 from .. import _env
 from ..instrumentation import trace_schema as S
-from ..nki import trace as _nki_trace
 
 ENV = "TORCHNEURON_EXT_NKI_INSTRUCTIONS"
 MAX_LAUNCHES = 10_000
@@ -108,6 +107,8 @@ def add_kernel_lanes(trace: dict, launches: Optional[list] = None) -> int:
     kept = kept_launches() if launches is None else list(launches)
     if not kept:
         return 0
+    # Imported here: the profiler loads with torch, the NKI simulator only when a kernel is used.
+    from ..nki import trace as _nki_trace
     device_events: dict = collections.defaultdict(list)
     for e in events:
         if isinstance(e, dict) and e.get("ph") == "X" and e.get("cat") == S.CAT_KERNEL:

@@ -35,7 +35,6 @@ from typing import Any, NamedTuple, Optional, Union
 import numpy as np
 
 from ..instrumentation import trace_schema as S
-from ..nki.trace import CAT_INSTRUCTION as _CAT_NKI_INSTRUCTION, CAT_LAUNCH as _CAT_NKI_LAUNCH
 
 # Lane groups, top to bottom, as Neuron Explorer's system timeline lays them out ("memory": the
 # counters).
@@ -47,7 +46,9 @@ GROUP_OF_CAT = {
     S.CAT_KERNEL: "hardware", S.CAT_ANNOTATION: "hardware", S.CAT_PROJECTED: "projected",
     S.CAT_MEMCPY: "transfer", S.CAT_MEMSET: "transfer",
     # An NKI launch's instruction-level profile (nki/trace.py): device work, projected on the target.
-    _CAT_NKI_INSTRUCTION: "hardware", _CAT_NKI_LAUNCH: "hardware",
+    # nki/trace.py's CAT_INSTRUCTION and CAT_LAUNCH, spelled out: importing the NKI simulator here would load it
+    # with torch (tests/nki/test_kernel_trace.py checks they agree).
+    "nki_instruction": "hardware", "nki_launch": "hardware",
 }
 # Kinds of device activity.
 KERNEL = "kernel"
