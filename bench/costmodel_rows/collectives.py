@@ -19,6 +19,9 @@ the 16-rank sweep whose KangaRing algorithm is Trn2's (M).
 """
 from __future__ import annotations
 
+import inspect
+from typing import Optional
+
 from torchneuron_ext import costmodel
 
 from . import DEVICE, Row
@@ -48,30 +51,35 @@ def _human(size: int) -> str:
     return f"{size} B"
 
 
-def _projector(op: str, size: int, ranks: int, target: str, release: str):
+def _projector(op: str, size: int, ranks: int, instances: int, target: str, release: str,
+               payload: Optional[tuple[int, int]] = None):
     name, rw = OPS[op]
-    read, written = rw(size, ranks)
+    read, written = payload if payload is not None else rw(size, ranks)
 
     def project() -> float:
         t = costmodel.get_target(target)
-        # The runtime's release is a parameter of the model from issue 30's second revision on; the
-        # "before" column was projected by a package without it (each row at the newest runtime).
+        # The runtime's release is a parameter of the model from issue 30's second revision on, and how a
+        # group spreads over instances (nccom-test's -N) from its third; the "before" column was projected
+        # by a package without them (each row at the newest runtime, its ranks packed into instances).
         if hasattr(t, "at_release"):
             t = t.at_release(release)
+        if "instances" in inspect.signature(costmodel.collective).parameters:
+            return costmodel.collective(name, read, written, ranks, t, instances=instances).duration_s
         return costmodel.collective(name, read, written, ranks, t).duration_s
     return project
 
 
 def sweep(op: str, ranks: int, instances: int, dtype: str, target: str, source: str,
           points: list[tuple[int, float]], reason=lambda size, us: "", note: str = "",
-          release: str = "", former: str = "") -> list[Row]:
-    """One published nccom-test table: (size in bytes, time in us) per line, run by the runtime of Neuron
-    `release` (the one that added it to the page). `former`: the kernel the rows were listed under before a
-    correction (their "before" projection is found under it)."""
+          release: str = "", former: str = "", payload: Optional[tuple[int, int]] = None) -> list[Row]:
+    """One published nccom-test table: (size in bytes, time in us) per line, over `ranks` spread evenly over
+    `instances` (its -N), run by the runtime of Neuron `release` (the one that added it to the page).
+    `former`: the kernel the rows were listed under before a correction (their "before" projection is found
+    under it). `payload`: one rank's (bytes read, bytes written) where they are not the size's (OPS)."""
     where = f"{ranks} ranks, {'1 instance' if instances == 1 else f'{instances} instances'}"
     kernel = f"nccom-test {op}, {where}{note}"
     return [Row("collectives", kernel, _human(size), dtype, target, us * 1e-6, DEVICE, source,
-                _projector(op, size, ranks, target, release), reason(size, us),
+                _projector(op, size, ranks, instances, target, release, payload), reason(size, us),
                 former_key=f"collectives | {former} | {_human(size)} | {dtype} | {target}"
                 if former else "")
             for size, us in points]
@@ -104,22 +112,29 @@ R232_16RANK_ALLR = [(1024, 101.14), (2048, 101.93), (4096, 101.45), (8192, 101.8
                     (32768, 102.36), (65536, 103.28), (131072, 105.03), (262144, 107.37), (524288, 110.07),
                     (1048576, 117.67)]
 
-NEWER_FLOOR = ("trn2's small all-gathers of 2.24-2.32 (6-16 us) are 6-16x under the floor read off 2.32's "
-               "16-rank all-reduce (101 us) and 2.28's 16-rank all-reduce took 300 us: on one generation, all-gathers "
-               "of 4-32 ranks cost 6-16 us and all-reduces of 16 ranks 100-300 us, and no release note or runtime "
-               "page gives a fixed cost by operation or group; the intranode page's 'latency term of 10^0 to "
-               "10^1 us' fits the all-gathers, the LLM rows' all-reduces (47-83 us each) fit the floor")
-TRN1_2X32_MID = ("the 2.10 runtime's 2-instance sweep steps up from 520 us (8-128 B) to 840 us at 1 KiB and 1315 us "
-                 "from 64 KiB to 2 MiB; the model (Ring stages before 2.11, the 2.24 note's 65% latency cut undone) "
-                 "is flat at 513 us there: the 65% is an average over sizes the note does not give, and no "
-                 "document gives the steps")
+NEWER_FLOOR = ("trn2's single-stream small all-gathers of 2.24-2.32 (6-16 us) are 6-16x under the floor (99.6 us), "
+               "which is read off 2.32's 16-rank all-reduce run beside a second stream (101 us; that run's other "
+               "stream took 2.5x as long); 2.28's single-stream 16-rank all-reduce took 300 us. The all-gathers fit "
+               "the intranode page's 'latency term of 10^0 to 10^1 us', the all-reduces are 10-30x it, and no "
+               "runtime note or page gives a fixed cost by operation (with a reduction or without) or group. Not "
+               "the statistic (P50 until 2.26, the mean from 2.28: 2.28's all-gather has p25-p99 of 10-12 us) nor "
+               "the size (an all-gather's is its output: --show-input-output-size); nccom-test also runs on trn3 "
+               "from 2.27, so the outputs added from 2.28 on may be trn3's")
+TRN1_2X32_MID = ("the 2.10 runtime's 2-instance sweep takes 520 us at 8-64 B, 553 us at 128 B and 709 us at 256 B (64 "
+                 "fp32, the first size at which every one of the 64 ranks' reduce-scatter chunks holds an element), "
+                 "then climbs to 1315 us from 64 KiB to 8 MiB: 0.1 GB/s for the added bytes, which no link gives, "
+                 "and not flat as a latency term is. The model (Ring stages before 2.11, the 2.24 note's 65% latency "
+                 "cut undone) is flat at 513 us there: the 65% is an 'average' over sizes the note does not give, "
+                 "and its '32x2' may not be 2 instances of 32 (the same note's '8x8 collective groups (TP8 + CP8) "
+                 "on TRN2 for LNC=2' is a 64-rank group of one trn2 instance)")
 
 
 def _trn1_32_allg_reason(size: int, us: float) -> str:
     if size < 512 << 10:
         return ""
-    return ("at 512 KiB the 2.10 Ring takes 179 us, 65 us over the 2-rank floor and 31 1.5 us hops: the bytes "
-            "(31/32 x 512 KiB at 48 GB/s, 10.6 us) do not explain the rest")
+    return ("at 512 KiB the 2.10 Ring takes 179 us, 29 us over its own 64 KiB point: the added bytes (31/32 x 448 "
+            "KiB) would move at 15 GB/s, under a trn1 NeuronLink port (48 GB/s: 10.6 us at 512 KiB) and near one "
+            "DMA engine (17 GB/s), but no document says a Ring step is one engine's transfer")
 
 
 def _trn1_2x32_reason(size: int, us: float) -> str:
@@ -129,9 +144,19 @@ def _trn1_2x32_reason(size: int, us: float) -> str:
 def _r228_16_reason(size: int, us: float) -> str:
     if size >= 512 << 20:
         return ""
-    return ("2.28's 16-rank all-reduce took 300 us at small sizes (mesh), 3x 2.32's 16-rank all-reduce (101 us, "
-            "where the floor is read) and 30x 2.28's own 8-rank all-gather; no release note of 2.29-2.32 reports a "
-            "cut in all-reduce latency, so one of the two runs is not what the model can be fitted to")
+    return ("2.28's single-stream 16-rank all-reduce: 300 us at 4 B-8 KiB (Mesh), 3x 2.32's 16-rank all-reduce beside "
+            "a second stream (101 us, where the floor is read) and 30x 2.28's own 8-rank all-gather (10 us, p99 12 "
+            "us); its KangaRing adds 2.2 ms at 32 MiB that 512 MiB does not (104 GB/s busbw there, the model's "
+            "rate), so no latency or bandwidth term fits both. No note of 2.29-2.32 reports an all-reduce cut, and "
+            "the page does not say whether it ran on trn2 or trn3 (nccom-test runs on trn3 from 2.27)")
+
+
+# nccom-test's all-to-all-v example (Neuron 2.28): -r 2 -N 2, one rank per instance, and one metadata entry for both
+# ranks: send_counts [512, 1024] fp32 to ranks 0 and 1. Its size(B), 1048608, is the 1 MiB buffer plus the metadata
+# (8 int32 counts and displacements: 32 B); the data a rank sends is the counts': 2 KiB to rank 0 and 4 KiB to rank
+# 1. The projection moves the larger, 4 KiB, to the peer: an all-to-all of 8 KiB (each rank sends (N-1)/N of it).
+ALLTOALLV_SEND_COUNTS = (512, 1024)
+ALLTOALLV_PAYLOAD = (4 * sum(ALLTOALLV_SEND_COUNTS), 2 * 4 * max(ALLTOALLV_SEND_COUNTS))
 
 
 ROWS = (
@@ -145,9 +170,11 @@ ROWS = (
             lambda size, us: NEWER_FLOOR, release="2.24")
     + sweep("permute", 8, 1, "uint8", "trn2", f"{R226}, pairs 0<->1, 2<->3, 4-7 to themselves "
             "(H; instance not named, trn2 L)", [(33554432, 894.24)],
-            lambda size, us: "a pairwise exchange at 40 GB/s, a third of the trn2 NeuronLink port rate the "
+            lambda size, us: "a pairwise exchange at 37.5 GB/s, under a third of the trn2 NeuronLink port rate the "
                              "model uses (128 GB/s) and under trn1's port rate (48 GB/s): if the instance was a "
-                             "trn1, the model's 0.76 ms would be 0.85x; the page names none", release="2.26")
+                             "trn1, the model's 0.76 ms would be 0.85x; the page names none. At trn2's LNC=2 (4 "
+                             "ranks a chip) both pairs are on one chip, so no NeuronLink carries them at all",
+            release="2.26")
     + sweep("all-gather", 8, 1, "fp32", "trn2", f"{R228}, --stats mean (H; instance not named, trn2 L)",
             R228_8RANK_ALLG, lambda size, us: NEWER_FLOOR, release="2.28")
     + sweep("all-reduce", 16, 1, "fp32", "trn2", f"{R228}, --show-algorithm (H; trn2 M: KangaRing)",
@@ -162,11 +189,12 @@ ROWS = (
             [(1024, 257.65)],
             lambda size, us: "runs beside stream 0's all-reduces on the same ranks (2.5x the 101 us of stream 0); "
                              "the model projects one collective alone", note=", stream 1 of 2", release="2.32")
-    + sweep("all-to-all-v", 2, 2, "fp32", "trn2", f"{R228}, one rank per instance, uneven send counts "
+    + sweep("all-to-all-v", 2, 2, "fp32", "trn2", f"{R228}, one rank per instance, send counts 512 and 1024 fp32 "
             "(H; instance not named, trn2 L)", [(1048608, 955.05)],
-            lambda size, us: "costmodel.collective takes a group size, not how its ranks spread over "
-                             "instances: 2 ranks are projected inside one instance (NeuronLink). Over EFA (15 us "
-                             "a step, the rank's 6.25 GB/s) the model would say ~0.2 ms, still 5x under the "
-                             "published 0.96 ms; all-to-all-v's per-peer metadata is not modelled",
-            release="2.28")
+            lambda size, us: "one rank per instance (-N 2): the model's EFA stage, 15 us and 4 KiB at the rank's 6.25 "
+                             "GB/s, with the floor 0.12 ms, 8x under the published 0.96 ms. The size column is the "
+                             "1 MiB buffer and 32 B of metadata; the counts send 2 and 4 KiB. Before 2.32's runtime, "
+                             "which added 'multi-device AllToAllV' and tiled it into channel-buffer-sized "
+                             "iterations, nccom-test ran all-to-all-v across instances only; how, no page says",
+            release="2.28", payload=ALLTOALLV_PAYLOAD)
 )

@@ -704,24 +704,48 @@ def collective_stage(kind: str, nbytes: float, ranks: int, target: Target, link:
     return stage
 
 
+def group_instances(group_size: int, target: Target, instances: Optional[int] = None) -> int:
+    """How many instances a group of `group_size` ranks spans: `instances` when given (nccom-test's ``-N``
+    divides the workers equally over the nodes; a one-rank-per-node group has as many instances as ranks),
+    else the fewest that hold it (`Target.cores_per_instance` ranks each).
+
+    Groups are symmetric (internode-collective-comm.rst: "The number of participating ranks on each node is
+    consistent"), so `instances` must divide the group and leave at most an instance's ranks on each."""
+    n = max(int(group_size), 1)
+    if instances is None:
+        return math.ceil(n / target.cores_per_instance)
+    if isinstance(instances, bool) or not isinstance(instances, int) or instances < 1:
+        raise ValueError(f"instances={instances!r}: the number of instances a group spans is a positive integer")
+    if n % instances:
+        raise ValueError(f"a group of {n} ranks cannot spread evenly over {instances} instances: the runtime forms "
+                         "groups with the same number of ranks on each instance; use a divisor of the group size")
+    if n // instances > target.cores_per_instance:
+        raise ValueError(f"{n} ranks over {instances} instance{'s' * (instances > 1)} puts {n // instances} on "
+                         f"each, more than the "
+                         f"{target.cores_per_instance} ranks of a {target.name} instance at LNC={target.lnc}; "
+                         f"use at least {math.ceil(n / target.cores_per_instance)} instances")
+    return instances
+
+
 def collective_stages(name: str, bytes_read: int, bytes_written: int, group_size: int,
-                      target: Optional[Target | str] = None) -> list[CollectiveStage]:
+                      target: Optional[Target | str] = None, instances: Optional[int] = None) -> list[CollectiveStage]:
     """The stages a collective runs as, without its latency floor (`collective` adds it).
 
     Inside an instance one stage (`collective_stage`). Across instances, X instances of Y ranks each (groups
-    are symmetric: internode-collective-comm.rst), the hierarchical algorithm: all-reduce = intra-instance
-    reduce-scatter + inter-instance all-reduce of 1/Y of the buffer + intra-instance all-gather;
-    all-gather = inter (1/Y) then intra; reduce-scatter = intra then inter (1/Y); all-to-all = intra, then
-    the buffer's (X-1)/X over EFA. Send/recv and permutes: the buffer once, one step. Broadcast, reduce,
-    gather, scatter, barrier: the buffer once and ceil(log2 N) steps (a tree).
+    are symmetric: internode-collective-comm.rst; X from `group_instances`), the hierarchical algorithm:
+    all-reduce = intra-instance reduce-scatter + inter-instance all-reduce of 1/Y of the buffer +
+    intra-instance all-gather; all-gather = inter (1/Y) then intra; reduce-scatter = intra then inter (1/Y);
+    all-to-all = intra, then the buffer's (X-1)/X over EFA. A one-rank-per-node group (Y = 1) is its inter
+    stage alone ("Communication Groups - Only One Rank per Node"). Send/recv and permutes: the buffer once,
+    one step. Broadcast, reduce, gather, scatter, barrier: the buffer once and ceil(log2 N) steps (a tree).
     """
     t = resolve_target(target)
     n = max(int(group_size), 1)
     kind = _collective_kind(name)
     full = float(max(bytes_read, bytes_written))
+    instances = group_instances(n, t, instances)
     if n == 1:
         return []
-    instances = math.ceil(n / t.cores_per_instance)
     link = "efa" if instances > 1 else "link"
     bw = t.efa_bytes_per_s if link == "efa" else t.link_port_bytes_per_s
     hop = t.efa_hop_s if link == "efa" else t.link_hop_s
@@ -734,47 +758,53 @@ def collective_stages(name: str, bytes_read: int, bytes_written: int, group_size
         return [collective_stage(kind, full, n, t)]
     local = math.ceil(n / instances)
     if kind == "all_reduce":
-        return [collective_stage("reduce_scatter", full, local, t),
-                collective_stage("all_reduce", full / local, instances, t, "efa"),
-                collective_stage("all_gather", full, local, t)]
-    if kind == "all_gather":
-        return [collective_stage("all_gather", full / local, instances, t, "efa"),
-                collective_stage("all_gather", full, local, t)]
-    if kind == "reduce_scatter":
-        return [collective_stage("reduce_scatter", full, local, t),
-                collective_stage("reduce_scatter", full / local, instances, t, "efa")]
-    return [collective_stage("all_to_all", full / instances, local, t),
-            collective_stage("all_to_all", full, instances, t, "efa")]
+        stages = [collective_stage("reduce_scatter", full, local, t),
+                  collective_stage("all_reduce", full / local, instances, t, "efa"),
+                  collective_stage("all_gather", full, local, t)]
+    elif kind == "all_gather":
+        stages = [collective_stage("all_gather", full / local, instances, t, "efa"),
+                  collective_stage("all_gather", full, local, t)]
+    elif kind == "reduce_scatter":
+        stages = [collective_stage("reduce_scatter", full, local, t),
+                  collective_stage("reduce_scatter", full / local, instances, t, "efa")]
+    else:
+        stages = [collective_stage("all_to_all", full / instances, local, t),
+                  collective_stage("all_to_all", full, instances, t, "efa")]
+    # One rank per instance has no intra-instance stage.
+    return [s for s in stages if s.ranks > 1]
 
 
 def collective(name: str, bytes_read: int, bytes_written: int, group_size: int,
-               target: Optional[Target | str] = None) -> Projection:
+               target: Optional[Target | str] = None, instances: Optional[int] = None) -> Projection:
     """A collective run by the Neuron runtime: its latency floor plus its stages (`collective_stages`), on the
     runtime of `Target.runtime_release` (RING_ONLY_BEFORE, collective_latency_factor).
 
-    The floor (`Target.collective_floor_s`) is what one collective costs whatever its size and group: the
-    CC cores' setup and semaphore handshakes, read off the small-size end of AWS's nccom-test sweeps. The
-    engine is "efa" when the group spans instances, else "link"; the bound is memory (the interconnect).
+    `instances`: how many instances the group's ranks are spread over, evenly (`group_instances`); default,
+    packed into the fewest. The floor (`Target.collective_floor_s`) is what one collective costs whatever its
+    size and group: the CC cores' setup and semaphore handshakes, read off the small-size end of AWS's
+    nccom-test sweeps. The engine is "efa" when the group spans instances, else "link"; the bound is memory
+    (the interconnect).
     """
     t = resolve_target(target)
     full = max(bytes_read, bytes_written)
-    stages = collective_stages(name, bytes_read, bytes_written, group_size, t)
+    stages = collective_stages(name, bytes_read, bytes_written, group_size, t, instances)
     if not stages:
         return _pick(0.0, {}, 0, full, 0)
     engine = "efa" if any(s.link == "efa" for s in stages) else "link"
     latency = t.collective_floor_s + sum(s.latency_s for s in stages)
     transfer = sum(s.seconds - s.latency_s for s in stages)
-    return _pick(0.0, {engine: latency * collective_latency_factor(group_size, t) + transfer}, 0, full, 0)
+    factor = collective_latency_factor(group_size, t, instances)
+    return _pick(0.0, {engine: latency * factor + transfer}, 0, full, 0)
 
 
-def collective_latency_factor(group_size: int, target: Target) -> float:
+def collective_latency_factor(group_size: int, target: Target, instances: Optional[int] = None) -> float:
     """How many times the newest runtime's latency terms (floor and steps) a collective of `group_size`
-    ranks pays on `target.runtime_release`: 1 / (1 - 0.65) for a group of 2 instances x 32 ranks before
-    Neuron 2.24 (GROUP_32X2_LATENCY), else 1."""
-    cut_in, instances, per_instance, cut = GROUP_32X2_LATENCY
+    ranks over `instances` (`group_instances`) pays on `target.runtime_release`: 1 / (1 - 0.65) for a group
+    of 2 instances x 32 ranks before Neuron 2.24 (GROUP_32X2_LATENCY), else 1."""
+    cut_in, spans_cut, per_instance, cut = GROUP_32X2_LATENCY
     n = max(int(group_size), 1)
-    spans = math.ceil(n / target.cores_per_instance)
-    if target.runtime_release < cut_in and spans == instances and n == instances * per_instance:
+    spans = group_instances(n, target, instances)
+    if target.runtime_release < cut_in and spans == spans_cut and n == spans_cut * per_instance:
         return 1 / (1 - cut)
     return 1.0
 
