@@ -146,8 +146,8 @@ def _r228_16_reason(size: int, us: float) -> str:
         return ""
     return ("2.28's single-stream 16-rank all-reduce: 300 us at 4 B-8 KiB (Mesh), 3x 2.32's 16-rank all-reduce beside "
             "a second stream (101 us, where the floor is read) and 30x 2.28's own 8-rank all-gather (10 us, p99 12 "
-            "us); its KangaRing adds 2.2 ms at 32 MiB that 512 MiB does not (104 GB/s busbw there, the model's "
-            "rate), so no latency or bandwidth term fits both. No note of 2.29-2.32 reports an all-reduce cut, and "
+            "us); its KangaRing adds 2.2 ms at 32 MiB that 512 MiB does not (104 GB/s busbw there, near the model's "
+            "128 GB/s port), so no latency or bandwidth term fits both. No note of 2.29-2.32 reports an all-reduce cut, and "
             "the page does not say whether it ran on trn2 or trn3 (nccom-test runs on trn3 from 2.27)")
 
 
@@ -172,8 +172,9 @@ ROWS = (
             "(H; instance not named, trn2 L)", [(33554432, 894.24)],
             lambda size, us: "a pairwise exchange at 37.5 GB/s, under a third of the trn2 NeuronLink port rate the "
                              "model uses (128 GB/s) and under trn1's port rate (48 GB/s): if the instance was a "
-                             "trn1, the model's 0.76 ms would be 0.85x; the page names none. At trn2's LNC=2 (4 "
-                             "ranks a chip) both pairs are on one chip, so no NeuronLink carries them at all",
+                             "trn1, the model's 0.76 ms would be 0.85x; the page names none. On either, each pair "
+                             "is two ranks of one chip (2 a trn1 chip, 4 a trn2 chip at LNC=2): no NeuronLink "
+                             "carries it, and no page gives the intra-chip path's rate",
             release="2.26")
     + sweep("all-gather", 8, 1, "fp32", "trn2", f"{R228}, --stats mean (H; instance not named, trn2 L)",
             R228_8RANK_ALLG, lambda size, us: NEWER_FLOOR, release="2.28")
