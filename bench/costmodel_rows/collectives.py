@@ -9,7 +9,13 @@ size and ranks, one rank's bytes read and written as the runtime records them, o
 that added the output to the page (``Target.at_release``: docs/cost_model.md, "Collectives by runtime
 release"): the newest runtime it can have run on. (The page warns that its "Performance data ... should not be
 considered up-to-date": an output may be older than the release that added it. The changes the model applies
-do not depend on that: the 2.10 outputs ran before 2.11 either way, and no later output is a 2 x 32 group.)
+do not depend on that: the 2.10 outputs ran before 2.11 and 2.16 either way, and no later output spans instances
+but the all-to-all-v, whose release is after 2.16 either way.)
+
+One sweep is not AWS's page: aws/aws-k8s-tester's multi-node nccom-test (the same 2 x 32 trn1 all-reduce sweep
+as the page's, ``-r 64 -N 2 -b 8 -e 2G -f 2 -n 5 -w 5 -d fp32 allr``), whose output an AWS engineer posted on
+pull request #559 (2025-01-13) when moving the test to Neuron 2.21 (aws-neuronx-runtime-lib 2.23.110,
+aws-neuronx-collectives 2.23.133: the Dockerfile of that commit, e022ac30) on two trn1.32xlarge.
 
 Where each output comes from (the commit that added it to the page; the time column is AWS's: H). The page
 names no instance type: the outputs added in 2023 (Neuron 2.10, when nccom-test supported trn1 and inf2 only,
@@ -32,6 +38,8 @@ R224 = f"{PAGE} @90a7fe4b (Neuron 2.24, 2025-06)"
 R226 = f"{PAGE} @8fb0d7c8 (2025-11)"
 R228 = f"{PAGE} @86a92868 (Neuron 2.28, 2026-02)"
 R232 = f"{PAGE} @a3247f5b (Neuron 2.32, 2026-08)"
+K8S_TESTER = ("aws/aws-k8s-tester pull request #559 (2025-01-13), multi-node nccom-test on 2 trn1.32xlarge, "
+              "Neuron 2.21 (runtime 2.23.110, collectives 2.23.133; Dockerfile @e022ac30)")
 
 # One rank's (bytes read, bytes written) for a collective of `size` bytes over `ranks`, and the name the
 # neuron process group records it under.
@@ -96,6 +104,10 @@ TRN1_2X32 = [(8, 520), (16, 520), (32, 523), (64, 525), (128, 553), (256, 709), 
              (131072, 1315), (262144, 1311), (524288, 1312), (1048576, 1328), (2097152, 1329), (4194304, 1378),
              (8388608, 1419), (16777216, 2138), (33554432, 2711), (67108864, 3963), (134217728, 6279),
              (268435456, 11954), (536870912, 21803), (1073741824, 41806)]
+# Neuron 2.21 (aws-k8s-tester #559): the same 2 x 32 sweep, 5 operations per size. The posted output is cut after
+# 256 B; its first four sizes (8-64 B: 993.51, 975.01, 757.09, 291.54 us) fall 3.4x over 56 bytes as the run starts
+# (5 warm-up operations a size) and are left out; from 128 B the sweep settles where the page's 2.10 sweep is flat.
+K8S_2X32_221 = [(128, 55.89), (256, 58.35)]
 # Neuron 2.24: the 32-rank all-gather again (--show-input-output-size; the --report-to-json-file run beside
 # it printed 6.19, 6.55, 8.18, 23.11 us).
 R224_32RANK_ALLG = [(1024, 6.16), (8192, 6.48), (65536, 8.17), (524288, 23.16)]
@@ -120,13 +132,11 @@ NEWER_FLOOR = ("trn2's single-stream small all-gathers of 2.24-2.32 (6-16 us) ar
                "the statistic (P50 until 2.26, the mean from 2.28: 2.28's all-gather has p25-p99 of 10-12 us) nor "
                "the size (an all-gather's is its output: --show-input-output-size); nccom-test also runs on trn3 "
                "from 2.27, so the outputs added from 2.28 on may be trn3's")
-TRN1_2X32_MID = ("the 2.10 runtime's 2-instance sweep takes 520 us at 8-64 B, 553 us at 128 B and 709 us at 256 B (64 "
-                 "fp32, the first size at which every one of the 64 ranks' reduce-scatter chunks holds an element), "
-                 "then climbs to 1315 us from 64 KiB to 8 MiB: 0.1 GB/s for the added bytes, which no link gives, "
-                 "and not flat as a latency term is. The model (Ring stages before 2.11, the 2.24 note's 65% latency "
-                 "cut undone) is flat at 513 us there: the 65% is an 'average' over sizes the note does not give, "
-                 "and its '32x2' may not be 2 instances of 32 (the same note's '8x8 collective groups (TP8 + CP8) "
-                 "on TRN2 for LNC=2' is a 64-rank group of one trn2 instance)")
+TRN1_2X32_MID = ("the 2.10 runtime's 2-instance sweep takes 520 us at 8-64 B, 709 us at 256 B (64 fp32, the first "
+                 "size at which every one of the 64 ranks' reduce-scatter chunks holds an element) and climbs to 1315 "
+                 "us by 64 KiB, flat to 2 MiB: 0.1 GB/s for the added bytes, which no link gives, and not flat as a "
+                 "latency term is. The model (Ring stages before 2.11, the collectives barrier of 500 us before 2.16 "
+                 "in place of the floor) is 623 us to 0.83 ms there; no document gives the climb")
 
 
 def _trn1_32_allg_reason(size: int, us: float) -> str:
@@ -138,7 +148,7 @@ def _trn1_32_allg_reason(size: int, us: float) -> str:
 
 
 def _trn1_2x32_reason(size: int, us: float) -> str:
-    return TRN1_2X32_MID if 256 < size < 32 << 20 else ""
+    return TRN1_2X32_MID if 4 << 10 < size < 8 << 20 else ""
 
 
 def _r228_16_reason(size: int, us: float) -> str:
@@ -166,6 +176,8 @@ ROWS = (
             _trn1_32_allg_reason, release="2.10")
     + sweep("all-reduce", 64, 2, "fp32", "trn1", f"{R210} (H; trn1 M: 2 instances of 32 ranks)", TRN1_2X32,
             _trn1_2x32_reason, release="2.10")
+    + sweep("all-reduce", 64, 2, "fp32", "trn1", f"{K8S_TESTER} (H; first 4 sizes left out: warm-up)", K8S_2X32_221,
+            release="2.21", note=", Neuron 2.21")
     + sweep("all-gather", 32, 1, "fp32", "trn2", f"{R224} (H; instance not named, trn2 L)", R224_32RANK_ALLG,
             lambda size, us: NEWER_FLOOR, release="2.24")
     + sweep("permute", 8, 1, "uint8", "trn2", f"{R226}, pairs 0<->1, 2<->3, 4-7 to themselves "

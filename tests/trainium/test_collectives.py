@@ -46,11 +46,11 @@ class TestGroupsOverInstances(TestCase):
         self.assertAlmostEqual(p.duration_s * 1e6, 99.6 + 15 + 4096 / 6.25e3, places=4)
         self.assertAlmostEqual(p.duration_s * 1e6, 115.255, places=3)
 
-    def test_32x2_factor_follows_the_spread(self):
-        # The 2.24 note's 32x2 cut applies to 64 ranks over 2 instances only: not to 64 ranks one per instance.
+    def test_barrier_only_across_instances(self):
+        # 64 ranks one per instance span instances as 2 x 32 do: both pay the 2.10 barrier; 32 ranks in one do not.
         old = cm.get_target("trn1").at_release("2.10")
-        self.assertAlmostEqual(projection.collective_latency_factor(64, old, 2), 1 / 0.35)
-        self.assertEqual(projection.collective_latency_factor(64, old, 64), 1.0)
+        self.assertAlmostEqual(projection.collective_fixed_s(old, projection.group_instances(64, old, 64) > 1), 500e-6)
+        self.assertAlmostEqual(projection.collective_fixed_s(old, projection.group_instances(32, old) > 1), 56.5e-6)
 
     def test_spread_errors(self):
         trn1 = cm.get_target("trn1")
@@ -63,3 +63,41 @@ class TestGroupsOverInstances(TestCase):
         with self.assertRaises(ValueError) as e:
             projection.collective_stages("c10d::allreduce", 8, 8, 64, trn1, instances=0)
         self.assertExpectedInline(str(e.exception), """instances=0: the number of instances a group spans is a positive integer""")
+
+
+class TestCollectivesBarrier(TestCase):
+    """Neuron 2.16's collectives library "improve[d] collectives barrier latency from 500us to 40us": a collective
+    across instances pays the barrier in place of the floor where it is longer (COLLECTIVES_BARRIER)."""
+
+    def test_two_instances_of_32_on_neuron_2_10(self):
+        # nccom-test's 2 x 32 trn1 all-reduce of 8 bytes on Neuron 2.10: Ring stages (before 2.11), reduce-scatter
+        # 31 x 1.5 us, the 2-rank all-reduce over EFA 2 x 15 us, all-gather 31 x 1.5 us, and the 500 us barrier
+        # (longer than trn1's 56.5 us floor): 500 + 46.5 + 30 + 46.5 = 623.0 us (measured 520 us: 1.20).
+        old = cm.get_target("trn1").at_release("2.10")
+        p = cm.collective("c10d::allreduce", 8, 8, 64, old)
+        self.assertEqual(p.engine, "efa")
+        self.assertAlmostEqual(p.duration_s * 1e6, 500 + 46.5 + 30 + 46.5 + 8 * 31 / 32 * 2 / 48e3 + 8 / 32 / 3.125e3,
+                               places=4)
+        self.assertAlmostEqual(p.duration_s * 1e6, 623.0, places=1)
+        # At 1 GiB the bytes dominate: 2 x 31/32 GiB at 48 GB/s + 32 MiB at 3.125 GB/s + 623 us = 54.70 ms
+        # (measured 41.81 ms: 1.31).
+        big = cm.collective("c10d::allreduce", 2 ** 30, 2 ** 30, 64, old)
+        bytes_us = 2 * 31 / 32 * 2 ** 30 / 48e3 + 2 ** 25 / 3.125e3
+        self.assertAlmostEqual(big.duration_s * 1e6, bytes_us + 623, places=2)
+        self.assertAlmostEqual(big.duration_s * 1e3, 54.7016, places=3)
+
+    def test_from_neuron_2_16_the_floor_is_longer(self):
+        # From 2.16 the barrier is 40 us, under trn1's floor: the 2 x 32 all-reduce of 128 B on Neuron 2.21 is Mesh
+        # inside each instance (1.5 us each way) and a Single-step Mesh over EFA (15 us) on the floor:
+        # 56.5 + 18 = 74.5 us (aws-k8s-tester's run on Neuron 2.21 measured 55.89 us: 1.33).
+        t = cm.get_target("trn1")
+        self.assertAlmostEqual(projection.collective_fixed_s(t.at_release("2.15"), True), 500e-6)
+        self.assertAlmostEqual(projection.collective_fixed_s(t.at_release("2.16"), True), 56.5e-6)
+        self.assertAlmostEqual(projection.collective_fixed_s(t.at_release("2.10"), False), 56.5e-6)
+        p = cm.collective("c10d::allreduce", 128, 128, 64, t.at_release("2.21"))
+        self.assertAlmostEqual(p.duration_s * 1e6, 56.5 + 18 + 2 * 31 / 32 * 128 / 48e3 + 4 / 3.125e3, places=6)
+        self.assertAlmostEqual(p.duration_s * 1e6, 74.5, places=1)
+        # Inside an instance no barrier, on any release: 2.10's 2-rank all-reduce of 1 KiB is the floor and a
+        # 2-step Ring (58 us measured).
+        two = cm.collective("c10d::allreduce", 1024, 1024, 2, t.at_release("2.10"))
+        self.assertAlmostEqual(two.duration_s * 1e6, 56.5 + 3 + 1024 / 48e3, places=4)

@@ -171,29 +171,6 @@ class TestWorkedCases(TestCase):
         two = cm.collective("c10d::allreduce", 1024, 1024, 2, old)
         self.assertAlmostEqual(two.duration_s * 1e6, 56.5 + 2 * 1.5 + 1024 / 48e3, places=4)
 
-    def test_32x2_groups_before_neuron_2_24(self):
-        # Neuron 2.24's runtime "reduced the average latency of 32x2 collective groups by 65%": on 2.10, the
-        # 8-byte all-reduce over 2 trn1 instances of 32 pays its latency terms 1 / 0.35 times. Ring stages (2.10):
-        # reduce-scatter 31 x 1.5 us, the 2-rank all-reduce over EFA 2 x 15 us, all-gather 31 x 1.5 us, and the
-        # floor: (56.5 + 46.5 + 30 + 46.5) / 0.35 = 512.857 us (measured 520 us: 0.99); the bytes (8 B) add
-        # nothing visible. From 2.24 on the same collective is 74.5 us (Mesh and Single-step Mesh stages).
-        t = cm.get_target("trn1")
-        old = cm.collective("c10d::allreduce", 8, 8, 64, t.at_release("2.10"))
-        self.assertAlmostEqual(old.duration_s * 1e6, (56.5 + 46.5 + 30 + 46.5) / 0.35, places=2)
-        self.assertAlmostEqual(old.duration_s * 1e6, 512.857, places=2)
-        self.assertAlmostEqual(projection.collective_latency_factor(64, t.at_release("2.23")), 1 / 0.35)
-        self.assertEqual(projection.collective_latency_factor(64, t.at_release("2.24")), 1.0)
-        # Only groups of 2 instances x 32 ranks: 32 ranks in one instance, and 128 ranks, are not cut.
-        self.assertEqual(projection.collective_latency_factor(32, t.at_release("2.10")), 1.0)
-        self.assertEqual(projection.collective_latency_factor(128, t.at_release("2.10")), 1.0)
-        self.assertAlmostEqual(cm.collective("c10d::allreduce", 8, 8, 64, t.at_release("2.24")).duration_s * 1e6,
-                               74.5, places=2)
-        # The bytes are not cut: at 1 GiB the latency terms are a small part of the 2.10 projection.
-        big = cm.collective("c10d::allreduce", 2 ** 30, 2 ** 30, 64, t.at_release("2.10"))
-        intra = 31 / 32 * 2 ** 30 / 48e3
-        inter = 2 ** 25 / 3.125e3
-        self.assertAlmostEqual(big.duration_s * 1e6, 2 * intra + inter + (56.5 + 2 * 46.5 + 30) / 0.35, places=2)
-
     def test_runtime_release_errors(self):
         t = cm.get_target("trn2")
         self.assertEqual(t.runtime_release, (2, 32))

@@ -625,10 +625,13 @@ KANGARING_ABOVE_BYTES = 56 << 20
 # operations, which is expected to improve All-Reduce performance by 3-7x in most cases": the first algorithm
 # other than Ring. Before it every stage, inside an instance and across, is a Ring (N-1 steps a phase).
 RING_ONLY_BEFORE = (2, 11)
-# Neuron 2.24 (Neuron Runtime 2.26.42, 2025-06-23): "Reduced the average latency of 32x2 collective groups by
-# 65%". Before it, a group of 2 instances x 32 ranks pays its latency terms (the floor and the steps; not the
-# bytes, which the links set) 1 / (1 - 0.65) times.
-GROUP_32X2_LATENCY = ((2, 24), 2, 32, 0.65)  # (the release that cut it, instances, ranks per instance, the cut)
+# Neuron 2.16 (Neuron Collectives 2.19.7.0, 2023-12-21): "Improve collectives barrier latency from 500us to 40us".
+# The collectives library (libnccom, with the OFI plugin for EFA) is what carries a collective between instances;
+# the model reads its barrier as paid once by every collective whose group spans instances, in place of the floor
+# where it is the longer (both are the fixed cost of getting the ranks to start together). Inside an instance the
+# barrier is not paid: the 2.10 runtime's single-instance collectives took 58 us, not 500. (docs/cost_model.md,
+# "Collectives by runtime release", for the evidence and the 2.24 "32x2" note this replaces.)
+COLLECTIVES_BARRIER = ((2, 16), 500e-6, 40e-6)  # (the release that cut it, the barrier before, from it on)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -776,37 +779,33 @@ def collective_stages(name: str, bytes_read: int, bytes_written: int, group_size
 
 def collective(name: str, bytes_read: int, bytes_written: int, group_size: int,
                target: Optional[Target | str] = None, instances: Optional[int] = None) -> Projection:
-    """A collective run by the Neuron runtime: its latency floor plus its stages (`collective_stages`), on the
-    runtime of `Target.runtime_release` (RING_ONLY_BEFORE, collective_latency_factor).
+    """A collective run by the Neuron runtime: its fixed cost (`collective_fixed_s`) plus its stages
+    (`collective_stages`), on the runtime of `Target.runtime_release` (RING_ONLY_BEFORE, COLLECTIVES_BARRIER).
 
     `instances`: how many instances the group's ranks are spread over, evenly (`group_instances`); default,
-    packed into the fewest. The floor (`Target.collective_floor_s`) is what one collective costs whatever its
-    size and group: the CC cores' setup and semaphore handshakes, read off the small-size end of AWS's
-    nccom-test sweeps. The engine is "efa" when the group spans instances, else "link"; the bound is memory
-    (the interconnect).
+    packed into the fewest. The engine is "efa" when the group spans instances, else "link"; the bound is
+    memory (the interconnect).
     """
     t = resolve_target(target)
     full = max(bytes_read, bytes_written)
     stages = collective_stages(name, bytes_read, bytes_written, group_size, t, instances)
     if not stages:
         return _pick(0.0, {}, 0, full, 0)
-    engine = "efa" if any(s.link == "efa" for s in stages) else "link"
-    latency = t.collective_floor_s + sum(s.latency_s for s in stages)
-    transfer = sum(s.seconds - s.latency_s for s in stages)
-    factor = collective_latency_factor(group_size, t, instances)
-    return _pick(0.0, {engine: latency * factor + transfer}, 0, full, 0)
+    spans = group_instances(group_size, t, instances) > 1
+    engine = "efa" if spans else "link"
+    seconds = collective_fixed_s(t, spans) + sum(s.seconds for s in stages)
+    return _pick(0.0, {engine: seconds}, 0, full, 0)
 
 
-def collective_latency_factor(group_size: int, target: Target, instances: Optional[int] = None) -> float:
-    """How many times the newest runtime's latency terms (floor and steps) a collective of `group_size`
-    ranks over `instances` (`group_instances`) pays on `target.runtime_release`: 1 / (1 - 0.65) for a group
-    of 2 instances x 32 ranks before Neuron 2.24 (GROUP_32X2_LATENCY), else 1."""
-    cut_in, spans_cut, per_instance, cut = GROUP_32X2_LATENCY
-    n = max(int(group_size), 1)
-    spans = group_instances(n, target, instances)
-    if target.runtime_release < cut_in and spans == spans_cut and n == spans_cut * per_instance:
-        return 1 / (1 - cut)
-    return 1.0
+def collective_fixed_s(target: Target, spans_instances: bool = False) -> float:
+    """What one collective costs whatever its size: the floor (`Target.collective_floor_s`: the CC cores' setup
+    and semaphore handshakes, read off the small-size end of AWS's nccom-test sweeps) or, for a group across
+    instances, the collectives library's barrier between its ranks where that is longer: 500 us before Neuron
+    2.16, 40 us from it (COLLECTIVES_BARRIER)."""
+    if not spans_instances:
+        return target.collective_floor_s
+    cut_in, before, after = COLLECTIVES_BARRIER
+    return max(target.collective_floor_s, before if target.runtime_release < cut_in else after)
 
 
 def nki_kernel(model_s: float, bytes_read: int, bytes_written: int, flops: int,

@@ -20,7 +20,7 @@ import os
 from typing import Any, Optional
 
 # The newest Neuron SDK release whose runtime changes the model knows (trainium/projection.py: RING_ONLY_BEFORE,
-# GROUP_32X2_LATENCY).
+# COLLECTIVES_BARRIER).
 NEWEST_RELEASE = (2, 32)
 
 
@@ -78,7 +78,7 @@ class Target:
     link_port_bytes_per_s: float  # one NeuronLink port, one direction: what a rank's ring step moves at
     collective_floor_s: float     # one collective's fixed cost (CC-core setup, handshakes), from nccom-test
     # The Neuron SDK release whose runtime runs the collectives (major, minor): which algorithms and latencies
-    # it has (trainium/projection.py: RING_ONLY_BEFORE, GROUP_32X2_LATENCY). Default: the newest the model knows.
+    # it has (trainium/projection.py: RING_ONLY_BEFORE, COLLECTIVES_BARRIER). Default: the newest the model knows.
     runtime_release: tuple[int, int] = NEWEST_RELEASE
 
     @property
