@@ -724,9 +724,8 @@ def group_instances(group_size: int, target: Target, instances: Optional[int] = 
                          "groups with the same number of ranks on each instance; use a divisor of the group size")
     if n // instances > target.cores_per_instance:
         raise ValueError(f"{n} ranks over {instances} instance{'s' * (instances > 1)} puts {n // instances} on "
-                         f"each, more than the "
-                         f"{target.cores_per_instance} ranks of a {target.name} instance at LNC={target.lnc}; "
-                         f"use at least {math.ceil(n / target.cores_per_instance)} instances")
+                         f"each, more than the {target.cores_per_instance} ranks of a {target.name} instance at "
+                         f"LNC={target.lnc}; use at least {math.ceil(n / target.cores_per_instance)} instances")
     return instances
 
 
