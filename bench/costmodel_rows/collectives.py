@@ -2,7 +2,8 @@
 published in the NCCOM-TEST User Guide (aws-neuron-sdk ``tools/neuron-sys-tools/nccom-test.rst``).
 
 nccom-test generates and runs NEFFs of collective instructions through the Neuron runtime, with no framework;
-its ``time`` column is the mean duration of one collective operation on the device (DEVICE). ``size(B)`` is
+its ``time`` column is the P50 (the page's outputs up to 2.26) or the mean (from 2.28) of the durations of one
+collective operation on the device (DEVICE). ``size(B)`` is
 the collective's buffer: all-reduce's input and output, all-gather's output (each rank contributes
 size/ranks), reduce-scatter's input. Each row is projected with ``costmodel.collective`` on the published
 size and ranks, one rank's bytes read and written as the runtime records them, on the runtime of the release
