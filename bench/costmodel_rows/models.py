@@ -131,9 +131,8 @@ def _one_neff_s(build, call, target: str, host_in: tuple = (), host_out: tuple =
     """One NEFF execution of a traced model: one launch, the dry run's kernels back to back without their
     own launches, and the host<->device copies of the benchmark's inputs and outputs (bytes)."""
     r = costmodel.dry_run(call, setup=build, target=target)
-    timeline = costmodel.project_trace(r.trace, target)
     t = costmodel.get_target(target)
-    work = sum(k.projection.work_s for k in timeline.kernels)
+    work = costmodel.compiled_program(r, t).work_s
     copies = sum(costmodel.copy("HtoD", n, n, t).duration_s for n in host_in)
     copies += sum(costmodel.copy("DtoH", n, n, t).duration_s for n in host_out)
     return t.launch_s + work + copies
