@@ -61,6 +61,7 @@ from .trainium.projection import (
     resolve_target,
     indexed_write_bytes,
     kernel_class,
+    out_variant_bytes_read,
     row_gather_bytes,
     scalar_engine_s,
     te_instruction_cycles,
@@ -84,5 +85,5 @@ __all__ = [
     "MatmulPlan", "matmul_dims", "matmul_plan", "matmul_products", "matmul_s", "te_instruction_cycles",
     "te_throttle_s",
     # A dry run's program as one compiled NEFF, with the compiler's fusion (docs/cost_model.md)
-    "CompiledProgram", "FusedKernel", "compiled_program", "kernel_class",
+    "CompiledProgram", "FusedKernel", "compiled_program", "kernel_class", "out_variant_bytes_read",
 ]

@@ -389,8 +389,8 @@ class TestTensorEngineEfficiency(TestCase):
         flops = 2 * 25088 * 64 * 256
         eager = cm.eager_kernel("aten::convolution_overrideable", read, written, flops, 256 * 25088, "BFloat16", t,
                                 conv_weight=(256, 64, 1, 1), launch=False)
-        self.assertEqual(eager.engine, "dma")  # 16.06 MB / 272 GB/s = 59.06 us
-        self.assertAlmostEqual(eager.work_s * 1e6, 59.061, places=2)
+        self.assertEqual(eager.engine, "dma")  # 16.09 MB / 272 GB/s = 59.15 us
+        self.assertAlmostEqual(eager.work_s * 1e6, 59.151, places=2)
         fused = cm.eager_kernel("aten::convolution_overrideable", read, written, flops, 256 * 25088, "BFloat16", t,
                                 conv_weight=(256, 64, 1, 1), launch=False, on_chip_bytes=written)
         self.assertEqual((fused.engine, fused.bound), ("vector", "compute"))
@@ -400,6 +400,25 @@ class TestTensorEngineEfficiency(TestCase):
         self.assertAlmostEqual(cm.convolution_eviction_s(g, t2) * 1e6, 98 * 512 / 2.16e9 / 2 * 1e6, places=3)
         # A depthwise convolution runs on the Vector engine: nothing to evict.
         self.assertEqual(cm.convolution_eviction_s(cm.ConvGeometry(3136, 1, 9, 1, groups=64), t), 0.0)
+
+    def test_out_variants_do_not_read_their_output(self):
+        # Inductor's extern addmm in a compiled DistilBERT: 128 x 768 @ 768 x 768 bf16 plus a bias. The record
+        # reads 1,574,400 B: the operands' 1,377,792 B and the out= tensor's 196,608 B, which the device writes only.
+        self.assertEqual(cm.out_variant_bytes_read("neuron::addmm.out", 1574400, 196608), 1377792)
+        self.assertEqual(cm.out_variant_bytes_read("aten::max.dim_max", 100, 10), 100)  # not an out= overload
+        self.assertEqual(cm.out_variant_bytes_read("aten::add_.Tensor", 100, 50), 100)  # in place: it reads
+        self.assertEqual(cm.out_variant_bytes_read("aten::cat.names_out", 100, 40), 60)
+        t = cm.get_target("trn1")
+        out = cm.eager_kernel("neuron::addmm.out", 1574400, 196608, 2 * 128 * 768 * 768, 589824, "BFloat16", t,
+                              launch=False)
+        plain = cm.eager_kernel("aten::addmm", 1377792, 196608, 2 * 128 * 768 * 768, 589824, "BFloat16", t,
+                                launch=False)
+        self.assertEqual(out.bytes, 1377792 + 196608)
+        self.assertAlmostEqual(out.work_s, plain.work_s)  # 1,574,400 B / 272 GB/s = 5.788 us
+        self.assertAlmostEqual(out.work_s * 1e6, 5.788, places=3)
+        compiled = cm.compiled_kernel("neuron::addmm.out", 1574400, 196608, 2 * 128 * 768 * 768, 589824,
+                                      "BFloat16", t)
+        self.assertEqual(compiled.bytes, 1377792 + 196608)
 
     def test_convolution_geometry_from_a_record(self):
         # A real run's record has no shapes: K = FLOPs / (2 x outputs) is exact; the output channels are
