@@ -13,7 +13,8 @@ The rule, over the program's kernels in order:
   convolution or attention kernel, a row gather, an elementwise kernel), followed by every next kernel that
   is elementwise ("vector": pointwise ops, normalizations, reductions, `trainium.projection.kernel_class`)
   and reads something written inside the region: the compiler's epilogue (an activation applied as PSUM is
-  evicted) and pointwise chains. Copies, collectives, NKI and custom kernels are regions of their own;
+  evicted) and pointwise chains. A device-to-device copy (a cast, a clone) is an elementwise instruction there;
+  host transfers, collectives, NKI and custom kernels are regions of their own;
 - a value written inside a region and read only inside it, and not alive when the program ends (a result,
   a parameter), never reaches HBM: its writer does not write it and its readers do not read it;
 - each kernel keeps its engine work (its Vector, Scalar or Tensor Engine passes) and pays the memory
