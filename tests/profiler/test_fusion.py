@@ -111,6 +111,21 @@ class TestCompiledProgram(TestCase):
         self.assertEqual([k.region for k in p.kernels][-3:], [1, 1, 1])
         self.assertEqual([k.bytes_kept_on_chip for k in p.kernels][-3:], [A, A + 2 * A, 2 * A])
 
+    def test_the_data_flow_matches_the_records(self):
+        # Every kernel's storages read and written add up to the bytes its record reads and writes, and the
+        # program's result is among the storages alive at the end.
+        r = cm.dry_run(lambda xw: _chain(xw, residual=True), setup=_weights, target=T)
+        kernels = [e for e in r.trace["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"]
+        self.assertEqual(len(kernels), 6)
+        for e in kernels:
+            a = e["args"]
+            self.assertEqual(sum(n for _, n in a["buffers read"]), a["bytes read"], e["name"])
+            self.assertEqual(sum(n for _, n in a["buffers written"]), a["bytes written"], e["name"])
+            self.assertTrue(all(serial > 0 for serial, _ in a["buffers read"] + a["buffers written"]))
+        live = r.trace["neuron"]["dry_run"]["buffers live at end"]
+        out_serials = [s for s, _ in kernels[-2]["args"]["buffers written"] + kernels[-1]["args"]["buffers written"]]
+        self.assertTrue(set(out_serials) <= set(live))
+
     def test_needs_a_dry_runs_trace(self):
         with self.assertRaises(ValueError) as e:
             cm.compiled_program({"traceEvents": []}, T)
