@@ -11,12 +11,14 @@ This module is the name users import; the model lives in three places, re-export
 - the target records and their environment reader: torchneuron_ext/trainium/targets.py;
 - the formulas that project one activity: torchneuron_ext/trainium/projection.py;
 - the replay of a trace (and of op_stats() rows) and its Chrome lanes: torchneuron_ext/profiler/projection.py;
-- the dry run (a program on fake tensors, projected without running it): torchneuron_ext/profiler/dry_run.py.
+- the dry run (a program on fake tensors, projected without running it): torchneuron_ext/profiler/dry_run.py,
+  and its program as one compiled NEFF with the compiler's fusion: torchneuron_ext/profiler/fusion.py.
 """
 from __future__ import annotations
 
 from .instrumentation.trace_schema import op_name
 from .profiler.dry_run import DryRunError, DryRunResult, MemoryReport, dry_run, dry_run_script, is_dry_run
+from .profiler.fusion import CompiledProgram, FusedKernel, compiled_program
 from .profiler.projection import (
     PROJECTED_STREAM_TID_BASE,
     PROJECTED_TID_BASE,
@@ -38,6 +40,7 @@ from .trainium.projection import (
     collective,
     compiled_kernel,
     ConvGeometry,
+    convolution_eviction_s,
     convolution_geometry,
     convolution_s,
     copy,
@@ -57,6 +60,8 @@ from .trainium.projection import (
     project,
     resolve_target,
     indexed_write_bytes,
+    kernel_class,
+    out_variant_bytes_read,
     row_gather_bytes,
     scalar_engine_s,
     te_instruction_cycles,
@@ -68,7 +73,7 @@ from .trainium.targets import GENERATIONS as TARGET_NAMES
 from .trainium.targets import Target
 
 __all__ = [
-    "CONV_TAP_STACKING", "ConvGeometry", "convolution_geometry", "convolution_s", "row_gather_bytes",
+    "CONV_TAP_STACKING", "ConvGeometry", "convolution_eviction_s", "convolution_geometry", "convolution_s", "row_gather_bytes",
     "indexed_write_bytes",
     "BACKWARD_PASSES", "DryRunError", "DryRunResult", "MemoryReport", "dry_run", "dry_run_script", "is_dry_run", "NORM_SCALAR_PASSES", "NORM_VECTOR_PASSES", "PROJECTED_STREAM_TID_BASE", "PROJECTED_TID_BASE",
     "ProjectedKernel", "ProjectedTimeline", "Projection", "TARGET_NAMES", "Target", "add_projected_lanes",
@@ -79,4 +84,6 @@ __all__ = [
     # Tensor Engine efficiency by shape (docs/cost_model.md)
     "MatmulPlan", "matmul_dims", "matmul_plan", "matmul_products", "matmul_s", "te_instruction_cycles",
     "te_throttle_s",
+    # A dry run's program as one compiled NEFF, with the compiler's fusion (docs/cost_model.md)
+    "CompiledProgram", "FusedKernel", "compiled_program", "kernel_class", "out_variant_bytes_read",
 ]

@@ -23,10 +23,11 @@ What the numbers include:
 How they are projected: the models are built from their configurations with random weights
 (transformers' ``BertConfig()``, ``ViTConfig()``..., no downloads; the ResNets and VGG in plain torch below,
 torchvision's layer shapes) in BF16 on the neuron device and **dry-run** (``costmodel.dry_run``: exact shapes,
-fake tensors). A traced model is one NEFF: the projection is one launch plus every recorded kernel's work
-without its own launch (``project_trace``'s kernels' ``work_s``), plus the host<->device copies of the
-benchmark's FP32/int32 inputs and outputs (``costmodel.copy``). Inf2 has Trn1's NeuronCore-v2: the inf2
-rows are projected on ``trn1``.
+fake tensors). A traced model is one NEFF compiled by neuronx-cc: the projection is the dry run's program as one
+compiled NEFF (``costmodel.compiled_program``: one launch, the kernels back to back, the values the compiler's
+fusion keeps in SBUF out of their memory traffic), plus the host<->device copies of the benchmark's FP32/int32
+inputs and outputs (``costmodel.copy``). A training micro-step is one graph too. Inf2 has Trn1's
+NeuronCore-v2: the inf2 rows are projected on ``trn1``.
 """
 from __future__ import annotations
 
@@ -128,12 +129,12 @@ class VGG(nn.Module):
 # --------------------------------------------------------------------------------------------------------
 
 def _one_neff_s(build, call, target: str, host_in: tuple = (), host_out: tuple = ()) -> float:
-    """One NEFF execution of a traced model: one launch, the dry run's kernels back to back without their
-    own launches, and the host<->device copies of the benchmark's inputs and outputs (bytes)."""
+    """One NEFF execution of a traced model: the dry run's program as one compiled NEFF (one launch, its
+    kernels back to back with the compiler's fusion: costmodel.compiled_program), and the host<->device copies
+    of the benchmark's inputs and outputs (bytes)."""
     r = costmodel.dry_run(call, setup=build, target=target)
-    timeline = costmodel.project_trace(r.trace, target)
     t = costmodel.get_target(target)
-    work = sum(k.projection.work_s for k in timeline.kernels)
+    work = costmodel.compiled_program(r, t).work_s
     copies = sum(costmodel.copy("HtoD", n, n, t).duration_s for n in host_in)
     copies += sum(costmodel.copy("DtoH", n, n, t).duration_s for n in host_out)
     return t.launch_s + work + copies
@@ -200,8 +201,9 @@ def vision_latency_s(model: str, batch: int = 1, target: str = "trn1", host: boo
 
 @functools.lru_cache(maxsize=None)
 def training_micro_step_s(model: str, micro: int, accumulation: int, ranks: int = 32, target: str = "trn1") -> float:
-    """One core's data-parallel micro-step: forward and backward of `micro` samples (one NEFF), plus
-    1/`accumulation` of the step's gradient all-reduce over `ranks` (FP32 gradients) and AdamW update."""
+    """One core's data-parallel micro-step: forward and backward of `micro` samples (one NEFF, compiled with
+    fusion; its gradients added into the accumulated ones when `accumulation` > 1), plus 1/`accumulation` of
+    the step's gradient all-reduce over `ranks` (FP32 gradients) and AdamW update (one NEFF)."""
     import transformers
 
     if model == "bert-large":  # BertForPreTraining (MLM + NSP heads), sequence 128
@@ -223,12 +225,22 @@ def training_micro_step_s(model: str, micro: int, accumulation: int, ranks: int 
     def build():
         return _on_device(make, model != "bert-large")().train()
 
+    def build_accumulating():
+        # With gradient accumulation, all but the first micro-step of a step add their gradients into the
+        # ones already there (autograd's accumulation: an add per parameter); the first is not charged apart.
+        m = build()
+        if accumulation > 1:
+            for p in m.parameters():
+                p.grad = torch.zeros_like(p)
+        return m
+
     def fwd_bwd(m):
-        batch(m).backward()
+        (batch(m) / accumulation).backward()
 
     t = costmodel.get_target(target)
-    r = costmodel.dry_run(fwd_bwd, setup=build, target=target)
-    work = sum(k.projection.work_s for k in costmodel.project_trace(r.trace, target).kernels)
+    # The micro-step is one graph, one NEFF, compiled with the compiler's fusion.
+    r = costmodel.dry_run(fwd_bwd, setup=build_accumulating, target=target)
+    work = costmodel.compiled_program(r, t).work_s
 
     def build_opt():
         m = build()
@@ -240,7 +252,7 @@ def training_micro_step_s(model: str, micro: int, accumulation: int, ranks: int 
         mo[1].step()
 
     o = costmodel.dry_run(step, setup=build_opt, target=target)
-    opt = sum(k.projection.work_s for k in costmodel.project_trace(o.trace, target).kernels)
+    opt = costmodel.compiled_program(o, t).work_s
     n_params = sum(p.numel() for p in make().parameters())
     allreduce = costmodel.collective("all_reduce", n_params * 4, n_params * 4, ranks, t).duration_s
     return t.launch_s + work + (t.launch_s + opt + allreduce) / accumulation
@@ -254,13 +266,15 @@ _ENC = SDK_DOCS + "trn1/latency_data_encoder.csv, trn1.2xlarge, Neuron {v}, P50 
 _VIS = SDK_DOCS + "inf2/latency_data_vision_{f}.csv, Inf2.xlarge, Neuron 2.21.0, P50 (H)"
 _CNN = SDK_DOCS + "inf2/throughput_data_vision_cnn.csv, Inf2.xlarge, Neuron 2.21.0: 2 cores x {b} / {thr}/s (M)"
 
-_CNN_REASON = ("convolutions run at 14-36% of the Tensor Engine peak on hardware (the table's FLOPs over its "
-               "time at batch 8); the PE-array lowering charges 35-76%: layout transforms, each tap's window "
-               "loads and the compiler's schedule are not modelled; the dry run also charges batch norm, ReLU "
-               "and the residual add as passes over HBM, which the NEFF fuses: the two errors partly cancel")
-_MFU = ("a training step runs at 23-39% of the Tensor Engine's peak on hardware; the projection's roofline "
-        "per kernel (no Tensor Engine efficiency by shape, no compiler schedule, spills or host loop) is "
-        "well above that")
+_CNN_REASON = ("convolutions run at 14-36% of the Tensor Engine peak on hardware (the table's FLOPs over its time "
+               "at batch 8); the PE-array lowering with its PSUM evictions charges more: layout transforms, each "
+               "tap's window loads and the compiler's schedule are not modelled; at batch 1 the image rows (ViT's "
+               "too) are 0.14-0.39 ms under where the encoders, with 1 KB inputs, agree: the host path of a 602 KB "
+               "FP32 image beyond 16 GB/s is not modelled")
+_MFU = ("a training micro-step runs at 24-34% of the Tensor Engine's peak on hardware; the projected matmuls run "
+        "near the peak (BERT-Large: 45 ms of the 87 ms projected), with fusion, gradient accumulation and the "
+        "optimizer's share charged: the compiler's schedule of a training graph (spills, the backward's operand "
+        "transposes, engine overlap) is not modelled")
 
 ROWS = [
     Row("models", "bert-base-uncased inference, traced, P50 latency", "batch 1, seq 128", "bf16 matmuls",
@@ -278,9 +292,7 @@ ROWS = [
     Row("models", "albert-base-v2 inference, traced, P50 latency", "batch 1, seq 128", "bf16 matmuls", "trn1",
         0.85997581e-3, HOST, _ENC.format(v="2.27.0"),
         lambda: encoder_latency_s("Albert", hidden_size=768, embedding_size=128, num_attention_heads=12,
-                                  intermediate_size=3072),
-        reason="ALBERT's gelu_new is seven elementwise ops on the 128x3072 intermediate (mul, pow, add, tanh), "
-               "which the NEFF fuses into one activation; the dry run charges each a pass over HBM (0.68 ms)"),
+                                  intermediate_size=3072)),
     Row("models", "google/electra-base-discriminator inference, traced, P50 latency", "batch 1, seq 128",
         "bf16 matmuls", "trn1", 0.93317032e-3, HOST, _ENC.format(v="2.27.0"),
         lambda: encoder_latency_s("Electra", embedding_size=768, hidden_size=768, num_hidden_layers=12,

@@ -352,6 +352,51 @@ class TestTensorEngineEfficiency(TestCase):
         self.assertAlmostEqual(cm.convolution_s(dw, "BFloat16", t),
                                cm.vector_engine_s(64 * 56 * 56, "BFloat16", t, passes=9))
 
+    def test_convolution_psum_evictions(self):
+        # A 1x1 convolution, 64 -> 256 channels over 8 x 56 x 56 = 25,088 pixels (ResNet-50's first expansion at
+        # batch 8), bf16 on trn1: 49 tiles of 512 pixels x 2 column tiles, one instruction each (64 rows, one
+        # tap: nothing to stack): 98 x 512 cycles / 2.8 GHz = 17.92 us of Tensor Engine; each output tile
+        # evicted once at max(64, 512) cycles by the Vector engine: 98 x 512 / 1.12 GHz = 44.80 us, which binds
+        # once the output stays on chip (a fused program: on_chip_bytes).
+        t = cm.get_target("trn1")
+        g = cm.ConvGeometry(pixels=25088, cin=64, taps=1, cout=256)
+        self.assertAlmostEqual(cm.convolution_s(g, "BFloat16", t) * 1e6, 17.920, places=2)
+        self.assertAlmostEqual(cm.convolution_eviction_s(g, t) * 1e6, 44.800, places=2)
+        read, written = (64 * 25088 + 256 * 64) * 2, 256 * 25088 * 2
+        flops = 2 * 25088 * 64 * 256
+        eager = cm.eager_kernel("aten::convolution_overrideable", read, written, flops, 256 * 25088, "BFloat16", t,
+                                conv_weight=(256, 64, 1, 1), launch=False)
+        self.assertEqual(eager.engine, "dma")  # 16.09 MB / 272 GB/s = 59.15 us
+        self.assertAlmostEqual(eager.work_s * 1e6, 59.151, places=2)
+        fused = cm.eager_kernel("aten::convolution_overrideable", read, written, flops, 256 * 25088, "BFloat16", t,
+                                conv_weight=(256, 64, 1, 1), launch=False, on_chip_bytes=written)
+        self.assertEqual((fused.engine, fused.bound), ("vector", "compute"))
+        self.assertAlmostEqual(fused.work_s * 1e6, 44.800, places=2)
+        # On trn2 Vector and Scalar evict side by side (0.96 + 1.2 GHz), and LNC=2 splits the tiles.
+        t2 = cm.get_target("trn2")
+        self.assertAlmostEqual(cm.convolution_eviction_s(g, t2) * 1e6, 98 * 512 / 2.16e9 / 2 * 1e6, places=3)
+        # A depthwise convolution runs on the Vector engine: nothing to evict.
+        self.assertEqual(cm.convolution_eviction_s(cm.ConvGeometry(3136, 1, 9, 1, groups=64), t), 0.0)
+
+    def test_out_variants_do_not_read_their_output(self):
+        # Inductor's extern addmm in a compiled DistilBERT: 128 x 768 @ 768 x 768 bf16 plus a bias. The record
+        # reads 1,574,400 B: the operands' 1,377,792 B and the out= tensor's 196,608 B, which the device writes only.
+        self.assertEqual(cm.out_variant_bytes_read("neuron::addmm.out", 1574400, 196608), 1377792)
+        self.assertEqual(cm.out_variant_bytes_read("aten::max.dim_max", 100, 10), 100)  # not an out= overload
+        self.assertEqual(cm.out_variant_bytes_read("aten::add_.Tensor", 100, 50), 100)  # in place: it reads
+        self.assertEqual(cm.out_variant_bytes_read("aten::cat.names_out", 100, 40), 60)
+        t = cm.get_target("trn1")
+        out = cm.eager_kernel("neuron::addmm.out", 1574400, 196608, 2 * 128 * 768 * 768, 589824, "BFloat16", t,
+                              launch=False)
+        plain = cm.eager_kernel("aten::addmm", 1377792, 196608, 2 * 128 * 768 * 768, 589824, "BFloat16", t,
+                                launch=False)
+        self.assertEqual(out.bytes, 1377792 + 196608)
+        self.assertAlmostEqual(out.work_s, plain.work_s)  # 1,574,400 B / 272 GB/s = 5.788 us
+        self.assertAlmostEqual(out.work_s * 1e6, 5.788, places=3)
+        compiled = cm.compiled_kernel("neuron::addmm.out", 1574400, 196608, 2 * 128 * 768 * 768, 589824,
+                                      "BFloat16", t)
+        self.assertEqual(compiled.bytes, 1377792 + 196608)
+
     def test_convolution_geometry_from_a_record(self):
         # A real run's record has no shapes: K = FLOPs / (2 x outputs) is exact; the output channels are
         # found when the weight is the largest tensor (512 x 4608 elements here: Cout = 512, 49 pixels).

@@ -71,6 +71,14 @@ _MATMUL_BIAS = {"aten::addmm", "aten::addmm_", "aten::baddbmm", "aten::baddbmm_"
 _ATTENTION_FWD = {"aten::_scaled_dot_product_flash_attention_for_cpu",
                   "aten::_scaled_dot_product_fused_attention_overrideable"}
 _ATTENTION_BWD = {n + "_backward" for n in _ATTENTION_FWD}
+# Trace args of a dry run's kernel: which device storages it reads and writes, as [serial, bytes] per tensor
+# argument and result (one entry per tensor: a view counts its own bytes), and, in the trace's
+# neuron.dry_run metadata, the storages still alive when the program ends (its results, parameters,
+# state). They give the program's data flow, which the compiled-program projection (profiler/fusion.py)
+# reads to find what a compiler keeps on chip. A real run's records do not have them.
+BUFFERS_READ_ARG = "buffers read"
+BUFFERS_WRITTEN_ARG = "buffers written"
+LIVE_AT_END_KEY = "buffers live at end"
 
 
 class DryRunError(RuntimeError):
@@ -250,6 +258,9 @@ class _Block:
     nbytes: int
     category: str = CATEGORIES[3]
     holders: int = 0
+    # The storage's identity in the trace (BUFFERS_READ_ARG / BUFFERS_WRITTEN_ARG): a storage's address
+    # is reused once it is freed, this number is not.
+    serial: int = 0
 
 
 @dataclasses.dataclass
@@ -316,6 +327,12 @@ class _Memory:
         self.peak_pending = False  # a new peak whose blocks are not classified yet
         self.timeline: list[tuple[float, int]] = []
         self.classify: Callable[[], None] = lambda: None
+        self.serials = 0
+
+    def serial(self, t: torch.Tensor) -> int:
+        """The trace's identity of `t`'s device storage (0 when the dry run does not hold it)."""
+        block = self.blocks.get(t.untyped_storage()._cdata) if t.device.type == "neuron" else None
+        return 0 if block is None else block.serial
 
     def hold(self, t: torch.Tensor, now: float) -> None:
         if t.device.type != "neuron" or getattr(t, _HOLD, None) is not None:
@@ -324,7 +341,8 @@ class _Memory:
         key = storage._cdata
         block = self.blocks.get(key)
         if block is None:
-            block = self.blocks[key] = _Block(storage.nbytes())
+            self.serials += 1
+            block = self.blocks[key] = _Block(storage.nbytes(), serial=self.serials)
             self.current += block.nbytes
             self.timeline.append((now, self.current))
             if self.current > self.peak:
@@ -418,9 +436,12 @@ class _Recorder(TorchDispatchMode):
         tensors = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
         neuron = [t for t in tensors if t.device.type == "neuron"]
         outs = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+        record = None
         if neuron or any(t.device.type == "neuron" for t in outs):
-            self._kernel(func, kind, neuron, outs, args)
+            record = self._kernel(func, kind, neuron, outs, args)
         self._hold(out)
+        if record is not None:  # the results' storages exist now (an in-place result: its input's)
+            record[BUFFERS_WRITTEN_ARG] = [[self.memory.serial(t), _nbytes(t)] for t in outs]
         return out
 
     @staticmethod
@@ -457,7 +478,8 @@ class _Recorder(TorchDispatchMode):
         self.kernels += 1
 
     def _kernel(self, func: torch._ops.OpOverload, tier: str, inputs: list[torch.Tensor],
-                outputs: list[torch.Tensor], call_args: tuple = ()) -> None:
+                outputs: list[torch.Tensor], call_args: tuple = ()) -> dict[str, Any]:
+        """Record one kernel; returns its trace args (the caller adds the storages it wrote)."""
         name = func.name()
         schema_name = func._schema.name
         written = sum(_nbytes(t) for t in outputs)
@@ -486,9 +508,11 @@ class _Recorder(TorchDispatchMode):
             args[S.INPUT_DIMS] = dims
         if conv:
             args[CONV_WEIGHT_ARG], args[CONV_GROUPS_ARG] = list(conv[0]), conv[1]
+        args[BUFFERS_READ_ARG] = [[self.memory.serial(t), _nbytes(t)] for t in inputs]
         device = next((t.device.index or 0 for t in inputs + outputs if t.device.type == "neuron"), 0)
         self._emit(S.KERNEL_PREFIX + op.split("::", 1)[-1], S.CAT_KERNEL, _KERNEL_TID, tier, op, args,
                    p.duration_s * 1e6, device)
+        return args
 
     def _collective(self, func: torch._ops.OpOverload, args: tuple, kwargs: dict, out: Any) -> None:
         """One collective on the CC cores' queue, as the neuron process group records it: the inputs' bytes
@@ -517,6 +541,8 @@ class _Recorder(TorchDispatchMode):
         dtype = _dtype_name((inputs or outputs)[0].dtype)
         args_ = {S.ELEMENTS: 0, S.BYTES_WRITTEN: written, S.BYTES: read + written, S.DTYPE: dtype,
                  S.BYTES_READ: read, S.GROUP_SIZE: ranks}
+        args_[BUFFERS_READ_ARG] = [[self.memory.serial(t), _nbytes(t)] for t in inputs]
+        args_[BUFFERS_WRITTEN_ARG] = [[self.memory.serial(t), _nbytes(t)] for t in outputs]
         device = next((t.device.index or 0 for t in inputs + outputs if t.device.type == "neuron"), 0)
         self._emit(S.KERNEL_PREFIX + name.split("::", 1)[-1], S.CAT_KERNEL, _KERNEL_TID, COLLECTIVE, name, args_,
                    p.duration_s * 1e6, device)
@@ -533,6 +559,8 @@ class _Recorder(TorchDispatchMode):
                     _dtype_name(dst.dtype), self.target, copy_direction=direction)
         args = {S.ELEMENTS: max(src.numel(), dst.numel()), S.BYTES_WRITTEN: written, S.BYTES: read + written,
                 S.DTYPE: _dtype_name(dst.dtype), S.BYTES_READ: read}
+        args[BUFFERS_READ_ARG] = [[self.memory.serial(src), read]]
+        args[BUFFERS_WRITTEN_ARG] = [[self.memory.serial(dst), written]]
         device = (dst if dst.device.type == "neuron" else src).device.index or 0
         self._emit(name, S.CAT_MEMCPY, _COPY_TID, "native", "aten::_copy_from", args, p.duration_s * 1e6, device)
 
@@ -876,7 +904,8 @@ def _result(recorder: _Recorder, seconds: float, world_size: int, value: Any = N
                        "args": {S.HBM_ALLOCATED_MB: mb, S.HBM_RESERVED_MB: mb}})
     trace = {"traceEvents": events, "displayTimeUnit": "ms", "distributedInfo": {"rank": 0, "world_size": world_size},
              "neuron": {"numerics": "host", "dry_run": {"memory": memory.to_dict(), "kernels": recorder.kernels,
-                                                        "seconds": seconds}}}
+                                                        "seconds": seconds,
+                                                        LIVE_AT_END_KEY: sorted(b.serial for b in m.blocks.values())}}}
     return DryRunResult(trace, memory, recorder.kernels, seconds, world_size, value)
 
 

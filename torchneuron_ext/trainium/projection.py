@@ -534,25 +534,76 @@ def indexed_write_bytes(bytes_read: int, bytes_written: int, accumulate: bool = 
     return min(others * (3 if accumulate else 2), bytes_read + bytes_written)
 
 
+def convolution_eviction_s(geometry: ConvGeometry, target: Target) -> float:
+    """Seconds of a lowered convolution's PSUM evictions, as for a matmul (matmul_plan): each output tile
+    (up to 128 output channels x up to `gemm_moving_fmax` pixels) is copied out of PSUM once, after its
+    accumulation over the input-channel tiles and taps, at `max(MIN_II, pixels)` cycles
+    (psum_copy_rate_hz). It binds where an output tile has few instructions: a 1x1 convolution over at most
+    128 input channels is one 512-cycle instruction per tile, 183 ns on trn1's Tensor Engine against
+    457 ns to evict. A depthwise convolution (the Vector engine's) has none."""
+    g = geometry
+    if g.groups > 1 and g.cin == 1:
+        return 0.0
+    cycles = sum(cols_count * pix_count * max(target.nki_min_ii_cycles, pixels)
+                 for _, cols_count in _tiles(g.cout, target.gemm_stationary_fmax)
+                 for pixels, pix_count in _tiles(g.pixels, target.gemm_moving_fmax))
+    return cycles * g.groups / (psum_copy_rate_hz(target) * target.lnc)
+
+
 def _convolution_engine_s(bytes_read: int, bytes_written: int, flops: int, elements: int, dtype: str, t: Target,
-                          weight_shape: Optional[tuple], groups: int) -> float:
-    """A forward convolution record's Tensor Engine time (convolution_s), at the dense peak if its
-    geometry cannot be recovered."""
+                          weight_shape: Optional[tuple], groups: int) -> tuple[float, float]:
+    """A forward convolution record's (Tensor Engine seconds, PSUM eviction seconds): convolution_s and
+    convolution_eviction_s, or the dense peak and no evictions if its geometry cannot be recovered."""
     geometry = convolution_geometry(bytes_read, bytes_written, flops, elements, dtype, weight_shape, groups)
-    return tensor_engine_s(flops, dtype, t) if geometry is None else convolution_s(geometry, dtype, t)
+    if geometry is None:
+        return tensor_engine_s(flops, dtype, t), 0.0
+    return convolution_s(geometry, dtype, t), convolution_eviction_s(geometry, t)
+
+
+def out_variant_bytes_read(name: str, bytes_read: int, bytes_written: int) -> int:
+    """The bytes an `out=` kernel (`aten::addmm.out`, `aten::add.out`: overload `out` or `*_out`) reads. Its
+    record counts every tensor argument as read, the `out` tensor too (the kernel wrapper's rule, which is right
+    for an in-place op: `add_` reads its destination); the device only writes it. Inductor's extern matmul
+    calls are all `out=` (a compiled DistilBERT's addmm.out records 1,574,400 B read for 128 x 768 @ 768 x 768
+    bf16 with a bias: 1,377,792 B of operands and its 196,608 B output)."""
+    overload = name.split("::", 1)[-1].partition(".")[2]
+    if bytes_written and (overload == "out" or overload.endswith("_out")):
+        return max(bytes_read - bytes_written, 0)
+    return bytes_read
+
+
+def kernel_class(name: str) -> str:
+    """What kind of work an ATen kernel is, as the projection charges it (eager_kernel's branches): "tensor"
+    (the Tensor Engine: matmul family, convolution, attention), "gather" (a row gather by the DMA engines),
+    "indexed write" (an in-place write through indices), else "vector" (elementwise, normalizations,
+    reductions: Vector and Scalar passes over the elements). A compiler fuses the "vector" kernels
+    (profiler/fusion.py)."""
+    op, backward = _base_op(name)
+    if _indexed_write_kind(name):
+        return "indexed write"
+    if op in _TENSOR_OPS or op in _CONV_OPS:
+        return "tensor"
+    if op in _ROW_GATHER_OPS and not backward:
+        return "gather"
+    return "vector"
 
 
 def eager_kernel(name: str, bytes_read: int, bytes_written: int, flops: int = 0, elements: int = 0,
                  dtype: str = "", target: Optional[Target | str] = None, launch: bool = True,
-                 input_dims: Any = None, conv_weight: Optional[tuple] = None, conv_groups: int = 1) -> Projection:
+                 input_dims: Any = None, conv_weight: Optional[tuple] = None, conv_groups: int = 1,
+                 on_chip_bytes: int = 0) -> Projection:
     """An ATen kernel run as its own NEFF: max over the engines it uses (roofline), plus one launch.
 
     `launch=False` for kernels that are part of a bigger launch (an op inside a compiled graph).
     `input_dims` (torch's "Input Dims": the arguments' shapes), where known, projects a matmul-family
     kernel as its Tensor Engine instruction sequence (matmul_plan) instead of its FLOPs at the peak.
+    `on_chip_bytes`: bytes of the record that a compiled program keeps in SBUF (profiler/fusion.py), taken
+    out of the memory traffic only: the record's bytes still give the engines' work (a convolution's
+    geometry).
     """
     t = resolve_target(target)
     op, backward = _base_op(name)
+    bytes_read = out_variant_bytes_read(name, bytes_read, bytes_written)
     nbytes = bytes_read + bytes_written
     passes = BACKWARD_PASSES if backward else 1
     indexed = _indexed_write_kind(name)
@@ -565,11 +616,15 @@ def eager_kernel(name: str, bytes_read: int, bytes_written: int, flops: int = 0,
         if touched:
             cands["vector"] = vector_engine_s(touched, dtype, t)
         return _pick(t.launch_s if launch else 0.0, cands, flops, moved, touched)
-    cands = {"dma": memory_s(row_gather_bytes(bytes_read, bytes_written) if op in _ROW_GATHER_OPS and not backward
-                             else nbytes, t)}
+    moved = row_gather_bytes(bytes_read, bytes_written) if op in _ROW_GATHER_OPS and not backward else nbytes
+    if on_chip_bytes:
+        moved = nbytes = max(moved - on_chip_bytes, 0)
+    cands = {"dma": memory_s(moved, t)}
     if op in _CONV_OPS and flops and not backward:
-        cands["tensor"] = _convolution_engine_s(bytes_read, bytes_written, flops, elements, dtype, t, conv_weight,
-                                                conv_groups)
+        cands["tensor"], evict = _convolution_engine_s(bytes_read, bytes_written, flops, elements, dtype, t,
+                                                       conv_weight, conv_groups)
+        if evict > 0:
+            cands["vector"] = evict
     elif op in _TENSOR_OPS and flops:
         cands["tensor"], evict = _tensor_work_s(name, flops, dtype, t, input_dims, launch)
         if evict > 0:
@@ -830,14 +885,17 @@ def compiled_kernel(name: str, bytes_read: int, bytes_written: int, flops: int =
     extern convolution is its lowering (convolution_s)."""
     t = resolve_target(target)
     graph = name.split("::")[-1].startswith("graph_")
+    bytes_read = out_variant_bytes_read(name, bytes_read, bytes_written)
     nbytes = bytes_read + bytes_written
     cands = {"dma": memory_s(nbytes, t)}
     op, backward = _base_op(name)
     if elements:
         cands["vector"] = vector_engine_s(elements, dtype, t)
     if flops and op in _CONV_OPS and not backward:
-        cands["tensor"] = _convolution_engine_s(bytes_read, bytes_written, flops, elements, dtype, t, conv_weight,
-                                                conv_groups)
+        cands["tensor"], evict = _convolution_engine_s(bytes_read, bytes_written, flops, elements, dtype, t,
+                                                       conv_weight, conv_groups)
+        if evict > 0:
+            cands["vector"] = max(cands.get("vector", 0.0), evict)
     elif flops:
         cands["tensor"], evict = _tensor_work_s(name, flops, dtype, t, input_dims, False)
         if evict > 0:
@@ -848,8 +906,9 @@ def compiled_kernel(name: str, bytes_read: int, bytes_written: int, flops: int =
 def project(name: str, tier: str, bytes_read: int = 0, bytes_written: int = 0, flops: int = 0, elements: int = 0,
             dtype: str = "", target: Optional[Target | str] = None, model_ns: int = 0, group_size: int = 1,
             launch: bool = True, copy_direction: str = "", input_dims: Any = None,
-            conv_weight: Optional[tuple] = None, conv_groups: int = 1) -> Projection:
-    """The projection of one recorded device activity, by its tier (and op name)."""
+            conv_weight: Optional[tuple] = None, conv_groups: int = 1, on_chip_bytes: int = 0) -> Projection:
+    """The projection of one recorded device activity, by its tier (and op name). `on_chip_bytes` (an ATen
+    kernel of a fused program: eager_kernel) are not moved through HBM."""
     t = resolve_target(target)
     if copy_direction:
         return copy(copy_direction, bytes_read, bytes_written, t)
@@ -864,7 +923,8 @@ def project(name: str, tier: str, bytes_read: int = 0, bytes_written: int = 0, f
                             conv_weight=conv_weight, conv_groups=conv_groups)
     else:
         p = eager_kernel(name, bytes_read, bytes_written, flops, elements, dtype, t, launch=launch,
-                         input_dims=input_dims, conv_weight=conv_weight, conv_groups=conv_groups)
+                         input_dims=input_dims, conv_weight=conv_weight, conv_groups=conv_groups,
+                         on_chip_bytes=on_chip_bytes)
     if not launch and p.launch_s:
         p = _pick(0.0, {p.engine: p.work_s}, p.flops, p.bytes, p.elements)
     return p
