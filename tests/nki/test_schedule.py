@@ -307,3 +307,80 @@ def test_latency_table_per_target():
         assert t.dma_queues == 2 and t.dma_fixed_s == hw.dma_fixed_s
         assert t.dependency_s["vector"] == pytest.approx(160 / hw.vector_clock_hz)
         assert t.dependency_s["dma"] == 0.0 and set(t.sources) >= {"dma_queues", "dependency_cycles"}
+
+
+@nki.jit(platform_target="trn2")
+def placed_loads(a, first, second):
+    """Two independent loads, each placed on the queue its trigger engine names (None: the compiler's)."""
+    ta = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    tb = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    for t, trigger in ((ta, first), (tb, second)):
+        if trigger is None:
+            nisa.dma_copy(dst=t, src=a)
+        else:
+            nisa.dma_copy(dst=t, src=a, dge_mode=nisa.dge_mode.hwdge, engine=getattr(nisa.engine, trigger))
+    return a
+
+
+def test_dma_copy_engine_places_the_transfer_on_its_trigger_engines_queue():
+    a = np.ones((128, 512), np.float32)
+    data = a.nbytes / HW.memory_bytes_per_s
+    with schedule.recording():
+        placed_loads(a, "sync", "sync")
+    first, second = placed_loads.last_result.schedule.instructions
+    # One queue runs its transfers in order (nki-dma-overview.rst): the second pays its fixed cost after the
+    # first ends, although nothing else ties them.
+    assert (first.queue, second.queue) == ("dma:0", "dma:0") and second.deps == ()
+    assert second.start_s == pytest.approx(first.end_s) == pytest.approx(HW.dma_fixed_s + data)
+    with schedule.recording():
+        placed_loads(a, "scalar", "sync")
+    first, second = placed_loads.last_result.schedule.instructions
+    assert (first.queue, second.queue) == ("dma:1", "dma:0") and first.start_s == second.start_s == 0.0
+    # Where the kernel does not say, the transfers alternate: after one placed on SyncE's queue, ScalarE's.
+    with schedule.recording():
+        placed_loads(a, "sync", None)
+    assert [i.queue for i in placed_loads.last_result.schedule.instructions] == ["dma:0", "dma:1"]
+    with schedule.recording():
+        placed_loads(a, None, None)
+    assert [i.queue for i in placed_loads.last_result.schedule.instructions] == ["dma:0", "dma:1"]
+
+
+def _index_tile(values):
+    t = nl.ndarray((len(values), 1), dtype=nl.int32, buffer=nl.sbuf)
+    for p, v in enumerate(values):
+        nisa.memset(dst=t[p:p + 1, 0:1], value=v)
+    return t
+
+
+@nki.jit(platform_target="trn2")
+def gather_and_swdge(a):
+    """A gather through a tile of indices (software DGE, the compiler's only choice) and a static copy
+    forced to software DGE: both on GpSimd's queue; a static copy left to the compiler alternates."""
+    rows = _index_tile([3, 0, 2])
+    g = nl.ndarray((3, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=g, src=a.ap(pattern=[[a.shape[1], 3], [1, a.shape[1]]], offset=0, vector_offset=rows,
+                                  indirect_dim=0))
+    s = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=s, src=a, dge_mode=nisa.dge_mode.swdge)
+    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)
+    out = nl.ndarray(g.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=g)
+    return out
+
+
+def test_software_dge_transfers_go_to_gpsimds_queue():
+    a = np.arange(4 * 16, dtype=np.float32).reshape(4, 16)
+    with schedule.recording():
+        np.testing.assert_array_equal(gather_and_swdge(a), a[[3, 0, 2]])
+    dmas = [i for i in gather_and_swdge.last_result.schedule.instructions if i.engine == "dma"]
+    assert [i.queue for i in dmas] == ["dma:2", "dma:2", "dma:0", "dma:1"]
+    assert dmas[1].start_s == pytest.approx(dmas[0].end_s)  # in order on GpSimd's queue
+
+
+def test_dma_queue_of_trigger_and_mode():
+    assert schedule.dma_queue() is None and schedule.dma_queue(dge="hwdge") is None
+    assert schedule.dma_queue("sync", "hwdge") == "dma:0" and schedule.dma_queue("scalar", "hwdge") == "dma:1"
+    assert schedule.dma_queue(dge="swdge") == schedule.dma_queue(gathered=True) == "dma:2"
+    with pytest.raises(ValueError, match="sync, scalar or gpsimd engine's sequencer, got 'tensor'"):
+        schedule.dma_queue("tensor")

@@ -129,8 +129,35 @@ class LatencyTable:
 # with two instances of DGE, which can be commanded through either SyncE or ScalarE sequencer ... The compute
 # engine to initiate a DGE command (Sync Engine or ScalarE) is currently determined by NKI compiler"
 # (trainium2_arch.rst, DGE). NeuronCore-v2's static DMAs are triggered from the same two sequencers (GpSimd's
-# software DGE serves indirect transfers). Transfers alternate between the two queues in program order.
+# software DGE serves indirect transfers). Transfers the kernel does not place (dma_queue) alternate between
+# the two queues in program order.
 _DMA_QUEUES = {2: 2, 3: 2, 4: 2}
+
+# The queues by the sequencer that triggers them: SyncE's (AWS's profiles name it qSyncIO), ScalarE's, and
+# GpSimd's software DGE (qGpSimdDynamic in nki-dma-overview.rst's profile), which alone generates gathers
+# and scatters through a tile of indices (nki-dge.rst: "the only mode that supports indirect (gather/scatter)
+# operations", and dge_mode=unknown with vector offsets "will automatically select swdge").
+DMA_QUEUE_SYNC, DMA_QUEUE_SCALAR, DMA_QUEUE_GPSIMD = "dma:0", "dma:1", "dma:2"
+_TRIGGER_QUEUES = {"sync": DMA_QUEUE_SYNC, "scalar": DMA_QUEUE_SCALAR, "activation": DMA_QUEUE_SCALAR,
+                   "gpsimd": DMA_QUEUE_GPSIMD}
+
+
+_ALTERNATING = {DMA_QUEUE_SYNC: 0, DMA_QUEUE_SCALAR: 1}
+
+
+def dma_queue(trigger: Optional[str] = None, dge: Optional[str] = None, gathered: bool = False) -> Optional[str]:
+    """The DMA queue a transfer goes to, as the kernel says: ``trigger`` the engine ``dma_copy(engine=...)``
+    names ("sync", "scalar"), ``dge`` its ``dge_mode`` ("swdge", "hwdge", "none"; None or "unknown": the
+    compiler's choice), ``gathered`` whether an operand is indexed by a tile of indices. None when the
+    kernel leaves it to the compiler: the transfer then takes the next of the alternating queues."""
+    if dge == "swdge" or (gathered and dge in (None, "unknown")):
+        return DMA_QUEUE_GPSIMD
+    if trigger is not None:
+        queue = _TRIGGER_QUEUES.get(trigger)
+        if queue is None:
+            raise ValueError(f"a DMA is triggered by the sync, scalar or gpsimd engine's sequencer, got {trigger!r}")
+        return queue
+    return None
 
 # A dependent instruction: "with every instruction depending on the output tile of the previous instruction,
 # we need to add a static instruction overhead of 100 engine cycles" (trainium_inferentia2_arch.rst, Vector
@@ -375,6 +402,8 @@ class Scheduler:
                 self._dma_next = (self._dma_next + 1) % self.table.dma_queues
             else:
                 queue = engine
+        elif queue in _ALTERNATING:  # placed by the kernel: the next unplaced transfer takes the other queue
+            self._dma_next = (_ALTERNATING[queue] + 1) % self.table.dma_queues
         where = _kernel_line() if self.record else ("", 0)
         self._pending = (engine, queue, opcode, seconds, dma_fixed_s, flops, nbytes, reads, where)
 
