@@ -384,3 +384,23 @@ def test_dma_queue_of_trigger_and_mode():
     assert schedule.dma_queue(dge="swdge") == schedule.dma_queue(gathered=True) == "dma:2"
     with pytest.raises(ValueError, match="sync, scalar or gpsimd engine's sequencer, got 'tensor'"):
         schedule.dma_queue("tensor")
+
+
+def test_a_meeting_records_the_other_cores_arrival_and_the_critical_path_crosses_cores():
+    a = np.ones((128, 512), np.float32)
+    with schedule.recording():
+        uneven_then_barrier[2](a)
+    s = uneven_then_barrier.last_result.schedule
+    by_core = {c: [i for i in s.instructions if i.core == c] for c in (0, 1)}
+    barrier = {c: next(i for i in by_core[c] if i.opcode == "core_barrier") for c in (0, 1)}
+    last = {c: max((i for i in by_core[c] if i.index < barrier[c].index), key=lambda i: i.end_s) for c in (0, 1)}
+    # Core 1 arrives last (its Vector work): core 0's barrier waited on core 1's store, which set its start.
+    assert (1, last[1].index) in barrier[0].deps and last[0].index in barrier[0].deps
+    assert barrier[0].critical_dep == (1, last[1].index)
+    assert barrier[1].critical_dep == last[1].index
+    assert barrier[0].start_s == pytest.approx(last[1].end_s)
+    # The chain that sets the makespan: core 1's load, Vector work and store, then the barrier and the load
+    # after it on whichever core ends last.
+    path = s.critical_path()
+    assert [(i.core, i.opcode) for i in path[:6]] == [(1, "dma_copy")] + [(1, "tensor_scalar")] * 4 + [(1, "dma_copy")]
+    assert path[6].opcode == "core_barrier" and path[-1].end_s == pytest.approx(s.makespan_s)

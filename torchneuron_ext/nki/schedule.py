@@ -337,7 +337,10 @@ class Scheduler:
         self.queue_busy: dict = {}
         self.bandwidth_free = 0.0
         self.floor_s = 0.0  # the last meeting point with another core: no queue starts before it
+        self._floor_index: Any = None  # the instruction whose end set floor_s (meet)
         self.makespan_s = 0.0
+        self.last_index: Optional[int] = None  # the instruction that ends last so far (sets makespan_s)
+        self._meet: Optional[list] = None  # a meeting's arrivals, for the next instruction's record (meet)
         self.count = 0
         self.records: list = []  # tuples, see _finalize; instructions() makes them ScheduledInstructions
         self._built: Optional[list] = None
@@ -450,6 +453,20 @@ class Scheduler:
                             deps.append(e[2])
                         if t > ready:
                             ready, crit = t, e[2]
+        meeting = self._meet is not None
+        if meeting:
+            # The exchange after a meeting with other cores (meet): it waited for every core's arrival, and
+            # the latest arrival set its start unless its own queue or operands held it longer.
+            for t, dep in self._meet:
+                if deps is not None:
+                    deps.append(dep)
+                if t >= ready and crit is None:
+                    crit = dep
+            self._meet = None
+        elif crit is None and ready == self.floor_s and self._floor_index is not None:
+            crit = self._floor_index  # held by the last meeting, not by its queue
+            if deps is not None:
+                deps.append(crit)
         start = ready
         if engine == "dma":
             data_start = max(start + fixed, self.bandwidth_free)
@@ -459,10 +476,13 @@ class Scheduler:
             end = start + seconds
         self.queue_free[queue] = end
         self.queue_busy[queue] = self.queue_busy.get(queue, 0.0) + seconds
-        if end > self.makespan_s:
-            self.makespan_s = end
         index = self.count
         self.count += 1
+        if end > self.makespan_s:
+            self.makespan_s = end
+            self.last_index = index
+        if meeting:
+            self._floor_index = index  # what the instructions the meeting held wait for
         fill = self._fill
         self._fill = False
         for region, box, _ in reads:
@@ -481,7 +501,7 @@ class Scheduler:
             # A plain tuple now, a ScheduledInstruction when the schedule is asked for (instructions()).
             operands = tuple([r[2] for r in reads] + [w[2] for w in writes])
             self.records.append((index, engine, queue, opcode, where[0], where[1], start, end, operands, flops,
-                                 nbytes, tuple(sorted(set(deps))) if len(deps) > 1 else tuple(deps),
+                                 nbytes, tuple(sorted(set(deps), key=_dep_order)) if len(deps) > 1 else tuple(deps),
                                  start - free, crit))
 
     def _operand(self, storage: Any, arr: Any, writing: bool) -> int:
@@ -531,6 +551,37 @@ class Scheduler:
             self._finalize()
         return max(self.makespan_s, self.floor_s)
 
+    def arrival(self) -> "tuple[float, int, Optional[int]]":
+        """What this core brings to a meeting point: (when its work so far ends, its core, the instruction that
+        ends last, None if none has)."""
+        t = self.ready_time()
+        if self.makespan_s >= self.floor_s:
+            return t, self.core, self.last_index
+        f = self._floor_index  # this core's own instruction (an int) or another core's (core, index)
+        return t, self.core, f
+
+    def meet(self, arrivals: "list[tuple[float, int, Optional[int]]]", linked: bool = True) -> None:
+        """A meeting point with other cores (``arrival()`` of each, this one's included): no queue of this core
+        starts before the last arrives, and the instruction issued next (the exchange) records the arrivals'
+        last instructions as its dependencies, drawn as arrows between the cores' lanes (nki/trace.py), and
+        the latest as what set its start, so the critical path crosses cores. ``linked``: the others' records
+        are in this core's KernelSchedule (cores of one launch); False for other ranks (other launches),
+        whose instructions only this core's own arrival can name."""
+        latest = max(t for t, _, _ in arrivals)
+        self.hold_until(latest)
+        meet = []
+        for t, core, index in sorted(arrivals, key=lambda a: -a[0]):
+            if index is None:
+                continue
+            key = index if type(index) is tuple else (core, index)  # an arrival may name another core's
+            if key[0] != self.core and not linked:
+                continue
+            meet.append((t, key[1] if key[0] == self.core else key))
+        self._meet = meet or None
+        if meet and meet[0][0] >= latest:
+            # The floor's origin, for a core that reaches its next meeting without work of its own since.
+            self._floor_index = meet[0][1]
+
 
 class NullScheduler(Scheduler):
     """A launch inside ``disabled()``: no dependencies tracked, no makespan (``enabled`` False)."""
@@ -545,6 +596,11 @@ class NullScheduler(Scheduler):
     def issue(self, engine: str, opcode: str, seconds: float, flops: int = 0, nbytes: int = 0,
               dma_fixed_s: float = 0.0, queue: Optional[str] = None) -> None:
         self.count += 1
+
+
+def _dep_order(dep: Any) -> tuple:
+    """Dependencies sort as (core, index): same-core indices first by index, then other cores' pairs."""
+    return (0, dep, 0) if type(dep) is int else (1, dep[0], dep[1])
 
 
 def _add(entries: list, box: Optional[tuple], end: float, index: int, queue: str, fill: bool) -> None:
