@@ -404,3 +404,52 @@ def test_a_meeting_records_the_other_cores_arrival_and_the_critical_path_crosses
     path = s.critical_path()
     assert [(i.core, i.opcode) for i in path[:6]] == [(1, "dma_copy")] + [(1, "tensor_scalar")] * 4 + [(1, "dma_copy")]
     assert path[6].opcode == "core_barrier" and path[-1].end_s == pytest.approx(s.makespan_s)
+
+
+def _spill_then_work(partitions: int, steps: int):
+    @nki.jit(platform_target="trn2")
+    def k(a):
+        # x and y (120,000 bytes per partition each) do not fit one partition with s beside them at 128
+        # partitions: the compiler spills where s is written; the Vector work after it lasts longer than the
+        # spill and reload transfers.
+        x = nl.ndarray((partitions, 30_000), dtype=nl.float32, buffer=nl.sbuf)
+        y = nl.ndarray((partitions, 30_000), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(x, 1.0)
+        nisa.memset(y, 2.0)
+        s = nl.ndarray((partitions, 30_000), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=s, data1=x, data2=y, op=nl.add)
+        for _ in range(steps):
+            nisa.tensor_scalar(dst=s, data=s, op0=nl.multiply, operand0=1.0)
+        return a
+    return k
+
+
+def test_spills_are_placed_where_they_occur_and_overlap_the_work_after_them():
+    a = np.zeros((2, 2), np.float32)
+    fits, spills = _spill_then_work(64, 4), _spill_then_work(128, 4)
+    fits(a)
+    with schedule.recording():
+        spills(a)
+    c = spills.last_result.costs
+    first, second = (240_000 - 229_376) * 128, 120_000 * 128  # y's memset, then s's write: over capacity
+    assert c.spill_bytes["sbuf"] == first + second and fits.last_result.costs.spill_bytes["sbuf"] == 0
+    s = spills.last_result.schedule
+    moved = [i for i in s.instructions if i.queue == "dma:spill"]
+    assert [(i.opcode, i.nbytes) for i in moved] == [("spill", first), ("reload", first), ("spill", second),
+                                                     ("reload", second)]
+    assert s.instruction_count == 7  # the kernel's instructions; the compiler's transfers are not counted
+    memset_y, add = s.instructions[1], s.instructions[2]
+    # Each save starts where the instruction that overflowed SBUF starts, its reload right behind it.
+    assert moved[0].start_s == pytest.approx(memset_y.start_s) and moved[2].start_s == pytest.approx(add.start_s)
+    assert [i.end_s - i.start_s for i in moved] == pytest.approx([_dma_s(first)] * 2 + [_dma_s(second)] * 2)
+    assert moved[1].start_s == pytest.approx(moved[0].end_s) and moved[3].start_s == pytest.approx(moved[2].end_s)
+    # Four Vector passes over (128, 30000) after the add (4 x 31.4 us) outlast the transfers: the spills cost
+    # no time. Before they were scheduled, their 97.4 us were added to the makespan.
+    assert c.spill_s / US == pytest.approx(97.4476, abs=1e-4)
+    assert spills.last_result.costs.estimated_latency_s == pytest.approx(fits.last_result.costs.estimated_latency_s)
+    # With no work after it, the last reload ends the kernel: 150.0 us against 93.9 us without the spills.
+    short, fits_short = _spill_then_work(128, 0), _spill_then_work(64, 0)
+    short(a)
+    fits_short(a)
+    assert fits_short.last_result.costs.estimated_latency_s / US == pytest.approx(93.9167, abs=1e-4)
+    assert short.last_result.costs.estimated_latency_s / US == pytest.approx(62.6667 + 2 * _dma_s(second) / US, abs=1e-4)

@@ -25,6 +25,7 @@ import contextlib
 import gc
 import sys
 import threading
+from array import array
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional
 
@@ -143,6 +144,8 @@ _TRIGGER_QUEUES = {"sync": DMA_QUEUE_SYNC, "scalar": DMA_QUEUE_SCALAR, "activati
 
 
 _ALTERNATING = {DMA_QUEUE_SYNC: 0, DMA_QUEUE_SCALAR: 1}
+# The compiler's spill and reload transfers (AWS's profiles: qSyncSpillReload0, a queue of their own).
+DMA_QUEUE_SPILL = "dma:spill"
 
 
 def dma_queue(trigger: Optional[str] = None, dge: Optional[str] = None, gathered: bool = False) -> Optional[str]:
@@ -351,6 +354,9 @@ class Scheduler:
         self._writes: list = []
         self._pending: Optional[tuple] = None
         self._fill = False
+        self._starts: Optional[array] = None  # start of each instruction from _starts_base on (watch_spills)
+        self._starts_base = 0
+        self.spill_count = 0  # spill and reload transfers placed (spill): not the kernel's instructions
 
     # -- operands -------------------------------------------------------------------------------------------
     def access(self, storage: Any, arr: Any, writing: bool) -> None:
@@ -483,6 +489,8 @@ class Scheduler:
             self.last_index = index
         if meeting:
             self._floor_index = index  # what the instructions the meeting held wait for
+        if self._starts is not None:
+            self._starts.append(start)
         fill = self._fill
         self._fill = False
         for region, box, _ in reads:
@@ -534,6 +542,49 @@ class Scheduler:
                 if enabled:
                     gc.enable()
         return self._built
+
+    # -- the compiler's spills ---------------------------------------------------------------------------------
+    def watch_spills(self) -> None:
+        """Keep each instruction's start from now on: the live tiles may go over capacity, and the spills
+        found at the end of the instance (runtime.Launch.check_live_ranges) are placed from where they occur."""
+        if self._starts is None:
+            self._starts = array("d")
+            self._starts_base = self.count  # the next instruction placed (the pending one, if any) has this index
+
+    def _time_at(self, index: int) -> float:
+        """When instruction ``index`` started (the nearest one kept by watch_spills)."""
+        starts = self._starts
+        if not starts:
+            return self.floor_s
+        i = min(max(index - self._starts_base, 0), len(starts) - 1)
+        return starts[i]
+
+    def spill(self, engine: str, opcode: str, index: int, seconds: float, nbytes: int = 0,
+              dma_fixed_s: float = 0.0) -> None:
+        """A spill or reload the compiler inserts where instruction ``index`` overflows a memory (runtime's live
+        ranges): SBUF's by DMA on the spill/reload queue (AWS's profiles show them on qSyncSpillReload, apart
+        from the kernel's queues), PSUM's as Vector copies on the Vector queue. Placed when the instance ends,
+        after the instructions around it: from that instruction's start, behind what its queue holds; it
+        delays no instruction of the kernel (no consumer waits on a reload) and its bytes do not take the
+        kernel's DMA bandwidth, so it overlaps everything but its own queue, and lengthens the makespan only
+        past the kernel's end."""
+        if self._pending is not None:
+            self._finalize()
+        queue = DMA_QUEUE_SPILL if engine == "dma" else engine
+        at = self._time_at(index)
+        free = self.queue_free.get(queue, self.floor_s)
+        start = max(free, at)
+        end = start + seconds
+        self.queue_free[queue] = end
+        self.queue_busy[queue] = self.queue_busy.get(queue, 0.0) + seconds
+        n = self.count
+        self.count += 1
+        self.spill_count += 1
+        if end > self.makespan_s:
+            self.makespan_s = end
+            self.last_index = n
+        if self.record:
+            self.records.append((n, engine, queue, opcode, "", 0, start, end, (), 0, nbytes, (), start - free, None))
 
     # -- cross-core meeting points ----------------------------------------------------------------------------
     def hold_until(self, t: float) -> None:
@@ -597,6 +648,13 @@ class NullScheduler(Scheduler):
               dma_fixed_s: float = 0.0, queue: Optional[str] = None) -> None:
         self.count += 1
 
+    def watch_spills(self) -> None:
+        return None
+
+    def spill(self, engine: str, opcode: str, index: int, seconds: float, nbytes: int = 0,
+              dma_fixed_s: float = 0.0) -> None:
+        return None
+
 
 def _dep_order(dep: Any) -> tuple:
     """Dependencies sort as (core, index): same-core indices first by index, then other cores' pairs."""
@@ -646,5 +704,6 @@ def merged(target: Any, schedulers: "list[Scheduler]", flops: int, hbm_bytes: in
     makespan = max((s.makespan_s for s in schedulers), default=0.0) if makespan_s is None else makespan_s
     name = getattr(target, "name", str(target))
     return KernelSchedule(target=name, instructions=instructions, makespan_s=makespan, engine_busy_s=busy,
-                          flops=flops, hbm_bytes=hbm_bytes, instruction_count=sum(s.count for s in schedulers),
+                          flops=flops, hbm_bytes=hbm_bytes,
+                          instruction_count=sum(s.count - s.spill_count for s in schedulers),
                           latencies=schedulers[0].table if schedulers else latency_table(target))

@@ -39,9 +39,10 @@ FORMAT = "torchneuron_ext-nki-kernel-trace/1"
 # GpSimd by number (any count), collectives last.
 _ENGINE_LANES = ("tensor", "vector", "scalar", "gpsimd")
 LANE_LABELS = {"launch": "launch (projected)", "tensor": "Tensor Engine (PE)", "vector": "Vector Engine (DVE)",
-               "scalar": "Scalar Engine (ACT)", "gpsimd": "GpSimd Engine (POOL)", "collective": "Collectives"}
+               "scalar": "Scalar Engine (ACT)", "gpsimd": "GpSimd Engine (POOL)", "collective": "Collectives",
+               "dma:spill": "DMA spill/reload"}
 # A lane's thread id inside its process: fixed per lane, so lanes keep their order and tids in any trace.
-_LANE_TID = {"launch": 0, "tensor": 1, "vector": 2, "scalar": 3, "gpsimd": 4, "collective": 63}
+_LANE_TID = {"launch": 0, "tensor": 1, "vector": 2, "scalar": 3, "gpsimd": 4, "dma:spill": 47, "collective": 63}
 _DMA_TID_BASE = 16
 
 
