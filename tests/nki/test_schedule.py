@@ -453,3 +453,56 @@ def test_spills_are_placed_where_they_occur_and_overlap_the_work_after_them():
     fits_short(a)
     assert fits_short.last_result.costs.estimated_latency_s / US == pytest.approx(93.9167, abs=1e-4)
     assert short.last_result.costs.estimated_latency_s / US == pytest.approx(62.6667 + 2 * _dma_s(second) / US, abs=1e-4)
+
+
+@nki.jit(platform_target="trn2")
+def filled_operands(b, psum_value):
+    """A matmul whose stationary tile is an SBUF nl.full and whose PSUM tile is nl.full(psum_value)."""
+    st = nl.full((128, 128), 1.0, dtype=np.float32, buffer=nl.sbuf)
+    mv = nl.ndarray(b.shape, dtype=b.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=mv, src=b)
+    acc = nl.full((128, 512), psum_value, dtype=np.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=acc, stationary=st, moving=mv)
+    return b
+
+
+def test_only_zeros_in_psum_start_an_accumulation_group_without_a_wait():
+    b = np.ones((128, 512), np.float32)
+    with schedule.recording():
+        filled_operands(b, 0.0)
+    fill_st, load, fill_acc, mm = filled_operands.last_result.schedule.instructions
+    assert (fill_st.opcode, fill_acc.opcode, mm.opcode) == ("memset", "memset", "nc_matmul")
+    # The SBUF fill is the matmul's operand: it waits for it. The PSUM zeros are the group's start, which
+    # the matmul's overwrite replaces: no wait.
+    assert fill_st.index in mm.deps and fill_acc.index not in mm.deps
+    with schedule.recording():
+        filled_operands(b, 2.0)
+    fill_st, load, fill_acc, mm = filled_operands.last_result.schedule.instructions
+    assert fill_acc.index in mm.deps  # a PSUM tile of 2.0 is data the matmul accumulates onto
+
+
+@nki.jit(platform_target="trn2")
+def reductions_into_registers(a):
+    """Instructions that write a second result (reduce_res) besides dst: both writes are theirs."""
+    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)
+    u = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf, name="u")
+    r = nl.ndarray((a.shape[0], 1), dtype=np.float32, buffer=nl.sbuf, name="r")
+    nisa.activation(dst=u, op=nl.exp, data=t, reduce_op=nl.add, reduce_res=r, reduce_cmd=nisa.reduce_cmd.reset_reduce)
+    v = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf, name="v")
+    q = nl.ndarray((a.shape[0], 1), dtype=np.float32, buffer=nl.sbuf, name="q")
+    nisa.tensor_scalar_reduce(dst=v, data=u, op0=nl.multiply, operand0=2.0, reduce_op=nl.add, reduce_res=q)
+    return a
+
+
+def test_an_instructions_writes_are_its_own_not_the_instruction_before():
+    # The schedule gives an instruction the reads before its count and the writes after it (and the reads a
+    # write follows before the next count: copies, assignments of a fresh result); an engine that wrote
+    # reduce_res before counting gave that write to the instruction before (activation's to the load).
+    a = np.ones((128, 64), np.float32)
+    with schedule.recording():
+        reductions_into_registers(a)
+    load, act, tsr = reductions_into_registers.last_result.schedule.instructions
+    outs = {i.opcode: sorted(o.name for o in i.operands if o.role == "out") for i in (load, act, tsr)}
+    assert outs == {"dma_copy": [""], "activation": ["r", "u"], "tensor_scalar_reduce": ["q", "v"]}
+    assert act.deps == (0,) and tsr.deps == (1,)

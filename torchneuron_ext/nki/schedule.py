@@ -389,12 +389,14 @@ class Scheduler:
             self._reads = []
         self._writes.append(item)
 
-    def fill(self, storage: Any) -> None:
-        """The instruction just issued initialises ``storage`` (``nl.zeros``' memset). In PSUM the toolchain
-        folds that zeroing into the accumulation group of the matmuls that follow (their first overwrites), so
-        a Tensor Engine instruction does not wait for it."""
+    def fill(self, storage: Any, value: Any = 0) -> None:
+        """The instruction just issued initialises ``storage`` to ``value`` (``nl.zeros``/``nl.full``'s memset).
+        Zeros in PSUM are the accumulation group's start, which the toolchain folds into the matmuls that
+        follow: "the first nisa.nc_matmul call overwrites the contents of the psum_buf" (AWS's matmul tutorial,
+        of a buffer made by nl.zeros), so a Tensor Engine instruction does not wait for that memset. Any other
+        fill (in SBUF, or a value other than zero) is data that every reader waits for."""
         self.access(storage, storage.array, True)
-        self._fill = True
+        self._fill = storage.buffer.name == "psum" and _is_zero(value)
 
     # -- instructions ---------------------------------------------------------------------------------------
     def issue(self, engine: str, opcode: str, seconds: float, flops: int = 0, nbytes: int = 0,
@@ -641,7 +643,7 @@ class NullScheduler(Scheduler):
     def access(self, storage: Any, arr: Any, writing: bool) -> None:
         return None
 
-    def fill(self, storage: Any) -> None:
+    def fill(self, storage: Any, value: Any = 0) -> None:
         return None
 
     def issue(self, engine: str, opcode: str, seconds: float, flops: int = 0, nbytes: int = 0,
@@ -654,6 +656,13 @@ class NullScheduler(Scheduler):
     def spill(self, engine: str, opcode: str, index: int, seconds: float, nbytes: int = 0,
               dma_fixed_s: float = 0.0) -> None:
         return None
+
+
+def _is_zero(value: Any) -> bool:
+    try:
+        return float(value) == 0.0
+    except (TypeError, ValueError):
+        return False
 
 
 def _dep_order(dep: Any) -> tuple:
