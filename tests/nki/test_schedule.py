@@ -506,3 +506,73 @@ def test_an_instructions_writes_are_its_own_not_the_instruction_before():
     outs = {i.opcode: sorted(o.name for o in i.operands if o.role == "out") for i in (load, act, tsr)}
     assert outs == {"dma_copy": [""], "activation": ["r", "u"], "tensor_scalar_reduce": ["q", "v"]}
     assert act.deps == (0,) and tsr.deps == (1,)
+
+
+def _matmul_burst(target: str, n: int, gap_after: int = -1):
+    @nki.jit(platform_target=target)
+    def k(st, mv):
+        """``n`` matmuls streaming into one PSUM tile; after matmul ``gap_after``, a chain of Scalar work
+        whose result the next matmul reads holds the Tensor Engine idle."""
+        s = nl.ndarray(st.shape, dtype=st.dtype, buffer=nl.sbuf)
+        m = nl.ndarray(mv.shape, dtype=mv.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=s, src=st)
+        nisa.dma_copy(dst=m, src=mv)
+        acc = nl.ndarray((128, 512), dtype=np.float32, buffer=nl.psum)
+        for i in range(n):
+            nisa.nc_matmul(dst=acc, stationary=s, moving=m, accumulate=i > 0)
+            if i == gap_after:
+                for _ in range(8):
+                    nisa.activation(dst=m, op=nl.copy, data=m)
+        return st
+    return k
+
+
+def _ramp_end(x0: float, work: float, ramp: float = 3e-6, floor: float = 0.5) -> float:
+    """Where in a burst an instruction started at x0 ends, with the rate floor + (1 - floor) x / ramp rising
+    to 1 at ramp: the work done by x, integrated by hand, solved by bisection (the schedule solves the
+    quadratic)."""
+    def done(x: float) -> float:
+        r = min(x, ramp)
+        return floor * r + (1 - floor) * r * r / (2 * ramp) + max(x - ramp, 0.0)
+
+    lo, hi = x0, x0 + 2 * work / floor
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if done(mid) - done(x0) < work else (lo, mid)
+    return hi
+
+
+def test_tensor_engine_warms_up_on_trn2_and_re_engages_after_an_idle_gap():
+    st = np.ones((128, 128), nl.bfloat16)
+    mv = np.ones((128, 512), nl.bfloat16)
+    hw = hardware("trn2")
+    full = 512 / hw.tensor_clock_hz  # max(min(64, 128), 512) cycles at full rate
+    lat = latency_table("trn2")
+    assert (lat.te_ramp_s, lat.te_ramp_floor) == (3e-6, 0.5) and "te_ramp_s" in lat.sources
+    k = _matmul_burst("trn2", 40)
+    with schedule.recording():
+        k(st, mv)
+    mm = [i for i in k.last_result.schedule.instructions if i.opcode == "nc_matmul"]
+    burst = mm[0].start_s
+    # The first runs at about half rate; back to back, each ends where the ramp's integral reaches its work.
+    assert mm[0].duration_s == pytest.approx(_ramp_end(0.0, full), rel=1e-4) and mm[0].duration_s > 1.8 * full
+    for j, ins in enumerate(mm):
+        assert ins.end_s - burst == pytest.approx(_ramp_end(0.0, (j + 1) * full), rel=1e-4)
+    # Past the ramp (3 us), full rate: the ramp cost 0.75 us (a quarter of 3 us) in all.
+    assert mm[-1].duration_s == pytest.approx(full)
+    assert mm[-1].end_s - burst == pytest.approx(40 * full + 0.75e-6, rel=1e-6)
+    # An idle gap of more than 3 us (Scalar work the next matmul waits for) re-engages the limit.
+    k2 = _matmul_burst("trn2", 40, gap_after=34)
+    with schedule.recording():
+        k2(st, mv)
+    mm2 = [i for i in k2.last_result.schedule.instructions if i.opcode == "nc_matmul"]
+    assert mm2[35].start_s - mm2[34].end_s > 3e-6
+    assert mm2[34].duration_s == pytest.approx(full)
+    assert mm2[35].duration_s == pytest.approx(_ramp_end(0.0, full), rel=1e-4)
+    # NeuronCore-v2 documents no such limit: every matmul at full rate.
+    k1 = _matmul_burst("trn1", 3)
+    with schedule.recording():
+        k1(st, mv)
+    assert latency_table("trn1").te_ramp_s == 0.0
+    assert [i.duration_s for i in k1.last_result.schedule.instructions if i.opcode == "nc_matmul"] == \
+        pytest.approx([512 / hardware("trn1").tensor_clock_hz] * 3)

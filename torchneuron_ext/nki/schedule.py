@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import sys
 import threading
 from array import array
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional
 
@@ -122,6 +124,10 @@ class LatencyTable:
     dependency_cycles: int     # a compute instruction waiting on another's output: static overhead + access start
     dependency_s: dict = field(default_factory=dict, compare=False)  # engine -> dependency_cycles at its clock
     min_ii_cycles: int = 64    # the shortest instruction of an engine (in the per-instruction costs)
+    # The Tensor Engine's dI/dt limit (Trn2, Trn3): a burst starts at te_ramp_floor of full rate and ramps
+    # to full over te_ramp_s; it re-engages after a te_ramp_s window below te_ramp_floor busy. 0: none.
+    te_ramp_s: float = 0.0
+    te_ramp_floor: float = 1.0
     sources: dict = field(default_factory=dict, compare=False)
 
 
@@ -169,6 +175,14 @@ def dma_queue(trigger: Optional[str] = None, dge: Optional[str] = None, gathered
 # runs at 264 cycles each: MIN_II (64) + 160 = 224 here.
 _DEPENDENCY_CYCLES = 100 + 60
 
+# The Tensor Engine's warm-up, by NeuronCore generation: "On Trn2 and Trn3 the Tensor Engine starts at
+# roughly 50% utilization of maximum utilization and ramps to full over about the first ~3 microseconds
+# after work begins. If utilization drops below 50% over any ~3 microsecond window - for example during an
+# idle gap - the limit re-engages" (Neuron Explorer, overview-summary-page.rst "Understanding throttling",
+# and its glossary's "dI/dt (delta current) throttling"). The ramp's shape is not given: linear here.
+# NeuronCore-v2 (Trn1) has no such limit documented.
+_TE_RAMP = {3: (3e-6, 0.5), 4: (3e-6, 0.5)}
+
 
 def latency_table(target: Any) -> LatencyTable:
     """The schedule's latencies on ``target`` (a Target record or its name), one physical core."""
@@ -176,6 +190,7 @@ def latency_table(target: Any) -> LatencyTable:
     hw = record.physical_core()
     clocks = {"tensor": hw.tensor_clock_hz, "vector": hw.vector_clock_hz, "scalar": hw.scalar_clock_hz,
               "gpsimd": hw.gpsimd_clock_hz}
+    ramp_s, ramp_floor = _TE_RAMP.get(hw.generation, (0.0, 1.0))
     return LatencyTable(
         target=hw.name,
         dma_queues=_DMA_QUEUES.get(hw.generation, 4),
@@ -185,6 +200,8 @@ def latency_table(target: Any) -> LatencyTable:
         # A DMA's fixed cost already holds its semaphore wait; a collective's its handshake.
         dependency_s={**{e: _DEPENDENCY_CYCLES / c for e, c in clocks.items()}, "dma": 0.0, "collective": 0.0},
         min_ii_cycles=hw.nki_min_ii_cycles,
+        te_ramp_s=ramp_s,
+        te_ramp_floor=ramp_floor,
         sources={
             "dma_queues": "nki-dma-overview.rst, trainium2_arch.rst (DGE): one queue per trigger engine, SyncE "
                           "and ScalarE",
@@ -193,6 +210,9 @@ def latency_table(target: Any) -> LatencyTable:
             "dependency_cycles": "trainium_inferentia2_arch.rst: 100-cycle static overhead of a dependent "
                                  "instruction + ~60-cycle tensor access start",
             "min_ii_cycles": "ISA reference (Neuron 2.26): MIN_II ~ 64 cycles",
+            "te_ramp_s": "Neuron Explorer, 'Understanding throttling' (dI/dt): on Trn2 and Trn3 the Tensor Engine "
+                         "starts at ~50% utilization and ramps to full over ~3 us; re-engages after a ~3 us window "
+                         "below 50%",
         })
 
 
@@ -357,6 +377,11 @@ class Scheduler:
         self._starts: Optional[array] = None  # start of each instruction from _starts_base on (watch_spills)
         self._starts_base = 0
         self.spill_count = 0  # spill and reload transfers placed (spill): not the kernel's instructions
+        # The Tensor Engine's dI/dt limit (_throttled_end): the current burst's start, and its instructions
+        # of the last te_ramp_s as [start, end] with their busy total.
+        self._te_burst: Optional[float] = None
+        self._te_window: deque = deque()
+        self._te_window_busy = 0.0
 
     # -- operands -------------------------------------------------------------------------------------------
     def access(self, storage: Any, arr: Any, writing: bool) -> None:
@@ -480,6 +505,9 @@ class Scheduler:
             data_start = max(start + fixed, self.bandwidth_free)
             end = data_start + (seconds - fixed)
             self.bandwidth_free = end
+        elif tensor and self.table.te_ramp_s:
+            end = self._throttled_end(start, seconds)
+            seconds = end - start
         else:
             end = start + seconds
         self.queue_free[queue] = end
@@ -513,6 +541,41 @@ class Scheduler:
             self.records.append((index, engine, queue, opcode, where[0], where[1], start, end, operands, flops,
                                  nbytes, tuple(sorted(set(deps), key=_dep_order)) if len(deps) > 1 else tuple(deps),
                                  start - free, crit))
+
+    def _throttled_end(self, start: float, seconds: float) -> float:
+        """When a Tensor Engine instruction of ``seconds`` at full rate, started at ``start``, ends under the
+        dI/dt limit: a burst runs at ``floor`` of full rate at its start, rising linearly to full over ``ramp``
+        (so the rate at x into the burst is floor + (1 - floor) x / ramp, and the work done by x is
+        F(x) = floor x + (1 - floor) x^2 / (2 ramp) up to ramp, F(ramp) + (x - ramp) after). A new burst starts
+        with the first instruction, and with one whose last ``ramp`` window, entirely after the current
+        burst's start, had the engine busy less than ``floor`` of it (an idle gap)."""
+        ramp, floor = self.table.te_ramp_s, self.table.te_ramp_floor
+        window, lo = self._te_window, start - ramp
+        while window and window[0][1] <= lo:
+            s0, e0 = window.popleft()
+            self._te_window_busy -= e0 - s0
+        burst = self._te_burst
+        if burst is None:
+            burst = start
+        elif start - burst >= ramp:
+            busy = self._te_window_busy - (lo - window[0][0] if window and window[0][0] < lo else 0.0)
+            if busy < floor * ramp:
+                burst = start
+        self._te_burst = burst
+        x0 = start - burst
+        if x0 >= ramp:
+            end = start + seconds
+        else:
+            a = (1.0 - floor) / (2.0 * ramp)
+            target = floor * x0 + a * x0 * x0 + seconds
+            full = ramp * (1.0 + floor) / 2.0  # F(ramp)
+            if target >= full:
+                end = burst + ramp + (target - full)
+            else:
+                end = burst + (-floor + math.sqrt(floor * floor + 4.0 * a * target)) / (2.0 * a)
+        window.append((start, end))
+        self._te_window_busy += end - start
+        return end
 
     def _operand(self, storage: Any, arr: Any, writing: bool) -> int:
         """The operand's number in this schedule's table: records hold numbers, so that they hold no object
