@@ -253,12 +253,15 @@ def scheduler_for(target: Any, record: Optional[bool] = None) -> "Scheduler":
 
 
 # -- dependency tracking ------------------------------------------------------------------------------------
-def box_of(base: Any, arr: Any) -> Optional[tuple]:
+def box_of(base: Any, arr: Any, base_address: Optional[int] = None) -> Optional[tuple]:
     """The element box ``arr`` (a view of the allocation ``base``) covers, flattened as (lo0, hi0, lo1, hi1,
-    ...) over ``base``'s dimensions (hi inclusive); None when a box cannot describe it (the whole allocation)."""
+    ...) over ``base``'s dimensions (hi inclusive); None when a box cannot describe it (the whole allocation).
+    ``base_address``: ``base``'s data address if the caller has it (reading it costs a dict per call)."""
     bstrides = base.strides
     bshape = base.shape
-    off = arr.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    if base_address is None:
+        base_address = base.__array_interface__["data"][0]
+    off = arr.__array_interface__["data"][0] - base_address
     n = len(bstrides)
     if off < 0 or n == 0:
         return None
@@ -320,6 +323,40 @@ def _contains(outer: Optional[tuple], inner: Optional[tuple]) -> bool:
     return True
 
 
+def _overlapping(entries: list, box: Optional[tuple]) -> list:
+    """The entries whose boxes overlap ``box`` (``_overlap``), unrolled for 2-D boxes."""
+    if box is None:
+        return entries
+    if len(box) == 4:
+        r0, r1, c0, c1 = box
+        out = []
+        for e in entries:
+            b = e[0]
+            if b is None:
+                out.append(e)
+            elif len(b) == 4:
+                if not (b[1] < r0 or r1 < b[0] or b[3] < c0 or c1 < b[2]):
+                    out.append(e)
+            elif _overlap(box, b):
+                out.append(e)
+        return out
+    return [e for e in entries if _overlap(box, e[0])]
+
+
+def _uncovered(entries: list, box: tuple) -> list:
+    """The entries whose boxes ``box`` does not cover (``_contains``), unrolled for 2-D boxes: most tiles and
+    HBM blocks, and the schedule's most frequent test."""
+    if len(box) == 4:
+        r0, r1, c0, c1 = box
+        out = []
+        for e in entries:
+            b = e[0]
+            if b is None or len(b) != 4 or b[0] < r0 or b[1] > r1 or b[2] < c0 or b[3] > c1:
+                out.append(e)
+        return out
+    return [e for e in entries if not _contains(box, e[0])]
+
+
 def _union(entries: list) -> Optional[tuple]:
     boxes = [e[0] for e in entries]
     if any(b is None for b in boxes) or len({len(b) for b in boxes}) != 1:
@@ -330,12 +367,14 @@ def _union(entries: list) -> Optional[tuple]:
 class _Region:
     """The in-flight accesses of one allocation, for one core's schedule (``owner``): entries [box, end_s,
     index, queue, zero fill]."""
-    __slots__ = ("writers", "readers", "owner")
+    __slots__ = ("writers", "readers", "owner", "base", "base_address")
 
     def __init__(self, owner: Any) -> None:
         self.writers: list = []
         self.readers: list = []
         self.owner = owner
+        self.base: Any = None       # the allocation's array and its data address, for box_of
+        self.base_address = 0
 
 
 def _fold_oldest(entries: list) -> list:
@@ -401,7 +440,12 @@ class Scheduler:
             else:  # left by an earlier launch: forget it (and do not keep its schedule alive)
                 storage.sched = region
         base = storage.array
-        box = None if base is arr else box_of(base, arr)
+        if base is arr:
+            box = None
+        else:
+            if region.base is not base:
+                region.base, region.base_address = base, base.__array_interface__["data"][0]
+            box = box_of(base, arr, region.base_address)
         item = (region, box, self._operand(storage, arr, writing) if self.record else None)
         if not writing:
             self._reads.append(item)
@@ -463,11 +507,10 @@ class Scheduler:
         tensor = queue == "tensor"
         raw_lat = 0.0 if tensor else lat
         for region, box, _ in reads:
-            for e in region.writers:
-                b = e[0]
-                if (box is None or b is None or (not (b[1] < box[0] or box[1] < b[0] or b[3] < box[2]
-                                                      or box[3] < b[2]) if len(b) == 4 == len(box)
-                                                 else _overlap(box, b))) and not (tensor and e[4]):
+            if region.writers:
+                for e in _overlapping(region.writers, box):
+                    if tensor and e[4]:
+                        continue
                     t = e[1] + (raw_lat if e[3] == queue else lat)
                     if deps is not None:
                         deps.append(e[2])
@@ -476,16 +519,16 @@ class Scheduler:
         # Write-after-write and write-after-read: in order on one queue; a semaphore wait across queues.
         for region, box, _ in writes:
             for lst in (region.writers, region.readers):
-                for e in lst:
-                    b = e[0]
-                    if (box is None or b is None or (not (b[1] < box[0] or box[1] < b[0] or b[3] < box[2]
-                                                          or box[3] < b[2]) if len(b) == 4 == len(box)
-                                                     else _overlap(box, b))) and not (tensor and e[4]):
-                        t = e[1] + (0.0 if e[3] == queue else lat)
-                        if deps is not None:
-                            deps.append(e[2])
-                        if t > ready:
-                            ready, crit = t, e[2]
+                if not lst:
+                    continue
+                for e in _overlapping(lst, box):
+                    if tensor and e[4]:
+                        continue
+                    t = e[1] + (0.0 if e[3] == queue else lat)
+                    if deps is not None:
+                        deps.append(e[2])
+                    if t > ready:
+                        ready, crit = t, e[2]
         meeting = self._meet is not None
         if meeting:
             # The exchange after a meeting with other cores (meet): it waited for every core's arrival, and
@@ -531,10 +574,13 @@ class Scheduler:
                 region.writers = [[None, end, index, queue, fill]]
                 continue
             if region.readers:
-                region.readers = [e for e in region.readers if not _contains(box, e[0])]
-            if region.writers:
-                region.writers = [e for e in region.writers if not _contains(box, e[0])]
-            _add(region.writers, box, end, index, queue, fill)
+                region.readers = _uncovered(region.readers, box)
+            writers = _uncovered(region.writers, box) if region.writers else []
+            # No entry left equals box (a box covers itself): a new entry, without _add's search.
+            writers.append([box, end, index, queue, fill])
+            if len(writers) > MAX_ENTRIES:
+                writers = _fold_oldest(writers)
+            region.writers = writers
         if self.record:
             # A plain tuple now, a ScheduledInstruction when the schedule is asked for (instructions()).
             operands = tuple([r[2] for r in reads] + [w[2] for w in writes])
