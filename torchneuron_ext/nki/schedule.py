@@ -585,7 +585,7 @@ class Scheduler:
             # A plain tuple now, a ScheduledInstruction when the schedule is asked for (instructions()).
             operands = tuple([r[2] for r in reads] + [w[2] for w in writes])
             self.records.append((index, engine, queue, opcode, where[0], where[1], start, end, operands, flops,
-                                 nbytes, tuple(sorted(set(deps), key=_dep_order)) if len(deps) > 1 else tuple(deps),
+                                 nbytes, _sorted_deps(deps) if len(deps) > 1 else tuple(deps),
                                  start - free, crit))
 
     def _throttled_end(self, start: float, seconds: float) -> float:
@@ -772,6 +772,15 @@ def _is_zero(value: Any) -> bool:
         return float(value) == 0.0
     except (TypeError, ValueError):
         return False
+
+
+def _sorted_deps(deps: list) -> tuple:
+    """Distinct dependencies in order: indices of this core, then other cores' (core, index) pairs."""
+    unique = set(deps)
+    try:
+        return tuple(sorted(unique))  # all of this core (most instructions): no key function
+    except TypeError:
+        return tuple(sorted(unique, key=_dep_order))
 
 
 def _dep_order(dep: Any) -> tuple:
