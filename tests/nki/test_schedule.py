@@ -307,3 +307,272 @@ def test_latency_table_per_target():
         assert t.dma_queues == 2 and t.dma_fixed_s == hw.dma_fixed_s
         assert t.dependency_s["vector"] == pytest.approx(160 / hw.vector_clock_hz)
         assert t.dependency_s["dma"] == 0.0 and set(t.sources) >= {"dma_queues", "dependency_cycles"}
+
+
+@nki.jit(platform_target="trn2")
+def placed_loads(a, first, second):
+    """Two independent loads, each placed on the queue its trigger engine names (None: the compiler's)."""
+    ta = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    tb = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    for t, trigger in ((ta, first), (tb, second)):
+        if trigger is None:
+            nisa.dma_copy(dst=t, src=a)
+        else:
+            nisa.dma_copy(dst=t, src=a, dge_mode=nisa.dge_mode.hwdge, engine=getattr(nisa.engine, trigger))
+    return a
+
+
+def test_dma_copy_engine_places_the_transfer_on_its_trigger_engines_queue():
+    a = np.ones((128, 512), np.float32)
+    data = a.nbytes / HW.memory_bytes_per_s
+    with schedule.recording():
+        placed_loads(a, "sync", "sync")
+    first, second = placed_loads.last_result.schedule.instructions
+    # One queue runs its transfers in order (nki-dma-overview.rst): the second pays its fixed cost after the
+    # first ends, although nothing else ties them.
+    assert (first.queue, second.queue) == ("dma:0", "dma:0") and second.deps == ()
+    assert second.start_s == pytest.approx(first.end_s) == pytest.approx(HW.dma_fixed_s + data)
+    with schedule.recording():
+        placed_loads(a, "scalar", "sync")
+    first, second = placed_loads.last_result.schedule.instructions
+    assert (first.queue, second.queue) == ("dma:1", "dma:0") and first.start_s == second.start_s == 0.0
+    # Where the kernel does not say, the transfers alternate: after one placed on SyncE's queue, ScalarE's.
+    with schedule.recording():
+        placed_loads(a, "sync", None)
+    assert [i.queue for i in placed_loads.last_result.schedule.instructions] == ["dma:0", "dma:1"]
+    with schedule.recording():
+        placed_loads(a, None, None)
+    assert [i.queue for i in placed_loads.last_result.schedule.instructions] == ["dma:0", "dma:1"]
+
+
+def _index_tile(values):
+    t = nl.ndarray((len(values), 1), dtype=nl.int32, buffer=nl.sbuf)
+    for p, v in enumerate(values):
+        nisa.memset(dst=t[p:p + 1, 0:1], value=v)
+    return t
+
+
+@nki.jit(platform_target="trn2")
+def gather_and_swdge(a):
+    """A gather through a tile of indices (software DGE, the compiler's only choice) and a static copy
+    forced to software DGE: both on GpSimd's queue; a static copy left to the compiler alternates."""
+    rows = _index_tile([3, 0, 2])
+    g = nl.ndarray((3, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=g, src=a.ap(pattern=[[a.shape[1], 3], [1, a.shape[1]]], offset=0, vector_offset=rows,
+                                  indirect_dim=0))
+    s = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=s, src=a, dge_mode=nisa.dge_mode.swdge)
+    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)
+    out = nl.ndarray(g.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=g)
+    return out
+
+
+def test_software_dge_transfers_go_to_gpsimds_queue():
+    a = np.arange(4 * 16, dtype=np.float32).reshape(4, 16)
+    with schedule.recording():
+        np.testing.assert_array_equal(gather_and_swdge(a), a[[3, 0, 2]])
+    dmas = [i for i in gather_and_swdge.last_result.schedule.instructions if i.engine == "dma"]
+    assert [i.queue for i in dmas] == ["dma:2", "dma:2", "dma:0", "dma:1"]
+    assert dmas[1].start_s == pytest.approx(dmas[0].end_s)  # in order on GpSimd's queue
+
+
+def test_dma_queue_of_trigger_and_mode():
+    assert schedule.dma_queue() is None and schedule.dma_queue(dge="hwdge") is None
+    assert schedule.dma_queue("sync", "hwdge") == "dma:0" and schedule.dma_queue("scalar", "hwdge") == "dma:1"
+    assert schedule.dma_queue(dge="swdge") == schedule.dma_queue(gathered=True) == "dma:2"
+    with pytest.raises(ValueError, match="sync, scalar or gpsimd engine's sequencer, got 'tensor'"):
+        schedule.dma_queue("tensor")
+
+
+def test_a_meeting_records_the_other_cores_arrival_and_the_critical_path_crosses_cores():
+    a = np.ones((128, 512), np.float32)
+    with schedule.recording():
+        uneven_then_barrier[2](a)
+    s = uneven_then_barrier.last_result.schedule
+    by_core = {c: [i for i in s.instructions if i.core == c] for c in (0, 1)}
+    barrier = {c: next(i for i in by_core[c] if i.opcode == "core_barrier") for c in (0, 1)}
+    last = {c: max((i for i in by_core[c] if i.index < barrier[c].index), key=lambda i: i.end_s) for c in (0, 1)}
+    # Core 1 arrives last (its Vector work): core 0's barrier waited on core 1's store, which set its start.
+    assert (1, last[1].index) in barrier[0].deps and last[0].index in barrier[0].deps
+    assert barrier[0].critical_dep == (1, last[1].index)
+    assert barrier[1].critical_dep == last[1].index
+    assert barrier[0].start_s == pytest.approx(last[1].end_s)
+    # The chain that sets the makespan: core 1's load, Vector work and store, then the barrier and the load
+    # after it on whichever core ends last.
+    path = s.critical_path()
+    assert [(i.core, i.opcode) for i in path[:6]] == [(1, "dma_copy")] + [(1, "tensor_scalar")] * 4 + [(1, "dma_copy")]
+    assert path[6].opcode == "core_barrier" and path[-1].end_s == pytest.approx(s.makespan_s)
+
+
+def _spill_then_work(partitions: int, steps: int):
+    @nki.jit(platform_target="trn2")
+    def k(a):
+        # x and y (120,000 bytes per partition each) do not fit one partition with s beside them at 128
+        # partitions: the compiler spills where s is written; the Vector work after it lasts longer than the
+        # spill and reload transfers.
+        x = nl.ndarray((partitions, 30_000), dtype=nl.float32, buffer=nl.sbuf)
+        y = nl.ndarray((partitions, 30_000), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(x, 1.0)
+        nisa.memset(y, 2.0)
+        s = nl.ndarray((partitions, 30_000), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=s, data1=x, data2=y, op=nl.add)
+        for _ in range(steps):
+            nisa.tensor_scalar(dst=s, data=s, op0=nl.multiply, operand0=1.0)
+        return a
+    return k
+
+
+def test_spills_are_placed_where_they_occur_and_overlap_the_work_after_them():
+    a = np.zeros((2, 2), np.float32)
+    fits, spills = _spill_then_work(64, 4), _spill_then_work(128, 4)
+    fits(a)
+    with schedule.recording():
+        spills(a)
+    c = spills.last_result.costs
+    first, second = (240_000 - 229_376) * 128, 120_000 * 128  # y's memset, then s's write: over capacity
+    assert c.spill_bytes["sbuf"] == first + second and fits.last_result.costs.spill_bytes["sbuf"] == 0
+    s = spills.last_result.schedule
+    moved = [i for i in s.instructions if i.queue == "dma:spill"]
+    assert [(i.opcode, i.nbytes) for i in moved] == [("spill", first), ("reload", first), ("spill", second),
+                                                     ("reload", second)]
+    assert s.instruction_count == 7  # the kernel's instructions; the compiler's transfers are not counted
+    memset_y, add = s.instructions[1], s.instructions[2]
+    # Each save starts where the instruction that overflowed SBUF starts, its reload right behind it.
+    assert moved[0].start_s == pytest.approx(memset_y.start_s) and moved[2].start_s == pytest.approx(add.start_s)
+    assert [i.end_s - i.start_s for i in moved] == pytest.approx([_dma_s(first)] * 2 + [_dma_s(second)] * 2)
+    assert moved[1].start_s == pytest.approx(moved[0].end_s) and moved[3].start_s == pytest.approx(moved[2].end_s)
+    # Four Vector passes over (128, 30000) after the add (4 x 31.4 us) outlast the transfers: the spills cost
+    # no time. Before they were scheduled, their 97.4 us were added to the makespan.
+    assert c.spill_s / US == pytest.approx(97.4476, abs=1e-4)
+    assert spills.last_result.costs.estimated_latency_s == pytest.approx(fits.last_result.costs.estimated_latency_s)
+    # With no work after it, the last reload ends the kernel: 150.0 us against 93.9 us without the spills.
+    short, fits_short = _spill_then_work(128, 0), _spill_then_work(64, 0)
+    short(a)
+    fits_short(a)
+    assert fits_short.last_result.costs.estimated_latency_s / US == pytest.approx(93.9167, abs=1e-4)
+    assert short.last_result.costs.estimated_latency_s / US == pytest.approx(62.6667 + 2 * _dma_s(second) / US, abs=1e-4)
+
+
+@nki.jit(platform_target="trn2")
+def filled_operands(b, psum_value):
+    """A matmul whose stationary tile is an SBUF nl.full and whose PSUM tile is nl.full(psum_value)."""
+    st = nl.full((128, 128), 1.0, dtype=np.float32, buffer=nl.sbuf)
+    mv = nl.ndarray(b.shape, dtype=b.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=mv, src=b)
+    acc = nl.full((128, 512), psum_value, dtype=np.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=acc, stationary=st, moving=mv)
+    return b
+
+
+def test_only_zeros_in_psum_start_an_accumulation_group_without_a_wait():
+    b = np.ones((128, 512), np.float32)
+    with schedule.recording():
+        filled_operands(b, 0.0)
+    fill_st, load, fill_acc, mm = filled_operands.last_result.schedule.instructions
+    assert (fill_st.opcode, fill_acc.opcode, mm.opcode) == ("memset", "memset", "nc_matmul")
+    # The SBUF fill is the matmul's operand: it waits for it. The PSUM zeros are the group's start, which
+    # the matmul's overwrite replaces: no wait.
+    assert fill_st.index in mm.deps and fill_acc.index not in mm.deps
+    with schedule.recording():
+        filled_operands(b, 2.0)
+    fill_st, load, fill_acc, mm = filled_operands.last_result.schedule.instructions
+    assert fill_acc.index in mm.deps  # a PSUM tile of 2.0 is data the matmul accumulates onto
+
+
+@nki.jit(platform_target="trn2")
+def reductions_into_registers(a):
+    """Instructions that write a second result (reduce_res) besides dst: both writes are theirs."""
+    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)
+    u = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf, name="u")
+    r = nl.ndarray((a.shape[0], 1), dtype=np.float32, buffer=nl.sbuf, name="r")
+    nisa.activation(dst=u, op=nl.exp, data=t, reduce_op=nl.add, reduce_res=r, reduce_cmd=nisa.reduce_cmd.reset_reduce)
+    v = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf, name="v")
+    q = nl.ndarray((a.shape[0], 1), dtype=np.float32, buffer=nl.sbuf, name="q")
+    nisa.tensor_scalar_reduce(dst=v, data=u, op0=nl.multiply, operand0=2.0, reduce_op=nl.add, reduce_res=q)
+    return a
+
+
+def test_an_instructions_writes_are_its_own_not_the_instruction_before():
+    # The schedule gives an instruction the reads before its count and the writes after it (and the reads a
+    # write follows before the next count: copies, assignments of a fresh result); an engine that wrote
+    # reduce_res before counting gave that write to the instruction before (activation's to the load).
+    a = np.ones((128, 64), np.float32)
+    with schedule.recording():
+        reductions_into_registers(a)
+    load, act, tsr = reductions_into_registers.last_result.schedule.instructions
+    outs = {i.opcode: sorted(o.name for o in i.operands if o.role == "out") for i in (load, act, tsr)}
+    assert outs == {"dma_copy": [""], "activation": ["r", "u"], "tensor_scalar_reduce": ["q", "v"]}
+    assert act.deps == (0,) and tsr.deps == (1,)
+
+
+def _matmul_burst(target: str, n: int, gap_after: int = -1):
+    @nki.jit(platform_target=target)
+    def k(st, mv):
+        """``n`` matmuls streaming into one PSUM tile; after matmul ``gap_after``, a chain of Scalar work
+        whose result the next matmul reads holds the Tensor Engine idle."""
+        s = nl.ndarray(st.shape, dtype=st.dtype, buffer=nl.sbuf)
+        m = nl.ndarray(mv.shape, dtype=mv.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=s, src=st)
+        nisa.dma_copy(dst=m, src=mv)
+        acc = nl.ndarray((128, 512), dtype=np.float32, buffer=nl.psum)
+        for i in range(n):
+            nisa.nc_matmul(dst=acc, stationary=s, moving=m, accumulate=i > 0)
+            if i == gap_after:
+                for _ in range(8):
+                    nisa.activation(dst=m, op=nl.copy, data=m)
+        return st
+    return k
+
+
+def _ramp_end(x0: float, work: float, ramp: float = 3e-6, floor: float = 0.5) -> float:
+    """Where in a burst an instruction started at x0 ends, with the rate floor + (1 - floor) x / ramp rising
+    to 1 at ramp: the work done by x, integrated by hand, solved by bisection (the schedule solves the
+    quadratic)."""
+    def done(x: float) -> float:
+        r = min(x, ramp)
+        return floor * r + (1 - floor) * r * r / (2 * ramp) + max(x - ramp, 0.0)
+
+    lo, hi = x0, x0 + 2 * work / floor
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if done(mid) - done(x0) < work else (lo, mid)
+    return hi
+
+
+def test_tensor_engine_warms_up_on_trn2_and_re_engages_after_an_idle_gap():
+    st = np.ones((128, 128), nl.bfloat16)
+    mv = np.ones((128, 512), nl.bfloat16)
+    hw = hardware("trn2")
+    full = 512 / hw.tensor_clock_hz  # max(min(64, 128), 512) cycles at full rate
+    lat = latency_table("trn2")
+    assert (lat.te_ramp_s, lat.te_ramp_floor) == (3e-6, 0.5) and "te_ramp_s" in lat.sources
+    k = _matmul_burst("trn2", 40)
+    with schedule.recording():
+        k(st, mv)
+    mm = [i for i in k.last_result.schedule.instructions if i.opcode == "nc_matmul"]
+    burst = mm[0].start_s
+    # The first runs at about half rate; back to back, each ends where the ramp's integral reaches its work.
+    assert mm[0].duration_s == pytest.approx(_ramp_end(0.0, full), rel=1e-4) and mm[0].duration_s > 1.8 * full
+    for j, ins in enumerate(mm):
+        assert ins.end_s - burst == pytest.approx(_ramp_end(0.0, (j + 1) * full), rel=1e-4)
+    # Past the ramp (3 us), full rate: the ramp cost 0.75 us (a quarter of 3 us) in all.
+    assert mm[-1].duration_s == pytest.approx(full)
+    assert mm[-1].end_s - burst == pytest.approx(40 * full + 0.75e-6, rel=1e-6)
+    # An idle gap of more than 3 us (Scalar work the next matmul waits for) re-engages the limit.
+    k2 = _matmul_burst("trn2", 40, gap_after=34)
+    with schedule.recording():
+        k2(st, mv)
+    mm2 = [i for i in k2.last_result.schedule.instructions if i.opcode == "nc_matmul"]
+    assert mm2[35].start_s - mm2[34].end_s > 3e-6
+    assert mm2[34].duration_s == pytest.approx(full)
+    assert mm2[35].duration_s == pytest.approx(_ramp_end(0.0, full), rel=1e-4)
+    # NeuronCore-v2 documents no such limit: every matmul at full rate.
+    k1 = _matmul_burst("trn1", 3)
+    with schedule.recording():
+        k1(st, mv)
+    assert latency_table("trn1").te_ramp_s == 0.0
+    assert [i.duration_s for i in k1.last_result.schedule.instructions if i.opcode == "nc_matmul"] == \
+        pytest.approx([512 / hardware("trn1").tensor_clock_hz] * 3)

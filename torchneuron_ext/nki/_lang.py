@@ -160,7 +160,7 @@ def _filled(shape: Any, value: Any, dtype: Any, buffer: Any, name: str) -> NKITe
         per_partition = math.prod(shp) // (int(shp[par_axis]) or 1) if len(shp) > 1 else 1
         costs = _rt.current().costs
         costs.compute("vector", "memset", per_partition)
-        costs.scheduler.fill(storage)  # the memset's output
+        costs.scheduler.fill(storage, value)  # the memset's output
     return NKITensor(storage, storage.array, None, par_axis)
 
 

@@ -14,7 +14,8 @@ too, as the bound with no overlap at all. The per-instruction costs are the NKI 
   (trainium/projection.py's te_instruction_cycles, shared with the eager matmul's instruction model).
 - DMA: the fixed cross-engine cost per transfer, then bytes at the core's memory bandwidth.
 - Spills (runtime.Launch.check_live_ranges): live tiles over SBUF/PSUM capacity, saved and reloaded
-  (SBUF by DMA to HBM, PSUM to SBUF by Vector copies), as AWS's compiler inserts them.
+  (SBUF by DMA to HBM, PSUM to SBUF by Vector copies), as AWS's compiler inserts them; placed in the
+  schedule from the instruction where they occur (schedule.Scheduler.spill).
 - Collectives and cross-core transfers (``nki.collectives``, ``nisa.sendrecv``, ``nisa.core_barrier``):
   the collective model of trainium/projection.py (``collective``: the runtime's algorithm for the size, one
   NeuronLink port per rank, the latency floor of a collective; sendrecv and core_barrier without the floor),
@@ -69,7 +70,7 @@ class Costs:
         # When each instruction runs on the target (nki/schedule.py): its makespan is the estimate.
         # record: keep every instruction's record (None: as schedule.recording() says on this thread).
         self.scheduler = _schedule.scheduler_for(target, record)
-        self.spill_s = 0.0  # spill traffic's time, added after the makespan (the compiler's spills, Costs.spill)
+        self.spill_s = 0.0  # spill traffic's time (the compiler's spills, Costs.spill), also in the schedule
         self._merged: Optional[list] = None  # the cores' schedulers of a concurrent launch (Costs.concurrent)
 
     def _tick(self) -> None:
@@ -152,19 +153,27 @@ class Costs:
         if to_hbm:
             self.bytes_written += nbytes
 
-    def spill(self, memory: str, nbytes: int) -> None:
-        """``nbytes`` (over all partitions) of live tiles did not fit ``memory`` ("sbuf" or "psum"): AWS's
-        compiler inserts spills and refills to the next memory tier. SBUF spills go to HBM by DMA; PSUM
-        spills to SBUF by engine copies (an fp32 element per partition and cycle). Each byte is saved and
-        reloaded once. No instruction is counted: the kernel did not write them."""
+    def spill(self, memory: str, nbytes: int, clock: Optional[int] = None) -> None:
+        """``nbytes`` (over all partitions) of live tiles did not fit ``memory`` ("sbuf" or "psum") at
+        ``clock`` (Costs.clock of the access that overflowed it; None: the last instruction): AWS's compiler
+        inserts spills and refills to the next memory tier. SBUF spills go to HBM by DMA; PSUM spills to
+        SBUF by engine copies (an fp32 element per partition and cycle). Each byte is saved and reloaded
+        once, each a transfer (or copy) of its own in the schedule. No instruction is counted: the kernel
+        did not write them."""
         self.spill_bytes[memory] += nbytes
+        index = max((self.clock if clock is None else clock) - 1, 0)  # the instruction counted at that clock
         if memory == "psum":
-            elements = nbytes // (4 * self.hw.num_partitions)
-            self.busy_s["vector"] += 2 * elements / self._clock_hz["vector"]
-            self.spill_s += 2 * elements / self._clock_hz["vector"]
+            seconds = (nbytes // (4 * self.hw.num_partitions)) / self._clock_hz["vector"]
+            self.busy_s["vector"] += 2 * seconds
+            self.spill_s += 2 * seconds
+            for opcode in ("psum_spill", "psum_reload"):
+                self.scheduler.spill("vector", opcode, index, seconds)
             return
-        self.busy_s["dma"] += 2 * (self.hw.dma_fixed_s + nbytes / self._dma_bytes_per_s)
-        self.spill_s += 2 * (self.hw.dma_fixed_s + nbytes / self._dma_bytes_per_s)
+        seconds = self.hw.dma_fixed_s + nbytes / self._dma_bytes_per_s
+        self.busy_s["dma"] += 2 * seconds
+        self.spill_s += 2 * seconds
+        for opcode in ("spill", "reload"):
+            self.scheduler.spill("dma", opcode, index, seconds, nbytes=nbytes, dma_fixed_s=self.hw.dma_fixed_s)
         self.bytes_read += nbytes
         self.bytes_written += nbytes
 
@@ -209,12 +218,12 @@ class Costs:
         schedulers = self._merged or [self.scheduler]
         if not all(s.enabled for s in schedulers):  # schedule.disabled(): perfect overlap
             return max(self.busy_s.values())
-        return max(s.makespan_s for s in schedulers) + self.spill_s
+        return max(s.makespan_s for s in schedulers)
 
     @property
     def estimated_latency_s(self) -> float:
-        """The projected time: the schedule's makespan (engines overlapping as dependencies allow), plus the
-        compiler's spills, which are not scheduled."""
+        """The projected time: the schedule's makespan (engines overlapping as dependencies allow), the
+        compiler's spills placed in it."""
         return self.makespan_s
 
     @property

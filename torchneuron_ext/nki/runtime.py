@@ -494,6 +494,8 @@ class Launch:
         self._live[buffer] += area * blocks
         weakref.finalize(storage, self._release, buffer, area * blocks)
         if self._live[buffer] > capacity:
+            if not self._suspect:
+                self.costs.scheduler.watch_spills()  # the spills found at the end are placed from here on
             self._suspect = True
 
     def check_live_ranges(self) -> None:
@@ -515,16 +517,17 @@ class Launch:
                     events.append((r[0], 1, r[2]))       # occupied from the instruction of its first access
                     events.append((r[1] + 1, 0, r[2]))   # through that of its last (frees sort first)
             events.sort(key=lambda e: (e[0], e[1]))
-            live = spilled = 0
-            for _, kind, nbytes in events:
+            live = 0
+            spills: dict = {}  # clock -> bytes spilled where the live bytes rose above capacity
+            for clock, kind, nbytes in events:
                 if kind == 0:
                     live -= nbytes
                     continue
                 live += nbytes
                 if live > capacity:
-                    spilled += min(nbytes, live - capacity)
-            if spilled:
-                self.costs.spill(buffer.name, spilled)
+                    spills[clock] = spills.get(clock, 0) + min(nbytes, live - capacity)
+            for clock, spilled in spills.items():
+                self.costs.spill(buffer.name, spilled, clock)
 
     def _release(self, buffer: Buffer, nbytes: int) -> None:
         self._live[buffer] -= nbytes

@@ -23,8 +23,11 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import sys
 import threading
+from array import array
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional
 
@@ -121,6 +124,10 @@ class LatencyTable:
     dependency_cycles: int     # a compute instruction waiting on another's output: static overhead + access start
     dependency_s: dict = field(default_factory=dict, compare=False)  # engine -> dependency_cycles at its clock
     min_ii_cycles: int = 64    # the shortest instruction of an engine (in the per-instruction costs)
+    # The Tensor Engine's dI/dt limit (Trn2, Trn3): a burst starts at te_ramp_floor of full rate and ramps
+    # to full over te_ramp_s; it re-engages after a te_ramp_s window below te_ramp_floor busy. 0: none.
+    te_ramp_s: float = 0.0
+    te_ramp_floor: float = 1.0
     sources: dict = field(default_factory=dict, compare=False)
 
 
@@ -129,8 +136,37 @@ class LatencyTable:
 # with two instances of DGE, which can be commanded through either SyncE or ScalarE sequencer ... The compute
 # engine to initiate a DGE command (Sync Engine or ScalarE) is currently determined by NKI compiler"
 # (trainium2_arch.rst, DGE). NeuronCore-v2's static DMAs are triggered from the same two sequencers (GpSimd's
-# software DGE serves indirect transfers). Transfers alternate between the two queues in program order.
+# software DGE serves indirect transfers). Transfers the kernel does not place (dma_queue) alternate between
+# the two queues in program order.
 _DMA_QUEUES = {2: 2, 3: 2, 4: 2}
+
+# The queues by the sequencer that triggers them: SyncE's (AWS's profiles name it qSyncIO), ScalarE's, and
+# GpSimd's software DGE (qGpSimdDynamic in nki-dma-overview.rst's profile), which alone generates gathers
+# and scatters through a tile of indices (nki-dge.rst: "the only mode that supports indirect (gather/scatter)
+# operations", and dge_mode=unknown with vector offsets "will automatically select swdge").
+DMA_QUEUE_SYNC, DMA_QUEUE_SCALAR, DMA_QUEUE_GPSIMD = "dma:0", "dma:1", "dma:2"
+_TRIGGER_QUEUES = {"sync": DMA_QUEUE_SYNC, "scalar": DMA_QUEUE_SCALAR, "activation": DMA_QUEUE_SCALAR,
+                   "gpsimd": DMA_QUEUE_GPSIMD}
+
+
+_ALTERNATING = {DMA_QUEUE_SYNC: 0, DMA_QUEUE_SCALAR: 1}
+# The compiler's spill and reload transfers (AWS's profiles: qSyncSpillReload0, a queue of their own).
+DMA_QUEUE_SPILL = "dma:spill"
+
+
+def dma_queue(trigger: Optional[str] = None, dge: Optional[str] = None, gathered: bool = False) -> Optional[str]:
+    """The DMA queue a transfer goes to, as the kernel says: ``trigger`` the engine ``dma_copy(engine=...)``
+    names ("sync", "scalar"), ``dge`` its ``dge_mode`` ("swdge", "hwdge", "none"; None or "unknown": the
+    compiler's choice), ``gathered`` whether an operand is indexed by a tile of indices. None when the
+    kernel leaves it to the compiler: the transfer then takes the next of the alternating queues."""
+    if dge == "swdge" or (gathered and dge in (None, "unknown")):
+        return DMA_QUEUE_GPSIMD
+    if trigger is not None:
+        queue = _TRIGGER_QUEUES.get(trigger)
+        if queue is None:
+            raise ValueError(f"a DMA is triggered by the sync, scalar or gpsimd engine's sequencer, got {trigger!r}")
+        return queue
+    return None
 
 # A dependent instruction: "with every instruction depending on the output tile of the previous instruction,
 # we need to add a static instruction overhead of 100 engine cycles" (trainium_inferentia2_arch.rst, Vector
@@ -139,6 +175,14 @@ _DMA_QUEUES = {2: 2, 3: 2, 4: 2}
 # runs at 264 cycles each: MIN_II (64) + 160 = 224 here.
 _DEPENDENCY_CYCLES = 100 + 60
 
+# The Tensor Engine's warm-up, by NeuronCore generation: "On Trn2 and Trn3 the Tensor Engine starts at
+# roughly 50% utilization of maximum utilization and ramps to full over about the first ~3 microseconds
+# after work begins. If utilization drops below 50% over any ~3 microsecond window - for example during an
+# idle gap - the limit re-engages" (Neuron Explorer, overview-summary-page.rst "Understanding throttling",
+# and its glossary's "dI/dt (delta current) throttling"). The ramp's shape is not given: linear here.
+# NeuronCore-v2 (Trn1) has no such limit documented.
+_TE_RAMP = {3: (3e-6, 0.5), 4: (3e-6, 0.5)}
+
 
 def latency_table(target: Any) -> LatencyTable:
     """The schedule's latencies on ``target`` (a Target record or its name), one physical core."""
@@ -146,6 +190,7 @@ def latency_table(target: Any) -> LatencyTable:
     hw = record.physical_core()
     clocks = {"tensor": hw.tensor_clock_hz, "vector": hw.vector_clock_hz, "scalar": hw.scalar_clock_hz,
               "gpsimd": hw.gpsimd_clock_hz}
+    ramp_s, ramp_floor = _TE_RAMP.get(hw.generation, (0.0, 1.0))
     return LatencyTable(
         target=hw.name,
         dma_queues=_DMA_QUEUES.get(hw.generation, 4),
@@ -155,6 +200,8 @@ def latency_table(target: Any) -> LatencyTable:
         # A DMA's fixed cost already holds its semaphore wait; a collective's its handshake.
         dependency_s={**{e: _DEPENDENCY_CYCLES / c for e, c in clocks.items()}, "dma": 0.0, "collective": 0.0},
         min_ii_cycles=hw.nki_min_ii_cycles,
+        te_ramp_s=ramp_s,
+        te_ramp_floor=ramp_floor,
         sources={
             "dma_queues": "nki-dma-overview.rst, trainium2_arch.rst (DGE): one queue per trigger engine, SyncE "
                           "and ScalarE",
@@ -163,6 +210,9 @@ def latency_table(target: Any) -> LatencyTable:
             "dependency_cycles": "trainium_inferentia2_arch.rst: 100-cycle static overhead of a dependent "
                                  "instruction + ~60-cycle tensor access start",
             "min_ii_cycles": "ISA reference (Neuron 2.26): MIN_II ~ 64 cycles",
+            "te_ramp_s": "Neuron Explorer, 'Understanding throttling' (dI/dt): on Trn2 and Trn3 the Tensor Engine "
+                         "starts at ~50% utilization and ramps to full over ~3 us; re-engages after a ~3 us window "
+                         "below 50%",
         })
 
 
@@ -203,12 +253,15 @@ def scheduler_for(target: Any, record: Optional[bool] = None) -> "Scheduler":
 
 
 # -- dependency tracking ------------------------------------------------------------------------------------
-def box_of(base: Any, arr: Any) -> Optional[tuple]:
+def box_of(base: Any, arr: Any, base_address: Optional[int] = None) -> Optional[tuple]:
     """The element box ``arr`` (a view of the allocation ``base``) covers, flattened as (lo0, hi0, lo1, hi1,
-    ...) over ``base``'s dimensions (hi inclusive); None when a box cannot describe it (the whole allocation)."""
+    ...) over ``base``'s dimensions (hi inclusive); None when a box cannot describe it (the whole allocation).
+    ``base_address``: ``base``'s data address if the caller has it (reading it costs a dict per call)."""
     bstrides = base.strides
     bshape = base.shape
-    off = arr.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    if base_address is None:
+        base_address = base.__array_interface__["data"][0]
+    off = arr.__array_interface__["data"][0] - base_address
     n = len(bstrides)
     if off < 0 or n == 0:
         return None
@@ -270,6 +323,40 @@ def _contains(outer: Optional[tuple], inner: Optional[tuple]) -> bool:
     return True
 
 
+def _overlapping(entries: list, box: Optional[tuple]) -> list:
+    """The entries whose boxes overlap ``box`` (``_overlap``), unrolled for 2-D boxes."""
+    if box is None:
+        return entries
+    if len(box) == 4:
+        r0, r1, c0, c1 = box
+        out = []
+        for e in entries:
+            b = e[0]
+            if b is None:
+                out.append(e)
+            elif len(b) == 4:
+                if not (b[1] < r0 or r1 < b[0] or b[3] < c0 or c1 < b[2]):
+                    out.append(e)
+            elif _overlap(box, b):
+                out.append(e)
+        return out
+    return [e for e in entries if _overlap(box, e[0])]
+
+
+def _uncovered(entries: list, box: tuple) -> list:
+    """The entries whose boxes ``box`` does not cover (``_contains``), unrolled for 2-D boxes: most tiles and
+    HBM blocks, and the schedule's most frequent test."""
+    if len(box) == 4:
+        r0, r1, c0, c1 = box
+        out = []
+        for e in entries:
+            b = e[0]
+            if b is None or len(b) != 4 or b[0] < r0 or b[1] > r1 or b[2] < c0 or b[3] > c1:
+                out.append(e)
+        return out
+    return [e for e in entries if not _contains(box, e[0])]
+
+
 def _union(entries: list) -> Optional[tuple]:
     boxes = [e[0] for e in entries]
     if any(b is None for b in boxes) or len({len(b) for b in boxes}) != 1:
@@ -280,12 +367,14 @@ def _union(entries: list) -> Optional[tuple]:
 class _Region:
     """The in-flight accesses of one allocation, for one core's schedule (``owner``): entries [box, end_s,
     index, queue, zero fill]."""
-    __slots__ = ("writers", "readers", "owner")
+    __slots__ = ("writers", "readers", "owner", "base", "base_address")
 
     def __init__(self, owner: Any) -> None:
         self.writers: list = []
         self.readers: list = []
         self.owner = owner
+        self.base: Any = None       # the allocation's array and its data address, for box_of
+        self.base_address = 0
 
 
 def _fold_oldest(entries: list) -> list:
@@ -310,7 +399,10 @@ class Scheduler:
         self.queue_busy: dict = {}
         self.bandwidth_free = 0.0
         self.floor_s = 0.0  # the last meeting point with another core: no queue starts before it
+        self._floor_index: Any = None  # the instruction whose end set floor_s (meet)
         self.makespan_s = 0.0
+        self.last_index: Optional[int] = None  # the instruction that ends last so far (sets makespan_s)
+        self._meet: Optional[list] = None  # a meeting's arrivals, for the next instruction's record (meet)
         self.count = 0
         self.records: list = []  # tuples, see _finalize; instructions() makes them ScheduledInstructions
         self._built: Optional[list] = None
@@ -321,6 +413,14 @@ class Scheduler:
         self._writes: list = []
         self._pending: Optional[tuple] = None
         self._fill = False
+        self._starts: Optional[array] = None  # start of each instruction from _starts_base on (watch_spills)
+        self._starts_base = 0
+        self.spill_count = 0  # spill and reload transfers placed (spill): not the kernel's instructions
+        # The Tensor Engine's dI/dt limit (_throttled_end): the current burst's start, and its instructions
+        # of the last te_ramp_s as [start, end] with their busy total.
+        self._te_burst: Optional[float] = None
+        self._te_window: deque = deque()
+        self._te_window_busy = 0.0
 
     # -- operands -------------------------------------------------------------------------------------------
     def access(self, storage: Any, arr: Any, writing: bool) -> None:
@@ -340,7 +440,12 @@ class Scheduler:
             else:  # left by an earlier launch: forget it (and do not keep its schedule alive)
                 storage.sched = region
         base = storage.array
-        box = None if base is arr else box_of(base, arr)
+        if base is arr:
+            box = None
+        else:
+            if region.base is not base:
+                region.base, region.base_address = base, base.__array_interface__["data"][0]
+            box = box_of(base, arr, region.base_address)
         item = (region, box, self._operand(storage, arr, writing) if self.record else None)
         if not writing:
             self._reads.append(item)
@@ -353,12 +458,14 @@ class Scheduler:
             self._reads = []
         self._writes.append(item)
 
-    def fill(self, storage: Any) -> None:
-        """The instruction just issued initialises ``storage`` (``nl.zeros``' memset). In PSUM the toolchain
-        folds that zeroing into the accumulation group of the matmuls that follow (their first overwrites), so
-        a Tensor Engine instruction does not wait for it."""
+    def fill(self, storage: Any, value: Any = 0) -> None:
+        """The instruction just issued initialises ``storage`` to ``value`` (``nl.zeros``/``nl.full``'s memset).
+        Zeros in PSUM are the accumulation group's start, which the toolchain folds into the matmuls that
+        follow: "the first nisa.nc_matmul call overwrites the contents of the psum_buf" (AWS's matmul tutorial,
+        of a buffer made by nl.zeros), so a Tensor Engine instruction does not wait for that memset. Any other
+        fill (in SBUF, or a value other than zero) is data that every reader waits for."""
         self.access(storage, storage.array, True)
-        self._fill = True
+        self._fill = storage.buffer.name == "psum" and _is_zero(value)
 
     # -- instructions ---------------------------------------------------------------------------------------
     def issue(self, engine: str, opcode: str, seconds: float, flops: int = 0, nbytes: int = 0,
@@ -375,6 +482,8 @@ class Scheduler:
                 self._dma_next = (self._dma_next + 1) % self.table.dma_queues
             else:
                 queue = engine
+        elif queue in _ALTERNATING:  # placed by the kernel: the next unplaced transfer takes the other queue
+            self._dma_next = (_ALTERNATING[queue] + 1) % self.table.dma_queues
         where = _kernel_line() if self.record else ("", 0)
         self._pending = (engine, queue, opcode, seconds, dma_fixed_s, flops, nbytes, reads, where)
 
@@ -398,11 +507,10 @@ class Scheduler:
         tensor = queue == "tensor"
         raw_lat = 0.0 if tensor else lat
         for region, box, _ in reads:
-            for e in region.writers:
-                b = e[0]
-                if (box is None or b is None or (not (b[1] < box[0] or box[1] < b[0] or b[3] < box[2]
-                                                      or box[3] < b[2]) if len(b) == 4 == len(box)
-                                                 else _overlap(box, b))) and not (tensor and e[4]):
+            if region.writers:
+                for e in _overlapping(region.writers, box):
+                    if tensor and e[4]:
+                        continue
                     t = e[1] + (raw_lat if e[3] == queue else lat)
                     if deps is not None:
                         deps.append(e[2])
@@ -411,29 +519,51 @@ class Scheduler:
         # Write-after-write and write-after-read: in order on one queue; a semaphore wait across queues.
         for region, box, _ in writes:
             for lst in (region.writers, region.readers):
-                for e in lst:
-                    b = e[0]
-                    if (box is None or b is None or (not (b[1] < box[0] or box[1] < b[0] or b[3] < box[2]
-                                                          or box[3] < b[2]) if len(b) == 4 == len(box)
-                                                     else _overlap(box, b))) and not (tensor and e[4]):
-                        t = e[1] + (0.0 if e[3] == queue else lat)
-                        if deps is not None:
-                            deps.append(e[2])
-                        if t > ready:
-                            ready, crit = t, e[2]
+                if not lst:
+                    continue
+                for e in _overlapping(lst, box):
+                    if tensor and e[4]:
+                        continue
+                    t = e[1] + (0.0 if e[3] == queue else lat)
+                    if deps is not None:
+                        deps.append(e[2])
+                    if t > ready:
+                        ready, crit = t, e[2]
+        meeting = self._meet is not None
+        if meeting:
+            # The exchange after a meeting with other cores (meet): it waited for every core's arrival, and
+            # the latest arrival set its start unless its own queue or operands held it longer.
+            for t, dep in self._meet:
+                if deps is not None:
+                    deps.append(dep)
+                if t >= ready and crit is None:
+                    crit = dep
+            self._meet = None
+        elif crit is None and ready == self.floor_s and self._floor_index is not None:
+            crit = self._floor_index  # held by the last meeting, not by its queue
+            if deps is not None:
+                deps.append(crit)
         start = ready
         if engine == "dma":
             data_start = max(start + fixed, self.bandwidth_free)
             end = data_start + (seconds - fixed)
             self.bandwidth_free = end
+        elif tensor and self.table.te_ramp_s:
+            end = self._throttled_end(start, seconds)
+            seconds = end - start
         else:
             end = start + seconds
         self.queue_free[queue] = end
         self.queue_busy[queue] = self.queue_busy.get(queue, 0.0) + seconds
-        if end > self.makespan_s:
-            self.makespan_s = end
         index = self.count
         self.count += 1
+        if end > self.makespan_s:
+            self.makespan_s = end
+            self.last_index = index
+        if meeting:
+            self._floor_index = index  # what the instructions the meeting held wait for
+        if self._starts is not None:
+            self._starts.append(start)
         fill = self._fill
         self._fill = False
         for region, box, _ in reads:
@@ -444,16 +574,54 @@ class Scheduler:
                 region.writers = [[None, end, index, queue, fill]]
                 continue
             if region.readers:
-                region.readers = [e for e in region.readers if not _contains(box, e[0])]
-            if region.writers:
-                region.writers = [e for e in region.writers if not _contains(box, e[0])]
-            _add(region.writers, box, end, index, queue, fill)
+                region.readers = _uncovered(region.readers, box)
+            writers = _uncovered(region.writers, box) if region.writers else []
+            # No entry left equals box (a box covers itself): a new entry, without _add's search.
+            writers.append([box, end, index, queue, fill])
+            if len(writers) > MAX_ENTRIES:
+                writers = _fold_oldest(writers)
+            region.writers = writers
         if self.record:
             # A plain tuple now, a ScheduledInstruction when the schedule is asked for (instructions()).
             operands = tuple([r[2] for r in reads] + [w[2] for w in writes])
             self.records.append((index, engine, queue, opcode, where[0], where[1], start, end, operands, flops,
-                                 nbytes, tuple(sorted(set(deps))) if len(deps) > 1 else tuple(deps),
+                                 nbytes, _sorted_deps(deps) if len(deps) > 1 else tuple(deps),
                                  start - free, crit))
+
+    def _throttled_end(self, start: float, seconds: float) -> float:
+        """When a Tensor Engine instruction of ``seconds`` at full rate, started at ``start``, ends under the
+        dI/dt limit: a burst runs at ``floor`` of full rate at its start, rising linearly to full over ``ramp``
+        (so the rate at x into the burst is floor + (1 - floor) x / ramp, and the work done by x is
+        F(x) = floor x + (1 - floor) x^2 / (2 ramp) up to ramp, F(ramp) + (x - ramp) after). A new burst starts
+        with the first instruction, and with one whose last ``ramp`` window, entirely after the current
+        burst's start, had the engine busy less than ``floor`` of it (an idle gap)."""
+        ramp, floor = self.table.te_ramp_s, self.table.te_ramp_floor
+        window, lo = self._te_window, start - ramp
+        while window and window[0][1] <= lo:
+            s0, e0 = window.popleft()
+            self._te_window_busy -= e0 - s0
+        burst = self._te_burst
+        if burst is None:
+            burst = start
+        elif start - burst >= ramp:
+            busy = self._te_window_busy - (lo - window[0][0] if window and window[0][0] < lo else 0.0)
+            if busy < floor * ramp:
+                burst = start
+        self._te_burst = burst
+        x0 = start - burst
+        if x0 >= ramp:
+            end = start + seconds
+        else:
+            a = (1.0 - floor) / (2.0 * ramp)
+            target = floor * x0 + a * x0 * x0 + seconds
+            full = ramp * (1.0 + floor) / 2.0  # F(ramp)
+            if target >= full:
+                end = burst + ramp + (target - full)
+            else:
+                end = burst + (-floor + math.sqrt(floor * floor + 4.0 * a * target)) / (2.0 * a)
+        window.append((start, end))
+        self._te_window_busy += end - start
+        return end
 
     def _operand(self, storage: Any, arr: Any, writing: bool) -> int:
         """The operand's number in this schedule's table: records hold numbers, so that they hold no object
@@ -486,6 +654,49 @@ class Scheduler:
                     gc.enable()
         return self._built
 
+    # -- the compiler's spills ---------------------------------------------------------------------------------
+    def watch_spills(self) -> None:
+        """Keep each instruction's start from now on: the live tiles may go over capacity, and the spills
+        found at the end of the instance (runtime.Launch.check_live_ranges) are placed from where they occur."""
+        if self._starts is None:
+            self._starts = array("d")
+            self._starts_base = self.count  # the next instruction placed (the pending one, if any) has this index
+
+    def _time_at(self, index: int) -> float:
+        """When instruction ``index`` started (the nearest one kept by watch_spills)."""
+        starts = self._starts
+        if not starts:
+            return self.floor_s
+        i = min(max(index - self._starts_base, 0), len(starts) - 1)
+        return starts[i]
+
+    def spill(self, engine: str, opcode: str, index: int, seconds: float, nbytes: int = 0,
+              dma_fixed_s: float = 0.0) -> None:
+        """A spill or reload the compiler inserts where instruction ``index`` overflows a memory (runtime's live
+        ranges): SBUF's by DMA on the spill/reload queue (AWS's profiles show them on qSyncSpillReload, apart
+        from the kernel's queues), PSUM's as Vector copies on the Vector queue. Placed when the instance ends,
+        after the instructions around it: from that instruction's start, behind what its queue holds; it
+        delays no instruction of the kernel (no consumer waits on a reload) and its bytes do not take the
+        kernel's DMA bandwidth, so it overlaps everything but its own queue, and lengthens the makespan only
+        past the kernel's end."""
+        if self._pending is not None:
+            self._finalize()
+        queue = DMA_QUEUE_SPILL if engine == "dma" else engine
+        at = self._time_at(index)
+        free = self.queue_free.get(queue, self.floor_s)
+        start = max(free, at)
+        end = start + seconds
+        self.queue_free[queue] = end
+        self.queue_busy[queue] = self.queue_busy.get(queue, 0.0) + seconds
+        n = self.count
+        self.count += 1
+        self.spill_count += 1
+        if end > self.makespan_s:
+            self.makespan_s = end
+            self.last_index = n
+        if self.record:
+            self.records.append((n, engine, queue, opcode, "", 0, start, end, (), 0, nbytes, (), start - free, None))
+
     # -- cross-core meeting points ----------------------------------------------------------------------------
     def hold_until(self, t: float) -> None:
         """Every queue of this core waits until ``t`` (a meeting point with another core)."""
@@ -502,6 +713,37 @@ class Scheduler:
             self._finalize()
         return max(self.makespan_s, self.floor_s)
 
+    def arrival(self) -> "tuple[float, int, Optional[int]]":
+        """What this core brings to a meeting point: (when its work so far ends, its core, the instruction that
+        ends last, None if none has)."""
+        t = self.ready_time()
+        if self.makespan_s >= self.floor_s:
+            return t, self.core, self.last_index
+        f = self._floor_index  # this core's own instruction (an int) or another core's (core, index)
+        return t, self.core, f
+
+    def meet(self, arrivals: "list[tuple[float, int, Optional[int]]]", linked: bool = True) -> None:
+        """A meeting point with other cores (``arrival()`` of each, this one's included): no queue of this core
+        starts before the last arrives, and the instruction issued next (the exchange) records the arrivals'
+        last instructions as its dependencies, drawn as arrows between the cores' lanes (nki/trace.py), and
+        the latest as what set its start, so the critical path crosses cores. ``linked``: the others' records
+        are in this core's KernelSchedule (cores of one launch); False for other ranks (other launches),
+        whose instructions only this core's own arrival can name."""
+        latest = max(t for t, _, _ in arrivals)
+        self.hold_until(latest)
+        meet = []
+        for t, core, index in sorted(arrivals, key=lambda a: -a[0]):
+            if index is None:
+                continue
+            key = index if type(index) is tuple else (core, index)  # an arrival may name another core's
+            if key[0] != self.core and not linked:
+                continue
+            meet.append((t, key[1] if key[0] == self.core else key))
+        self._meet = meet or None
+        if meet and meet[0][0] >= latest:
+            # The floor's origin, for a core that reaches its next meeting without work of its own since.
+            self._floor_index = meet[0][1]
+
 
 class NullScheduler(Scheduler):
     """A launch inside ``disabled()``: no dependencies tracked, no makespan (``enabled`` False)."""
@@ -510,12 +752,40 @@ class NullScheduler(Scheduler):
     def access(self, storage: Any, arr: Any, writing: bool) -> None:
         return None
 
-    def fill(self, storage: Any) -> None:
+    def fill(self, storage: Any, value: Any = 0) -> None:
         return None
 
     def issue(self, engine: str, opcode: str, seconds: float, flops: int = 0, nbytes: int = 0,
               dma_fixed_s: float = 0.0, queue: Optional[str] = None) -> None:
         self.count += 1
+
+    def watch_spills(self) -> None:
+        return None
+
+    def spill(self, engine: str, opcode: str, index: int, seconds: float, nbytes: int = 0,
+              dma_fixed_s: float = 0.0) -> None:
+        return None
+
+
+def _is_zero(value: Any) -> bool:
+    try:
+        return float(value) == 0.0
+    except (TypeError, ValueError):
+        return False
+
+
+def _sorted_deps(deps: list) -> tuple:
+    """Distinct dependencies in order: indices of this core, then other cores' (core, index) pairs."""
+    unique = set(deps)
+    try:
+        return tuple(sorted(unique))  # all of this core (most instructions): no key function
+    except TypeError:
+        return tuple(sorted(unique, key=_dep_order))
+
+
+def _dep_order(dep: Any) -> tuple:
+    """Dependencies sort as (core, index): same-core indices first by index, then other cores' pairs."""
+    return (0, dep, 0) if type(dep) is int else (1, dep[0], dep[1])
 
 
 def _add(entries: list, box: Optional[tuple], end: float, index: int, queue: str, fill: bool) -> None:
@@ -561,5 +831,6 @@ def merged(target: Any, schedulers: "list[Scheduler]", flops: int, hbm_bytes: in
     makespan = max((s.makespan_s for s in schedulers), default=0.0) if makespan_s is None else makespan_s
     name = getattr(target, "name", str(target))
     return KernelSchedule(target=name, instructions=instructions, makespan_s=makespan, engine_busy_s=busy,
-                          flops=flops, hbm_bytes=hbm_bytes, instruction_count=sum(s.count for s in schedulers),
+                          flops=flops, hbm_bytes=hbm_bytes,
+                          instruction_count=sum(s.count - s.spill_count for s in schedulers),
                           latencies=schedulers[0].table if schedulers else latency_table(target))

@@ -14,7 +14,9 @@ Layout of one launch:
   operands (role, memory, name, shape, dtype, bytes), bytes, FLOPs, the time it waited on dependencies,
   its dependencies and whether it is on the critical path;
 - a flow ("s" at the producer, "f" with ``bp: "e"`` at the consumer, category ``CAT_DEPENDENCY``) per
-  dependency.
+  dependency, named ``FLOW_DEPENDENCY``; one from another core's lane (a meeting point: ``core_barrier``,
+  ``sendrecv``, a collective, whose exchange waited for that core's last instruction) is named
+  ``FLOW_CORE_MEETING``.
 
 numpy-free and torch-free: the NKI core's layer (the profiler's torch side, profiler/kernel_trace.py, places
 these events beside the launch's device event).
@@ -29,15 +31,18 @@ from typing import Any, Optional, Sequence
 CAT_INSTRUCTION = "nki_instruction"
 CAT_LAUNCH = "nki_launch"
 CAT_DEPENDENCY = "nki_dependency"
+FLOW_DEPENDENCY = "dependency"
+FLOW_CORE_MEETING = "core meeting"
 FORMAT = "torchneuron_ext-nki-kernel-trace/1"
 
 # Lanes top to bottom, as Neuron Explorer's device profile orders the engines; DMA queues come after
 # GpSimd by number (any count), collectives last.
 _ENGINE_LANES = ("tensor", "vector", "scalar", "gpsimd")
 LANE_LABELS = {"launch": "launch (projected)", "tensor": "Tensor Engine (PE)", "vector": "Vector Engine (DVE)",
-               "scalar": "Scalar Engine (ACT)", "gpsimd": "GpSimd Engine (POOL)", "collective": "Collectives"}
+               "scalar": "Scalar Engine (ACT)", "gpsimd": "GpSimd Engine (POOL)", "collective": "Collectives",
+               "dma:spill": "DMA spill/reload"}
 # A lane's thread id inside its process: fixed per lane, so lanes keep their order and tids in any trace.
-_LANE_TID = {"launch": 0, "tensor": 1, "vector": 2, "scalar": 3, "gpsimd": 4, "collective": 63}
+_LANE_TID = {"launch": 0, "tensor": 1, "vector": 2, "scalar": 3, "gpsimd": 4, "dma:spill": 47, "collective": 63}
 _DMA_TID_BASE = 16
 
 
@@ -158,9 +163,10 @@ def launch_events(schedule: Any, kernel: str, *, launch: int = 0, origin_us: flo
             if src is None:
                 continue  # a producer whose record was not kept (another launch): no arrow to draw
             flow += 1
-            events.append({"ph": "s", "cat": CAT_DEPENDENCY, "name": "dependency", "id": flow, "pid": pids[src.core],
+            name = FLOW_DEPENDENCY if src.core == i.core else FLOW_CORE_MEETING
+            events.append({"ph": "s", "cat": CAT_DEPENDENCY, "name": name, "id": flow, "pid": pids[src.core],
                            "tid": tid(src.core, src.queue), "ts": origin_us + src.start_s * us})
-            events.append({"ph": "f", "bp": "e", "cat": CAT_DEPENDENCY, "name": "dependency", "id": flow,
+            events.append({"ph": "f", "bp": "e", "cat": CAT_DEPENDENCY, "name": name, "id": flow,
                            "pid": pids[i.core], "tid": tid(i.core, i.queue), "ts": origin_us + i.start_s * us})
     return events
 

@@ -62,17 +62,18 @@ def check_cores(api: str, named: Sequence[int], what: str) -> tuple:
                                             if legacy else ""))
 
 
-def _exchange(threads: "dict[int, int]", key: Any, value: Any, what: str) -> dict:
-    """Meet the threads ``threads`` maps names to (this one among them): {name: value} of each."""
+def _exchange(threads: "dict[int, int]", key: Any, value: Any, what: str, linked: bool) -> dict:
+    """Meet the threads ``threads`` maps names to (this one among them): {name: value} of each. ``linked``:
+    the others are cores of this launch (their schedule records are this launch's)."""
     launch = runtime.current()
     if launch.cores is None:
         return {name: value for name in threads}  # one core: _check has made sure no other is named
     # A meeting point of the cores' schedules too (nki/schedule.py): each brings the time its work so far
-    # ends, and none goes on before the last of them arrives.
+    # ends and the instruction that ends it, and none goes on before the last of them arrives.
     scheduler = launch.costs.scheduler
     got = launch.cores.exchange(launch._thread, key, tuple(sorted(threads.values())),
-                                (value, scheduler.ready_time()), what)
-    scheduler.hold_until(max(arrived for _, arrived in got.values()))
+                                (value, scheduler.arrival()), what)
+    scheduler.meet([arrived for _, arrived in got.values()], linked)
     return {name: got[t][0] for name, t in threads.items()}
 
 
@@ -80,7 +81,8 @@ def exchange_cores(key: Any, cores: Sequence[int], value: Any, what: str) -> dic
     """Meet the other ``cores`` of this rank under ``key``: {core: value} of each (this core included)."""
     launch = runtime.current()
     named = set(cores) | {launch.core_index}
-    return _exchange({c: launch.thread_of(launch.rank, c) for c in named}, ("core", launch.rank, key), value, what)
+    return _exchange({c: launch.thread_of(launch.rank, c) for c in named}, ("core", launch.rank, key), value, what,
+                     True)
 
 
 def exchange_ranks(key: Any, ranks: Sequence[int], value: Any, what: str) -> dict:
@@ -89,7 +91,7 @@ def exchange_ranks(key: Any, ranks: Sequence[int], value: Any, what: str) -> dic
     launch = runtime.current()
     named = set(ranks) | {launch.rank}
     return _exchange({r: launch.thread_of(r, launch.core_index) for r in named},
-                     ("rank", launch.core_index, key), value, what)
+                     ("rank", launch.core_index, key), value, what, False)
 
 
 def reduce_fn(api: str, op: Any) -> Callable:

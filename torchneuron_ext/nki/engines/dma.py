@@ -8,6 +8,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from .. import dtypes, runtime
+from .. import schedule as _schedule
 from ..errors import NKIUnsupportedError, fail
 from .._isa_common import check_dge_mode
 from ..indexing import TileIndex, as_mask
@@ -31,7 +32,7 @@ def load(src: NKITensor, *, mask: Any = None, dtype: Any = None, dst: Optional[N
     m = as_mask(mask)
     vals = src.read(m)
     out_dtype = result_dtype(dtype, src.dtype)
-    runtime.current().costs.dma(api, vals.size * src.itemsize, False, True)
+    runtime.current().costs.dma(api, vals.size * src.itemsize, False, True, queue=queue_of(src))
     if dst is None:
         shape = tuple(vals.shape)
         if len(shape) < 2:
@@ -67,7 +68,7 @@ def store(dst: NKITensor, value: Any, *, mask: Any = None, api: str = "store") -
     if larger_than(np.shape(vals), dst.shape):
         fail("err_store_dst_shape_smaller_than_other_shape",
              f"'{api}' of a value of shape {tuple(np.shape(vals))} into a destination of shape {dst.shape}")
-    runtime.current().costs.dma(api, int(np.prod(dst.shape)) * dst.itemsize, True, False)
+    runtime.current().costs.dma(api, int(np.prod(dst.shape)) * dst.itemsize, True, False, queue=queue_of(dst))
     dst.write(dtypes.cast(np.asarray(vals), dst.dtype), None if m is None else mask_for(m, dst.shape))
 
 
@@ -82,10 +83,11 @@ def _oob_skip(oob_mode: Any) -> bool:
 
 
 def dma_copy(dst: NKITensor, src: NKITensor, *, mask: Any = None, dst_rmw_op: Any = None, oob_mode: Any = None,
-             api: str = "dma_copy") -> None:
+             api: str = "dma_copy", dge_mode: Any = None, engine: Any = None) -> None:
     """A DMA from ``src`` to ``dst``, either side possibly indexed by tiles (indirect DMA). ``dst_rmw_op``
     combines with what ``dst`` holds (np.add accumulates, repeated indices included); with
-    ``oob_mode=skip`` out-of-bounds indirect positions are not transferred."""
+    ``oob_mode=skip`` out-of-bounds indirect positions are not transferred. ``dge_mode`` and ``engine``
+    (checked by the caller) choose the transfer's DMA queue (queue_of)."""
     for name, t in (("dst", dst), ("src", src)):
         if not isinstance(t, NKITensor):
             raise TypeError(f"'{api}' operand '{name}' must be an NKI tensor, got {type(t).__name__}")
@@ -105,7 +107,7 @@ def dma_copy(dst: NKITensor, src: NKITensor, *, mask: Any = None, dst_rmw_op: An
         r = r.reshape(dst.shape)
         wmask = r if wmask is None else wmask & r
     runtime.current().costs.dma(api, int(np.prod(dst.shape)) * dst.itemsize, dst.buffer.is_hbm,
-                                src.buffer.is_hbm)
+                                src.buffer.is_hbm, queue=queue_of(dst, src, dge_mode=dge_mode, engine=engine))
     if dst_rmw_op is None:
         vals = np.asarray(vals)
         if vals.dtype != dst.dtype:  # the DMA converts through fp32 (int32 beyond 2**24 rounds)
@@ -132,7 +134,8 @@ def atomic_rmw(dst: NKITensor, value: Any, op: Any, *, mask: Any = None) -> None
     vals = fp32(np.asarray(src.read(m) if src is not None else value))
     if int(np.prod(np.shape(vals))) != int(np.prod(dst.shape)):
         fail("err_shape_mismatch", f"atomic_rmw of a {tuple(np.shape(vals))} value into {dst.shape}")
-    runtime.current().costs.dma("atomic_rmw", int(np.prod(dst.shape)) * dst.itemsize, True, True)
+    runtime.current().costs.dma("atomic_rmw", int(np.prod(dst.shape)) * dst.itemsize, True, True,
+                                queue=queue_of(dst, src) if src is not None else queue_of(dst))
     with quiet():
         dst.write(np.reshape(vals, dst.shape), None if m is None else mask_for(m, dst.shape),
                   rmw=BINARY[op_name(op)])
@@ -157,6 +160,19 @@ def addressing(t: NKITensor) -> Optional[str]:
     if t.index is not None and any(isinstance(a, TileIndex) for a in t.index):
         return "vector"
     return None
+
+
+def queue_of(*operands: NKITensor, dge_mode: Any = None, engine: Any = None) -> Optional[str]:
+    """The DMA queue of a transfer of ``operands`` (nki/schedule.py's dma_queue): the one its trigger
+    ``engine`` names, GpSimd's for software DGE (``dge_mode=swdge``, or an operand indexed by a tile of
+    indices, for which the compiler picks it); None (alternating queues) where the kernel does not say."""
+    gathered = False
+    for t in operands:
+        if (t._dyn is not None or t.index is not None) and addressing(t) == "vector":
+            gathered = True
+            break
+    trigger = None if engine is None or engine.name == "unknown" else engine.name
+    return _schedule.dma_queue(trigger, _mode(dge_mode), gathered)
 
 
 def _needs_gen3(api: str, what: str) -> None:
@@ -266,7 +282,8 @@ def dma_transpose(src: NKITensor, *, axes: Any = None, dtype: Any = None, mask: 
     m = as_mask(mask)
     vals, read = src.read_valid(m, skip)
     vals = np.transpose(np.asarray(vals), axes)
-    runtime.current().costs.dma(api, vals.size * src.itemsize, False, src.buffer.is_hbm)
+    runtime.current().costs.dma(api, vals.size * src.itemsize, False, src.buffer.is_hbm,
+                                queue=queue_of(src, dge_mode=dge_mode))
     out_dtype = result_dtype(dtype, src.dtype)
     if dst is None:
         pmax = runtime.current().target.num_partitions
@@ -339,6 +356,7 @@ def dma_compute(dst: NKITensor, srcs: Sequence[NKITensor], reduce_op: Any, *, sc
         if read is not None:
             r = np.broadcast_to(read.reshape(read.shape + (1,) * (s.ndim - read.ndim)), s.shape).reshape(dst.shape)
             wmask = r if wmask is None else wmask & r
-    runtime.current().costs.dma(api, nbytes, dst.buffer.is_hbm, any(s.buffer.is_hbm for s in srcs))
+    runtime.current().costs.dma(api, nbytes, dst.buffer.is_hbm, any(s.buffer.is_hbm for s in srcs),
+                                queue=queue_of(dst, *srcs))
     store_into(dst, total, api, wmask, skip=skip)
 

@@ -278,8 +278,9 @@ def topk(src: NKITensor, n: int, *, val_dst: NKITensor, idx_dst: NKITensor) -> N
     rank = np.arange(k)
     rows = (np.arange(groups)[:, None] * TOPK_GROUP + rank % TOPK_GROUP).reshape(-1)
     cols = np.broadcast_to(rank // TOPK_GROUP, (groups, k)).reshape(-1)
+    # Counted before its writes: the schedule gives reads and writes after the count to this instruction.
+    runtime.current().costs.cycles("gpsimd", api, 4 * n + k)
     for dst, values in ((val_dst, vals), (idx_dst, order)):
         current = np.array(dst.read(), copy=True).reshape(p, -1)
         current[rows, cols] = dtypes.cast(values.reshape(-1), dst.dtype)
         store_into(dst, current.reshape(dst.shape), api)
-    runtime.current().costs.cycles("gpsimd", api, 4 * n + k)

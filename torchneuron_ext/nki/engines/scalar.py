@@ -35,8 +35,8 @@ def activation(op: Any, data: NKITensor, *, bias: Any = None, scale: Any = 1.0, 
         if b is not None:
             y = y + b
         result = np.asarray(UNARY[name][1](y), dtype=np.float32)
+    charge("scalar", api, data.shape)  # before any write: the schedule gives writes to the last counted one
     _fold(result, reduce_op, reduce_res, reduce_cmd, ("add",), api)
-    charge("scalar", api, data.shape)
     out_dtype = result_dtype(dtype, data.dtype)
     return emit(result, out_dtype, dst, as_mask(mask), api)
 
@@ -102,7 +102,7 @@ def activate2(op: Any, data: NKITensor, imm0: Any, imm1: Any, op0: Any, op1: Any
         else:
             result = UNARY[name][1](x)
         result = np.asarray(result, dtype=np.float32)
+    charge("scalar", api, data.shape)  # before any write: the schedule gives writes to the last counted one
     _fold(result, reduce_op, reduce_res, reduce_cmd if reduce_cmd is not None else "idle",
           ("add", "maximum", "minimum", "abs_max", "abs_min"), api)
-    charge("scalar", api, data.shape)
     store_into(dst, result.reshape(dst.shape), api)

@@ -302,9 +302,9 @@ def tensor_scalar_reduce(data: NKITensor, op0: Any, operand0: Any, reduce_op: An
     y = _tensor_scalar_op(x, op0, operand0, reverse0, data, api)
     init = None if reduce_init is None else per_partition(reduce_init, data, api, "reduce_init")
     acc = accumulator.accumulate("vector", api, y, red_op, cmd, init)
+    charge("vector", api, data.shape)  # before any write: the schedule gives writes to the last counted one
     if reduce_res is not None:
         store_into(reduce_res, (-acc if reduce_res_negate else acc).reshape(reduce_res.shape), api)
-    charge("vector", api, data.shape)
     return emit(y, result_dtype(dtype, data.dtype), dst, m, api)
 
 
@@ -381,8 +381,9 @@ def exponential(src: NKITensor, *, max_value: Any = 0.0, reduce_res: Optional[NK
         acc = accumulator.read("vector", src.shape[0])
     if reduce_res is not None:
         check_reduce_res(reduce_res, src.shape[0], api, float_only=True)
+    charge("vector", api, src.shape)  # before any write: the schedule gives writes to the last counted one
+    if reduce_res is not None:
         store_into(reduce_res, acc.reshape(reduce_res.shape), api)
-    charge("vector", api, src.shape)
     store_into(dst, y.reshape(dst.shape), api)
 
 

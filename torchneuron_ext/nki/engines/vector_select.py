@@ -98,8 +98,8 @@ def select_reduce(predicate: NKITensor, on_true: NKITensor, on_false: Any, *, ds
     f = per_partition(on_false, on_true, api, "on_false")
     result = np.where(pred, fp32(np.asarray(on_true.read())), f).astype(np.float32)
     cmd = reduce_cmd if reduce_cmd is not None else ("reset_reduce" if reduce_res is not None else "idle")
+    charge("vector", api, on_true.shape)  # before any write: the schedule gives writes to the last counted one
     _running_max(result, cmd, reduce_op, reduce_res, api)
-    charge("vector", api, on_true.shape)
     out_dtype = result_dtype(dtype, dst.dtype if dst is not None else on_true.dtype)
     return emit(result if dst is None else result.reshape(dst.shape), out_dtype, dst, as_mask(mask), api)
 
@@ -133,8 +133,8 @@ def range_select(on_true: NKITensor, comp_op0: Any, comp_op1: Any, bound0: Any, 
     fill = np.float32(np.finfo(np.float32).min if on_false_value is None else on_false_value)
     x = fp32(np.asarray(on_true.read())).reshape(p, -1)
     result = np.where(keep, x, fill).astype(np.float32).reshape(on_true.shape)
+    charge("vector", api, on_true.shape)  # before any write: the schedule gives writes to the last counted one
     _running_max(result, reduce_cmd if reduce_cmd is not None else "reset_reduce", reduce_op, reduce_res, api)
-    charge("vector", api, on_true.shape)
     out_dtype = result_dtype(dtype, dst.dtype if dst is not None else on_true.dtype)
     return emit(result if dst is None else result.reshape(dst.shape), out_dtype, dst, as_mask(mask), api)
 
@@ -170,8 +170,9 @@ def match_replace8(data: NKITensor, vals: NKITensor, imm: Any, *, dst_idx: Optio
         x[rows[found], first[found]] = np.float32(imm)
     if dst_idx is not None:
         check_tile(dst_idx, api, "dst_idx")
+    charge("vector", api, data.shape)  # before any write: the schedule gives writes to the last counted one
+    if dst_idx is not None:
         store_into(dst_idx, idx.reshape(dst_idx.shape), api)
-    charge("vector", api, data.shape)
     out_dtype = result_dtype(dtype, data.dtype)
     return emit(x.reshape(data.shape), out_dtype, dst, None, api)
 

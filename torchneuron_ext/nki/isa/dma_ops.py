@@ -69,7 +69,7 @@ def dma_copy(dst: NKITensor, src: NKITensor, dst_rmw_op: Any = None, priority: O
             fail("err_unsupported_dma_rmw_op", f"'{api}' supports dst_rmw_op=nl.add only, got {op}")
         if oob_mode is not None and oob_mode is not _oob_mode.error:
             fail("err_invalid_oob_mode", f"'{api}' with dst_rmw_op allows only oob_mode=nisa.oob_mode.error")
-    _dma.dma_copy(dst, src, dst_rmw_op=dst_rmw_op, oob_mode=oob_mode)
+    _dma.dma_copy(dst, src, dst_rmw_op=dst_rmw_op, oob_mode=oob_mode, dge_mode=dge_mode, engine=engine)
     return NkiInstruction(name or api)
 
 

@@ -140,7 +140,7 @@ def dma_copy(*, dst: NKITensor, src: NKITensor, mask: Any = None, dst_rmw_op: An
     """A DMA; either side may be indexed by tiles (indirect). ``oob_mode=nisa.oob_mode.skip`` leaves
     out-of-bounds indirect positions alone; ``dst_rmw_op=np.add`` accumulates into ``dst``."""
     _check_dge_mode(dge_mode)
-    _eng.dma_copy(dst, src, mask=mask, dst_rmw_op=dst_rmw_op, oob_mode=oob_mode)
+    _eng.dma_copy(dst, src, mask=mask, dst_rmw_op=dst_rmw_op, oob_mode=oob_mode, dge_mode=dge_mode)
 
 
 def dma_transpose(src: NKITensor, *, axes: Any = None, mask: Any = None, dtype: Any = None,
