@@ -1,6 +1,8 @@
 """The rest of nki.language public kernels touch: dtype aliases and their limits, finfo/iinfo."""
 from __future__ import annotations
 
+import inspect
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -180,3 +182,12 @@ def test_broadcast_to_and_rms_norm_take_the_new_keywords() -> None:
     coarse = _new_kernel(norm(new_nl.bfloat16))(y)
     np.testing.assert_allclose(coarse, ref, rtol=2e-2)  # intermediates rounded to bfloat16
     assert not np.array_equal(coarse, _new_kernel(norm(None))(y))
+
+
+def test_the_new_dialect_refuses_the_legacy_mask_by_name() -> None:
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    with pytest.raises(TypeError, match=r"nl.exp\(\) got an unexpected keyword argument 'mask'"):
+        _new_kernel(lambda t, nisa: new_nl.exp(t, mask=None))(x)
+    np.testing.assert_allclose(_new_kernel(lambda t, nisa: new_nl.exp(t))(x), np.exp(x), rtol=1e-6)
+    assert "mask" not in inspect.signature(new_nl.exp).parameters
+    assert "mask" in inspect.signature(nl.exp).parameters  # the legacy dialect keeps it

@@ -1,7 +1,9 @@
 """``nki.language`` of the new dialect (NKI 0.2+): slicing and ``nl.ds`` only, no arange/mgrid/mask."""
 from __future__ import annotations
 
-from typing import Any
+import functools
+import inspect
+from typing import Any, Callable
 
 from .._lang import *  # noqa: F401,F403
 from .._lang import (abs, all, max, min, sum, par_dim, tile, fori_loop, while_loop, dynamic_range,  # noqa: F401
@@ -148,6 +150,29 @@ def _range_args(start: int, stop: Any, step: int) -> tuple:
     return (0, start, step) if stop is None else (start, stop, step)
 
 _LEGACY_ONLY = {"arange", "mgrid"}
+
+
+def _without_mask(func: Callable) -> Callable:
+    """The shared implementation ``func`` without the legacy ``mask=``: AWS's NKI 0.2+ dropped it ("The mask
+    parameter is no longer supported"), so a kernel passing it here would fail in AWS's compiler."""
+    signature = inspect.signature(func)
+    if "mask" not in signature.parameters:
+        return func
+
+    @functools.wraps(func)
+    def op(*args: Any, **kwargs: Any) -> Any:
+        if "mask" in kwargs:
+            raise TypeError(f"nl.{func.__name__}() got an unexpected keyword argument 'mask': NKI 0.2+ has no "
+                            f"mask=; compute on a slice of the tile, or select with nl.where")
+        return func(*args, **kwargs)
+    op.__signature__ = signature.replace(parameters=[p for n, p in signature.parameters.items() if n != "mask"])
+    return op
+
+
+for _name, _value in list(globals().items()):
+    if not _name.startswith("_") and inspect.isfunction(_value) and _value.__module__ == _lang.__name__:
+        globals()[_name] = _without_mask(_value)
+del _name, _value
 
 
 def __getattr__(name: str) -> Any:
