@@ -28,6 +28,7 @@ from . import cost_model, dtypes
 from .cores import CoreGroup
 from .errors import NKIOutsideKernelError, _is_internal, fail
 from .memory import Buffer, Target, default_target, psum, sbuf, shared_hbm
+from .rules.source import parse as _parse_source
 
 _state = threading.local()
 
@@ -642,7 +643,7 @@ def _parse_nested_statement_lines(func: Callable) -> set:
         first = func.__code__.co_firstlineno
     except (OSError, TypeError):
         return set()
-    tree = ast.parse(textwrap.dedent(source))
+    tree = _parse_source(textwrap.dedent(source))
     lines: set = set()
     for node in ast.walk(tree):
         # Loops only: a trace-time Python `if` (e.g. `if config.training:` around an output) is resolved
