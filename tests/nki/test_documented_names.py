@@ -135,6 +135,13 @@ def test_an_undocumented_name_is_absent(surface: str) -> None:
         getattr(module, "nc_matmull")
 
 
+@pytest.mark.parametrize("surface", ["nki.language", "neuronxcc.nki.language"])
+def test_the_language_does_not_leak_its_implementation_imports(surface: str) -> None:
+    module = SURFACES[surface][0]
+    for name in ("np", "math", "fail", "as_mask", "Optional", "UNMODELLED"):
+        assert not hasattr(module, name), name
+
+
 @pytest.mark.parametrize("surface", sorted(SURFACES))
 def test_the_copy_of_the_names_is_the_reference(surface: str) -> None:
     _, path, release = SURFACES[surface]

@@ -174,6 +174,13 @@ for _name, _value in list(globals().items()):
         globals()[_name] = _without_mask(_value)
 del _name, _value
 
+# The shared implementation's own imports came with the star import; they are not AWS's names, and
+# feature detection (hasattr(nl, name)) sees AWS's surface.
+for _name in ("np", "math", "os", "functools", "inspect", "fail", "as_mask", "DynSlice", "NKIUnsupportedError",
+              "UNMODELLED", "unmodelled", "Iterator", "Optional", "Sequence", "annotations"):
+    globals().pop(_name, None)
+del _name
+
 
 def __getattr__(name: str) -> Any:
     if name in _LEGACY_ONLY:
