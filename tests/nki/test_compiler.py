@@ -119,6 +119,26 @@ def test_psum_modulo_banks() -> None:
     np.testing.assert_allclose(k(a, b), np.broadcast_to(a.T @ b, (4, 128, 64)), rtol=1e-4, atol=1e-4)
 
 
+def test_blocks_sharing_a_psum_bank_each_start_their_accumulation() -> None:
+    # The attention tutorial's v9: every query tile accumulates `acc[i] += nc_matmul(...)` in one bank
+    # (num_bank_tiles=(1,)). Each block is a tile of its own, whose accumulation group starts with an
+    # overwrite; it does not continue the previous block's sum left in the bank.
+    @nki.jit
+    def k(a, b):
+        out = nl.ndarray((3, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        acc = nl.ndarray((3, par_dim(128), 64), dtype=nl.float32,
+                         buffer=ncc.psum.mod_alloc(base_bank=7, num_bank_tiles=(1,)))
+        for i in nl.sequential_range(3):
+            for j in nl.affine_range(2):
+                acc[i] += nisa.nc_matmul(nl.load(a[i, j]), nl.load(b[j]))
+            nl.store(out[i], nl.copy(acc[i]))
+        return out
+
+    a, b = f32(3, 2, 128, 128), f32(2, 128, 64)
+    want = np.einsum("ijkm,jkn->imn", a.astype(np.float64), b.astype(np.float64))
+    np.testing.assert_allclose(k(a, b), want, rtol=1e-4, atol=1e-3)
+
+
 def test_allocation_beyond_sbuf_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
     @nki.jit
     def k(x, base):

@@ -608,6 +608,35 @@ Control-flow depending on `nl.arange` or `nl.mgrid` is not supported: an NKI ind
         a = f32(1, 64)
         np.testing.assert_allclose(k(a), np.where(np.arange(64) > 32, a * 2, a))
 
+    def test_masks_joined_with_python_and(self):
+        # AWS's 2.26 known issues: "Use & to combine masks. We do not support using and for masks." Python's
+        # `a and b` asks `a` for a truth value; if that were True the mask would silently be `b` alone.
+        @lnki.jit
+        def k(a):
+            out = lnl.ndarray((8, 16), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            ix, iy = lnl.mgrid[0:8, 0:16]
+            t = lnl.load(a[ix, iy])
+            lnl.store(out[ix, iy], lnl.multiply(t, 2.0, mask=(ix < 4 and iy < 8)))
+            return out
+
+        self.assertExpectedInline(report(k, f32(8, 16)), """\
+err_control_flow_condition_depending_on_arange at def+5: lnl.store(out[ix, iy], lnl.multiply(t, 2.0, mask=(ix < 4 and iy < 8)))
+Control-flow depending on `nl.arange` or `nl.mgrid` is not supported: an NKI index expression or mask has no single truth value; combine masks with '&' and '|', not 'and'/'or', and pass them as mask=""")
+
+    def test_legal_twin_joins_masks_with_ampersand(self):
+        @lnki.jit
+        def k(a):
+            out = lnl.ndarray((8, 16), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            ix, iy = lnl.mgrid[0:8, 0:16]
+            t = lnl.load(a[ix, iy])
+            lnl.store(out[ix, iy], t)
+            lnl.store(out[ix, iy], lnl.multiply(t, 2.0), mask=((ix < 4) & (iy < 8)))
+            return out
+
+        a = f32(8, 16)
+        inside = (np.arange(8)[:, None] < 4) & (np.arange(16)[None, :] < 8)
+        np.testing.assert_allclose(k(a), np.where(inside, 2 * a, a))
+
     def test_assignment_into_an_index(self):
         @lnki.jit
         def k(a):
@@ -754,6 +783,21 @@ Dynamic control-flow depending on tensor value is not supported: a tile has no t
         self.assertExpectedInline(report(k, f32(128, 128)), """\
 err_ambiguous_tensor_truth_value at def+4: not_a_tile = not lnl.greater(a_tile, 0.0)
 Cannot evaluate truth value of a multi-element tensor: a tensor of shape (128, 128) has no truth value; use '~', '&', '|' instead of 'not', 'and', 'or', and 'is None' / 'is not None' to test an optional tensor""")
+
+    def test_optional_tensor_parameter_tested_with_if(self):
+        # The legacy error page's own example (`if b:` on an Optional tensor parameter), in the form of AWS's
+        # tensor_scalar_cumulative example; the new dialect's tensors are objects there and `if t:` is true
+        # (tests/nki/test_access_patterns.py::test_a_tensor_compares_with_none_as_an_object).
+        @lnki.jit
+        def k(a, imm=None):
+            out = lnl.ndarray((128, 8), dtype=lnl.float32, buffer=lnl.shared_hbm)
+            imm = lnl.load(imm[...]) if imm else None
+            lnl.store(out, lnl.load(a))
+            return out
+
+        self.assertExpectedInline(report(k, f32(128, 8), f32(128, 1)), """\
+err_ambiguous_tensor_truth_value at def+3: imm = lnl.load(imm[...]) if imm else None
+Cannot evaluate truth value of a multi-element tensor: a tensor of shape (128, 1) has no truth value; use '~', '&', '|' instead of 'not', 'and', 'or', and 'is None' / 'is not None' to test an optional tensor""")
 
     def test_legal_twin_negates_elementwise_and_tests_for_none(self):
         @lnki.jit

@@ -163,5 +163,6 @@ def unmodelled_instructions(module: str) -> Callable[[str], Any]:
                 f"nki.isa.{name} is not modelled by the torchneuron_ext NKI simulator; see docs/nki.md for the "
                 f"instructions it runs")
         unmodelled.__name__ = unmodelled.__qualname__ = name
+        unmodelled._nki_unmodelled = True  # AWS has it, the simulator does not run it
         return unmodelled
     return __getattr__

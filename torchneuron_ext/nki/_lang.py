@@ -441,6 +441,7 @@ exp, log, sqrt, rsqrt, reciprocal = (_unary(n) for n in ("exp", "log", "sqrt", "
 tanh, sigmoid, relu, gelu = (_unary(n) for n in ("tanh", "sigmoid", "relu", "gelu"))
 gelu_apprx_tanh, gelu_apprx_sigmoid, gelu_dx = (_unary(n) for n in ("gelu_apprx_tanh", "gelu_apprx_sigmoid",
                                                                      "gelu_dx"))
+gelu_apprx_sigmoid_dx = _unary("gelu_apprx_sigmoid_dx")
 silu, silu_dx, softplus, mish, erf, erf_dx = (_unary(n) for n in ("silu", "silu_dx", "softplus", "mish", "erf",
                                                                   "erf_dx"))
 sin, cos, tan, arctan, sign, abs = (_unary(n) for n in ("sin", "cos", "tan", "arctan", "sign", "abs"))
@@ -566,6 +567,7 @@ def _unsupported(name: str, hint: str) -> Callable:
     def op(*args: Any, **kwargs: Any) -> Any:
         raise NKIUnsupportedError(f"nl.{name} is not modelled by the torchneuron_ext NKI simulator: {hint}")
     op.__name__ = name
+    op._nki_unmodelled = True
     return op
 
 

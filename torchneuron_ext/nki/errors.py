@@ -64,7 +64,8 @@ class NKIError(SyntaxError, AssertionError, ValueError, NkiValidationError):
 
 
 def _rebuild(code: str, text: str) -> "NKIError":
-    err = NKIError.__new__(NKIError)
+    cls = _CLASS_OF_CODE.get(code, NKIError)
+    err = cls.__new__(cls)
     SyntaxError.__init__(err, text)
     err.code, err.message, err.source_line = code, text, None
     return err
@@ -90,7 +91,7 @@ def _kernel_location(frame: Optional[FrameType]):
 
 def fail(code: str, message: str) -> "NKIError":
     """Raise the error for ``code``; the location is found from the caller's stack."""
-    raise NKIError(code, message, frame=sys._getframe(1))
+    raise _CLASS_OF_CODE.get(code, NKIError)(code, message, frame=sys._getframe(1))
 
 
 class NKIUnsupportedError(NotImplementedError):
@@ -104,3 +105,13 @@ class NKITypeError(NKIError, TypeError):
 
 class NKIOutsideKernelError(NKIError, RuntimeError):
     """An NKI API called outside of a running kernel (``err_nki_api_outside_of_nki_kernel``)."""
+
+
+class NKIIndexError(NKIError, IndexError):
+    """An access outside a tensor (``err_tensor_access_out_of_bound``): Python's IndexError too, as numpy's
+    out-of-bounds indexing is, so code written against AWS's simulator (whose out-of-bounds DMA raises
+    numpy's IndexError) catches it with ``except IndexError``."""
+
+
+# Rules whose Python counterpart is another built-in error: raised as both.
+_CLASS_OF_CODE: "dict[str, type]" = {"err_tensor_access_out_of_bound": NKIIndexError}

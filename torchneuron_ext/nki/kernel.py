@@ -67,6 +67,10 @@ class LaunchResult:
 class Kernel:
     """A function decorated with ``@nki.jit``: call it, or index it with a grid first."""
 
+    # A kernel is never a pytest test, whatever its name (AWS's SDK names one test_nl_broadcast): its
+    # parameters are the kernel's inputs, not fixtures. (It carries __wrapped__, which pytest would follow.)
+    __test__ = False
+
     def __init__(self, func: Callable, *, dialect: str, mode: str = "auto", **options: Any) -> None:
         if isinstance(func, Kernel):
             func = func.func

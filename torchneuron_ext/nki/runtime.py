@@ -28,6 +28,7 @@ from . import cost_model, dtypes
 from .cores import CoreGroup
 from .errors import NKIOutsideKernelError, _is_internal, fail
 from .memory import Buffer, Target, default_target, psum, sbuf, shared_hbm
+from .rules.source import parse as _parse_source
 
 _state = threading.local()
 
@@ -261,6 +262,13 @@ class Launch:
                 _reset_psum_flags(tile, fill)
             return known
         storage = self._allocate_direct(shape, dtype, alloc, name, par_axis, fill)
+        if alloc.memory is psum and storage.blocks is not None \
+                and len({id(t) for t in storage.blocks.values()}) < len(storage.blocks):
+            # Blocks a modulo allocation maps onto one physical tile share its bytes, but each block is a tile
+            # of its own to the compiler, which starts a `block += nc_matmul(...)` accumulation group with an
+            # overwrite (AWS's architecture guide: the group's first matmul overwrites the bank), so the
+            # accumulation of one block does not continue the previous block's (attention tutorial v9).
+            storage.blocks = {idx: _own_flags(t, fill, self._spare_flags) for idx, t in storage.blocks.items()}
         self._direct_sites[site] = storage
         if alloc.memory is psum:
             self._arena_flags_read = True
@@ -638,7 +646,7 @@ def _parse_nested_statement_lines(func: Callable) -> set:
         first = func.__code__.co_firstlineno
     except (OSError, TypeError):
         return set()
-    tree = ast.parse(textwrap.dedent(source))
+    tree = _parse_source(textwrap.dedent(source))
     lines: set = set()
     for node in ast.walk(tree):
         # Loops only: a trace-time Python `if` (e.g. `if config.training:` around an output) is resolved

@@ -60,6 +60,8 @@ UNARY: dict[str, tuple[str, Callable]] = {
     "tanh": ("scalar", np.tanh), "sigmoid": ("scalar", _sigmoid), "relu": ("scalar", lambda x: np.maximum(x, 0)),
     "gelu": ("scalar", _gelu), "gelu_apprx_tanh": ("scalar", _gelu_tanh),
     "gelu_apprx_sigmoid": ("scalar", lambda x: x * _sigmoid(1.702 * x)), "gelu_dx": ("scalar", _gelu_dx),
+    # d/dx x*sigmoid(1.702x) = s(X) * (1 + X * s(-X)), X = 1.702x: no cancellation for large |x|.
+    "gelu_apprx_sigmoid_dx": ("scalar", lambda x: _sigmoid(1.702 * x) * (1 + 1.702 * x * _sigmoid(-1.702 * x))),
     "silu": ("scalar", lambda x: x * _sigmoid(x)),
     "silu_dx": ("scalar", lambda x: _sigmoid(x) * (1 + x * (1 - _sigmoid(x)))),
     "softplus": ("scalar", _softplus), "mish": ("scalar", lambda x: x * np.tanh(_softplus(x))),

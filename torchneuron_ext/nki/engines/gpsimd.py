@@ -35,7 +35,10 @@ def affine_select(on_true: NKITensor, on_false_value: Any, predicate: np.ndarray
 def partition_reduce(op: str, data: NKITensor, *, dtype: Any = None, dst: Optional[NKITensor] = None
                      ) -> Optional[NKITensor]:
     check_tile(data, "tensor_partition_reduce", "data", allow_psum=False)
-    fn, _ = REDUCTIONS[op]
+    fn = np.mean if op == "mean" else REDUCTIONS.get(op, (None,))[0]
+    if fn is None:
+        fail("err_unsupported_op", f"'tensor_partition_reduce' reduces with add, average, max, min, multiply and "
+                                   f"the bitwise and logical operators, not {op}")
     with quiet():
         result = fn(fp32(np.asarray(data.read())), axis=0, keepdims=True)
     runtime.current().costs.compute("gpsimd", "tensor_partition_reduce", free_size(data.shape) * data.shape[0])

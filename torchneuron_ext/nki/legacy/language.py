@@ -6,6 +6,13 @@ from .._lang import (abs, all, max, min, sum, par_dim, tile, fori_loop, while_lo
                      bitwise_not)
 from ..indexing import arange, mgrid  # noqa: F401
 
+# The shared implementation's own imports came with the star import; they are not AWS's names, and
+# feature detection (hasattr(nl, name)) sees AWS's surface.
+for _name in ("np", "math", "os", "fail", "as_mask", "DynSlice", "NKIUnsupportedError", "UNMODELLED",
+              "unmodelled", "Any", "Callable", "Iterator", "Optional", "Sequence", "annotations"):
+    globals().pop(_name, None)
+del _name
+
 
 def __getattr__(name: str):
     from .._lang import unmodelled

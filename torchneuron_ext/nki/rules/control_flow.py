@@ -26,6 +26,7 @@ from types import CodeType, FrameType
 from typing import Any, Optional
 
 from ..errors import NKITypeError, _is_internal
+from .source import parse as _parse_source
 
 __all__ = ["tile_truth_value"]
 
@@ -93,7 +94,7 @@ def _while_loops(code: CodeType) -> list:
     dedented = textwrap.dedent(source)
     indent = len(lines[0]) - len(lines[0].lstrip()) if dedented != source else 0
     try:
-        tree = ast.parse(dedented)
+        tree = _parse_source(dedented)
     except SyntaxError:
         return []
 

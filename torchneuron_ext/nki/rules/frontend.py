@@ -34,6 +34,7 @@ from ..typing import is_mutable
 from . import annotations as _annotations
 from . import dependencies as _deps
 from .source import kernel_ast
+from .source import parse as _parse_source
 from . import masks as _masks
 
 __all__ = ["begin", "end", "scope_violation", "index_truth_value", "index_item_assignment"]
@@ -307,7 +308,7 @@ def _return_location(func: Callable) -> Optional[tuple]:
     code = func.__code__
     try:
         lines, first = inspect.getsourcelines(func)
-        tree = ast.parse(textwrap.dedent("".join(lines)))
+        tree = _parse_source(textwrap.dedent("".join(lines)))
     except (OSError, TypeError, SyntaxError, IndentationError):
         return None
     returns = [n for n in _walk_no_functions(tree.body[0]) if isinstance(n, ast.Return)] if tree.body else []
