@@ -14,7 +14,7 @@ from . import accumulator
 from .elementwise import BINARY, op_name
 from .operands import check_reduce_res
 from .operands import (charge, check_tile, emit, fp32, free_size, mask_for, operand_pair, per_partition,
-                       require_generation, result_dtype, same_partitions, store_into)
+                       require_generation, result_dtype, same_partitions, scratch, store_into)
 
 
 # The Vector engine's top-k instructions (max8, nc_find_index8, nc_match_replace8) work on 8 values per
@@ -45,7 +45,7 @@ def _top8(x: np.ndarray) -> np.ndarray:
     selects them in linear time (the NKI Library's top-k calls max8 K/8 times per row of thousands); only
     where ties of values that differ in bits (signed zeros, NaNs) reach the 8 is the full sort's pick kept."""
     if x.shape[1] > TOP_K:
-        neg = np.negative(x)
+        neg = np.negative(x, out=scratch("max8", x.shape, x.dtype))
         neg.partition(TOP_K - 1, axis=1)  # in place: np.partition's copy is fresh pages, slower than the selection
         top = -np.sort(neg[:, :TOP_K], axis=1)
         if not ((top == 0) | np.isnan(top)).any():
@@ -160,7 +160,9 @@ def match_replace8(data: NKITensor, vals: NKITensor, imm: Any, *, dst_idx: Optio
     check_tile(data, api, "data")
     check_tile(vals, api, "vals")
     p = data.shape[0]
-    x = fp32(np.asarray(data.read())).reshape(p, -1).copy()
+    src = fp32(np.asarray(data.read())).reshape(p, -1)
+    x = scratch("nc_match_replace8", src.shape, np.float32)  # the working copy: emit copies it out
+    np.copyto(x, src)
     v = fp32(np.asarray(vals.read())).reshape(p, -1)
     if v.shape[1] != TOP_K:
         fail("err_shape_mismatch", f"'{api}': vals must hold {TOP_K} values per partition, got {v.shape[1]}")
