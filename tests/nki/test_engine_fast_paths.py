@@ -202,3 +202,18 @@ def test_match_replace_on_candidates_is_the_eight_passes(kind: str, vals: str, m
         _match_replace(got, v, imm, allowed, idx)
         assert got.tobytes() == expected.tobytes()
         np.testing.assert_array_equal(idx, expected_idx)
+
+
+def test_scratch_arrays_are_reused_per_thread() -> None:
+    """An instruction's working array is the same array on every call of the thread (no fresh pages), and
+    another thread (the other core of an LNC=2 launch) has its own."""
+    import threading
+    from torchneuron_ext.nki.engines.operands import scratch
+    a = scratch("test", (4, 8), np.float32)
+    assert scratch("test", (4, 8), np.float32) is a
+    assert scratch("test", (4, 9), np.float32) is not a and scratch("test", (4, 8), np.float64) is not a
+    other = []
+    t = threading.Thread(target=lambda: other.append(scratch("test", (4, 8), np.float32)))
+    t.start()
+    t.join()
+    assert other[0] is not a and other[0].shape == (4, 8)
