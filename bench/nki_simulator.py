@@ -26,6 +26,10 @@ where the PSUM accumulators live: placed by the compiler (the example's ``matmul
 kernel with ``nl.ndarray(..., address=...)``, one bank after another, as AWS's NKI Library kernels
 (attention_cte, moe_tkg) place theirs; torch eager runs the same bf16 matmul.
 
+The top-k case (issue 29, item 5) is the NKI Library's top-k loop: TOPK_ROUNDS rounds of max8 (each partition's
+8 largest) then nc_match_replace8 (those 8 replaced by -inf) over a (128, 4096) fp32 tile, against torch.topk
+of the same K; AWS's `test_topk` case (K 2048 of 3568) is 256 such rounds per row block.
+
 A last case, SMALL_OPS additions of (128, 8) tiles against as many in-place torch adds, measures the
 fixed cost of one instruction (torch: of one eager op), where the math itself is negligible.
 
@@ -115,6 +119,23 @@ def small_adds(a, b):
         nisa.tensor_tensor(dst=ta, data1=ta, data2=tb, op=nl.add)
     out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
     nisa.dma_copy(dst=out, src=ta)
+    return out
+
+
+TOPK_ROUNDS = 32
+
+
+@nki.jit
+def topk_rounds(x):
+    """The NKI Library's top-k: max8, then replace those 8 by -inf in place, TOPK_ROUNDS times: (P, 8 * rounds)."""
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    top = nl.ndarray((x.shape[0], 8 * TOPK_ROUNDS), dtype=x.dtype, buffer=nl.sbuf)
+    for r in range(TOPK_ROUNDS):
+        nisa.max8(dst=top[:, r * 8:(r + 1) * 8], src=t)
+        nisa.nc_match_replace8(dst=t, data=t, vals=top[:, r * 8:(r + 1) * 8], imm=float("-inf"))
+    out = nl.ndarray(top.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=top)
     return out
 
 
@@ -265,6 +286,7 @@ def main() -> None:
     lhsT, rhs = torch.randn(1024, 1024), torch.randn(1024, 1024)
     q, k = torch.randn(128, 4096).bfloat16(), torch.randn(128, 4096).bfloat16()
     sa, sb = torch.randn(128, 8), torch.randn(128, 8)
+    scores = torch.randn(128, 4096)
     cases = [
         ("rmsnorm 4096x4096", "legacy", rmsnorm.rmsnorm_legacy, (x, g), lambda: rmsnorm.reference(x, g)),
         ("rmsnorm 4096x4096", "new", rmsnorm.rmsnorm_new, (x, g), lambda: rmsnorm.reference(x, g)),
@@ -272,6 +294,8 @@ def main() -> None:
         ("matmul 1024^3", "new", matmul.matmul_new, (lhsT, rhs), lambda: lhsT.T @ rhs),
         ("qk bf16", "new", matmul.matmul_new, (q, k), lambda: q.T @ k),
         ("qk bf16 placed", "new", matmul_placed_psum, (q, k), lambda: q.T @ k),
+        (f"top-{8 * TOPK_ROUNDS} of 4096", "new", topk_rounds, (scores,),
+         lambda: torch.topk(scores, 8 * TOPK_ROUNDS, dim=1)),
         (f"{SMALL_OPS} adds 128x8", "new", small_adds, (sa, sb), lambda: torch_small_adds(sa, sb)),
     ]
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {rounds} rounds, medians")

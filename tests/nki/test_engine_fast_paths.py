@@ -141,3 +141,79 @@ def test_accumulating_matmul_leaves_psum_marked_written() -> None:
 
     k(np.ones((4, 8), np.float32))
     assert seen["written"].all() and seen["started"].all() and not seen["rest"].any()
+
+
+def _top8_by_sort(x: np.ndarray) -> np.ndarray:
+    return -np.sort(-x, axis=1)[:, :8]
+
+
+def _match_replace_by_passes(x: np.ndarray, v: np.ndarray, imm: np.float32, allowed) -> tuple:
+    """nc_match_replace8 as 8 passes over each row (the reference the fast path replaces)."""
+    x = x.copy()
+    idx = np.full((x.shape[0], 8), np.iinfo(np.uint32).max, dtype=np.int64)
+    rows = np.arange(x.shape[0])
+    for j in range(7, -1, -1):
+        hits = (x == v[:, j:j + 1]) & (True if allowed is None else allowed)
+        found = hits.any(axis=1)
+        first = hits.argmax(axis=1)
+        idx[found, j] = first[found]
+        x[rows[found], first[found]] = imm
+    return x, idx
+
+
+def _rows(kind: str) -> np.ndarray:
+    rng = np.random.default_rng(7)
+    if kind == "distinct":
+        return rng.standard_normal((128, 3000)).astype(np.float32)
+    if kind == "ties":  # few distinct values: duplicates across the top 8
+        return rng.integers(-3, 4, size=(64, 500)).astype(np.float32)
+    x = rng.standard_normal((64, 300)).astype(np.float32)  # signed zeros and NaNs among the largest
+    x[:, :20] = 0.0
+    x[:, 20:30] = -0.0
+    x[::3, 40:45] = np.nan
+    x[1::3] = -np.abs(x[1::3])
+    return x
+
+
+@pytest.mark.parametrize("kind", ["distinct", "ties", "zeros_nans"])
+def test_top8_is_the_sorts_first_eight(kind: str) -> None:
+    from torchneuron_ext.nki.engines.vector_select import _top8
+    x = _rows(kind)
+    assert _top8(x).tobytes() == _top8_by_sort(x).tobytes()
+    assert _top8(x[:, :8]).tobytes() == _top8_by_sort(x[:, :8]).tobytes()
+
+
+@pytest.mark.parametrize("kind", ["distinct", "ties", "zeros_nans"])
+@pytest.mark.parametrize("vals", ["top8", "low", "absent"])
+@pytest.mark.parametrize("masked", [False, True])
+def test_match_replace_on_candidates_is_the_eight_passes(kind: str, vals: str, masked: bool) -> None:
+    """The candidates-only path (vals are max8's, a handful of elements per row) and the many-candidates path
+    (low vals) both give the passes' values and indices, duplicates, NaNs and a mask included."""
+    from torchneuron_ext.nki.engines.vector_select import _match_replace
+    x = _rows(kind)
+    rng = np.random.default_rng(8)
+    v = {"top8": _top8_by_sort(x), "low": np.sort(x, axis=1)[:, :8],
+         "absent": np.full((x.shape[0], 8), 1e9, dtype=np.float32)}[vals].copy()
+    v[::5, 3] = np.nan
+    allowed = rng.random(x.shape) < 0.7 if masked else None
+    for imm in (np.float32(-np.inf), np.float32(0.0)):
+        expected, expected_idx = _match_replace_by_passes(x, v, imm, allowed)
+        got, idx = x.copy(), np.full((x.shape[0], 8), np.iinfo(np.uint32).max, dtype=np.int64)
+        _match_replace(got, v, imm, allowed, idx)
+        assert got.tobytes() == expected.tobytes()
+        np.testing.assert_array_equal(idx, expected_idx)
+
+
+def test_scratch_arrays_are_reused_per_thread() -> None:
+    """An instruction's working array is the same array on every call of the thread (no fresh pages), and
+    another thread (the other core of an LNC=2 launch) has its own."""
+    import threading
+    from torchneuron_ext.nki.engines.operands import scratch
+    a = scratch("test", (4, 8), np.float32)
+    assert scratch("test", (4, 8), np.float32) is a
+    assert scratch("test", (4, 9), np.float32) is not a and scratch("test", (4, 8), np.float64) is not a
+    other = []
+    t = threading.Thread(target=lambda: other.append(scratch("test", (4, 8), np.float32)))
+    t.start()
+    t.join()
+    assert other[0] is not a and other[0].shape == (4, 8)

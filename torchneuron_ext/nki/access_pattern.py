@@ -228,14 +228,20 @@ def flat_elements(layout: Layout, first: Optional[np.ndarray] = None) -> np.ndar
 
 
 def _strided(storage_array: np.ndarray, on_chip: bool, dtype: np.dtype, layout: Layout) -> np.ndarray:
-    total, f, pstride = _geometry(storage_array, on_chip, dtype)
     if storage_array.flags.c_contiguous:
-        flat = storage_array.reshape(-1).view(np.uint8)
-        if dtype != flat.dtype:
-            flat = flat.view(dtype)
-        view = dtypes.as_strided(flat[layout.offset:], shape=layout.shape,
-                                 strides=tuple(s * dtype.itemsize for s in layout.strides))
-        return view
+        size = dtype.itemsize
+        try:
+            # Straight over the allocation's buffer: a quarter of as_strided's cost (which rebuilds the array
+            # from its __array_interface__), and every view of every instruction operand is made here.
+            return np.ndarray(layout.shape, dtype, buffer=storage_array, offset=layout.offset * size,
+                              strides=tuple(s * size for s in layout.strides))
+        except ValueError:  # an empty view past the end: numpy checks its offset against the buffer
+            flat = storage_array.reshape(-1).view(np.uint8)
+            if dtype != flat.dtype:
+                flat = flat.view(dtype)
+            return dtypes.as_strided(flat[layout.offset:], shape=layout.shape,
+                                     strides=tuple(s * dtype.itemsize for s in layout.strides))
+    total, f, pstride = _geometry(storage_array, on_chip, dtype)
     # A directly allocated tile: partitions are pstride bytes apart; free steps stay inside a partition.
     size = dtype.itemsize
     p0, f0 = divmod(layout.offset, f)
@@ -250,6 +256,13 @@ def _strided(storage_array: np.ndarray, on_chip: bool, dtype: np.dtype, layout: 
         raise NKIUnsupportedError(
             f"access pattern {layout.pattern()} at offset {layout.offset} runs across partitions of a directly "
             f"allocated tile in its free dimensions; the simulator addresses such tiles per partition")
+    owner = storage_array.base  # the arena a directly allocated tile is a window of
+    if isinstance(owner, np.ndarray) and owner.flags.c_contiguous:
+        start = _base(storage_array) - _base(owner) + p0 * pstride + f0 * size
+        try:  # as for contiguous storage above, bounds-checked by numpy against the arena
+            return np.ndarray(layout.shape, dtype, buffer=owner, offset=start, strides=tuple(strides))
+        except ValueError:
+            pass
     row = storage_array[p0]
     base = row.reshape(-1).view(np.uint8) if row.flags.c_contiguous else None
     if base is None:

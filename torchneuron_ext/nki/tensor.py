@@ -686,7 +686,7 @@ class NKITensor:
         what = f".ap(pattern={layout.pattern()}, offset={offset})"
         if self.buffer.on_chip and counts[0] > 1:
             # Elements of one partition, in the pattern's dtype (after any block dimensions of the storage).
-            f = int(np.prod(self.storage.array.shape[self.storage.par_axis + 1:])) * old.itemsize // new.itemsize
+            f = math.prod(self.storage.array.shape[self.storage.par_axis + 1:]) * old.itemsize // new.itemsize
             if steps[0] != f:
                 fail("err_invalid_access_pattern",
                      f"{what}: the first pair of an on-chip tensor's pattern walks its partitions, so its step must "

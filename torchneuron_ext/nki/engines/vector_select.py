@@ -14,7 +14,7 @@ from . import accumulator
 from .elementwise import BINARY, op_name
 from .operands import check_reduce_res
 from .operands import (charge, check_tile, emit, fp32, free_size, mask_for, operand_pair, per_partition,
-                       require_generation, result_dtype, same_partitions, store_into)
+                       require_generation, result_dtype, same_partitions, scratch, store_into)
 
 
 # The Vector engine's top-k instructions (max8, nc_find_index8, nc_match_replace8) work on 8 values per
@@ -35,9 +35,22 @@ def max8(src: NKITensor, *, dtype: Any = None, dst: Optional[NKITensor] = None) 
         fail("err_size_of_dimension_exceed_arch_limit", f"'{api}' takes {TOP_K} to {TOP_K_MAX_FREE} elements per "
                                                         f"partition, got "
                                                         f"{x.shape[1]}")
-    top = -np.sort(-x, axis=1)[:, :TOP_K]
+    top = _top8(x)
     charge("vector", api, src.shape)
     return emit(top, result_dtype(dtype, src.dtype), dst, None, api)
+
+
+def _top8(x: np.ndarray) -> np.ndarray:
+    """Each row's 8 largest values, descending, NaN last: the first 8 of the descending sort. A partition
+    selects them in linear time (the NKI Library's top-k calls max8 K/8 times per row of thousands); only
+    where ties of values that differ in bits (signed zeros, NaNs) reach the 8 is the full sort's pick kept."""
+    if x.shape[1] > TOP_K:
+        neg = np.negative(x, out=scratch("max8", x.shape, x.dtype))
+        neg.partition(TOP_K - 1, axis=1)  # in place: np.partition's copy is fresh pages, slower than the selection
+        top = -np.sort(neg[:, :TOP_K], axis=1)
+        if not ((top == 0) | np.isnan(top)).any():
+            return top
+    return -np.sort(-x, axis=1)[:, :TOP_K]
 
 
 def find_index8(data: NKITensor, vals: NKITensor, *, dtype: Any = None,
@@ -147,7 +160,9 @@ def match_replace8(data: NKITensor, vals: NKITensor, imm: Any, *, dst_idx: Optio
     check_tile(data, api, "data")
     check_tile(vals, api, "vals")
     p = data.shape[0]
-    x = fp32(np.asarray(data.read())).reshape(p, -1).copy()
+    src = fp32(np.asarray(data.read())).reshape(p, -1)
+    x = scratch("nc_match_replace8", src.shape, np.float32)  # the working copy: emit copies it out
+    np.copyto(x, src)
     v = fp32(np.asarray(vals.read())).reshape(p, -1)
     if v.shape[1] != TOP_K:
         fail("err_shape_mismatch", f"'{api}': vals must hold {TOP_K} values per partition, got {v.shape[1]}")
@@ -155,19 +170,12 @@ def match_replace8(data: NKITensor, vals: NKITensor, imm: Any, *, dst_idx: Optio
         fail("err_size_of_dimension_exceed_arch_limit", f"'{api}' takes at most {TOP_K_MAX_FREE} elements per "
                                                         f"partition")
     m = as_mask(mask)
-    allowed = np.ones_like(x, dtype=bool) if m is None else np.broadcast_to(
-        mask_for(m, data.shape), data.shape).reshape(p, -1)
+    allowed = None if m is None else np.broadcast_to(mask_for(m, data.shape), data.shape).reshape(p, -1)
     # AWS's reference: vals are matched from the last to the first, each taking the first position not yet
     # replaced, so duplicate vals pair with their matches in descending order across dst_idx. A value that
     # matches nothing leaves the all-ones sentinel nc_find_index8 documents.
     idx = np.full((p, TOP_K), np.iinfo(np.uint32).max, dtype=np.int64)
-    rows = np.arange(p)
-    for j in range(TOP_K - 1, -1, -1):   # all partitions at once, one of the 8 values at a time
-        hits = (x == v[:, j:j + 1]) & allowed
-        found = hits.any(axis=1)
-        first = hits.argmax(axis=1)
-        idx[found, j] = first[found]
-        x[rows[found], first[found]] = np.float32(imm)
+    _match_replace(x, v, np.float32(imm), allowed, idx)
     if dst_idx is not None:
         check_tile(dst_idx, api, "dst_idx")
     charge("vector", api, data.shape)  # before any write: the schedule gives writes to the last counted one
@@ -175,6 +183,43 @@ def match_replace8(data: NKITensor, vals: NKITensor, imm: Any, *, dst_idx: Optio
         store_into(dst_idx, idx.reshape(dst_idx.shape), api)
     out_dtype = result_dtype(dtype, data.dtype)
     return emit(x.reshape(data.shape), out_dtype, dst, None, api)
+
+
+def _match_replace(x: np.ndarray, v: np.ndarray, imm: np.float32, allowed: Optional[np.ndarray],
+                   idx: np.ndarray) -> None:
+    """nc_match_replace8 on (P, F) ``x`` in place, the matched positions into ``idx`` (P, 8).
+
+    Only elements at least the row's smallest val can match (a NaN matches nothing), and when the vals are
+    the row's top 8 (max8's output, as in the NKI Library's top-k) those are about 8 a row: the matching then
+    runs on them alone instead of 8 passes over the row. Many candidates: the 8 passes."""
+    with np.errstate(invalid="ignore"):
+        low = np.fmin.reduce(v, axis=1)[:, None]
+        candidates = x >= low
+    if allowed is not None:
+        candidates &= allowed
+    # Flat positions, row-major (each row's candidates in column order): numpy's 2-D nonzero is 80x slower.
+    flat = np.flatnonzero(candidates)
+    if flat.size > 2 * TOP_K * x.shape[0] or not x.flags.c_contiguous:
+        rows = np.arange(x.shape[0])
+        for j in range(TOP_K - 1, -1, -1):  # all partitions at once, one of the 8 values at a time
+            hits = x == v[:, j:j + 1]
+            if allowed is not None:
+                hits &= allowed
+            found = hits.any(axis=1)
+            first = hits.argmax(axis=1)
+            idx[found, j] = first[found]
+            x[rows[found], first[found]] = imm
+        return
+    r, c = np.divmod(flat, x.shape[1])
+    values = x.reshape(-1)[flat]
+    for j in range(TOP_K - 1, -1, -1):
+        hit = np.flatnonzero(values == v[r, j])
+        if not hit.size:
+            continue
+        first = hit[np.unique(r[hit], return_index=True)[1]]  # each row's first hit
+        idx[r[first], j] = c[first]
+        values[first] = imm
+    x.reshape(-1)[flat] = values
 
 
 # nc_stream_shuffle moves data between the partitions of one quadrant of 32, and a mask entry of 255 leaves
