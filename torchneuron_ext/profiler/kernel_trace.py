@@ -11,9 +11,9 @@ The instruction times are projected on the target by the schedule model (the lau
 simulator's wall time on this host): a launch's lanes show how its makespan would divide among the engines,
 drawn from its device event's start, not when they ran here.
 
-A launch is matched to its device event by name and start: both are stamped from the same monotonic clock,
-so every launch of one export has the same offset to the trace's clock. Launches kept but never exported
-are dropped after ``MAX_LAUNCHES`` (oldest first, with one warning).
+A launch is matched to its device event by name and start: a launch's start is its device event's start on
+the monotonic clock, so every launch of one export has the same offset to the trace's clock. Launches kept but
+never exported are dropped after ``MAX_LAUNCHES`` (oldest first, with one warning).
 """
 from __future__ import annotations
 
@@ -34,7 +34,8 @@ TID_BASE = 1 << 15
 _TIDS_PER_DEVICE = 256   # cores of a logical core x lanes of a core
 _TIDS_PER_CORE = 128
 assert TID_BASE + 64 * _TIDS_PER_DEVICE <= S.PROJECTED_TID_BASE
-# A launch's device event starts when its DeviceActivity does; ours is stamped just after.
+# A launch's start is its device event's (DeviceActivity.start_ns): the offset is exact but for the trace's
+# microsecond floats; the margin keeps a launch at the trace's very start from counting as an earlier session's.
 _MATCH_TOLERANCE_US = 50.0
 _FLOW_ID_BASE = 3_000_000_000
 
