@@ -126,6 +126,23 @@ def test_a_trace_exported_by_torch_gets_them_with_add_kernel_lanes(tmp_path):
     assert add_kernel_lanes(t) == 0  # placed once
 
 
+def test_a_kept_launch_starts_where_its_device_event_does(tmp_path):
+    # The kernel lanes take the clocks' offset from one launch for all: it must be the same for every launch.
+    a, b = _inputs()
+    with nki_instructions(), profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        for _ in range(3):
+            add_kernel[2](a, b)
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(path))
+    devices = sorted((e for e in json.loads(path.read_text())["traceEvents"]
+                      if e.get("name") == "neuron::nki::add_kernel" and e.get("cat") == S.CAT_KERNEL),
+                     key=lambda e: e["ts"])
+    kept = kernel_trace.kept_launches()
+    assert len(devices) == len(kept) == 3
+    offsets_us = [d["ts"] - k.start_ns / 1e3 for d, k in zip(devices, kept)]
+    assert max(offsets_us) - min(offsets_us) < 2e-3  # equal but for the trace's float microseconds
+
+
 def test_launches_of_an_earlier_unexported_session_are_not_placed(tmp_path):
     a, b = _inputs()
     with nki_instructions(), profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]):
