@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -53,11 +54,52 @@ int32_t runtime_lane(int core, int64_t stream) {
 int32_t collective_lane(int core) { return core * kLanesPerCore + kLanesPerCore - 2; }
 int32_t transfer_lane(int core) { return core * kLanesPerCore + kLanesPerCore - 1; }
 
+int64_t clock_ns(clockid_t clock) {
+  timespec t{};
+  clock_gettime(clock, &t);
+  return t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+// Our records are stamped on CLOCK_MONOTONIC, torch's ops on the wall clock: the trace needs the difference to
+// the nanosecond, since a kernel's dispatch span starts tens of ns after the op that dispatched it. One realtime
+// reading then one monotonic reading would be biased by the time between them (20-120 ns here: every device
+// event drawn that much early, before its op). So the realtime reading is bracketed by two monotonic ones and
+// paired with their midpoint, and of several tries the narrowest bracket wins (a try the scheduler interrupted
+// is wide).
 int64_t realtime_minus_monotonic() {
-  timespec real{}, mono{};
-  clock_gettime(CLOCK_REALTIME, &real);
-  clock_gettime(CLOCK_MONOTONIC, &mono);
-  return (real.tv_sec - mono.tv_sec) * 1000000000LL + (real.tv_nsec - mono.tv_nsec);
+  int64_t best_offset = 0, best_width = INT64_MAX;
+  for (int i = 0; i < 16; ++i) {
+    const int64_t before = clock_ns(CLOCK_MONOTONIC);
+    const int64_t real = clock_ns(CLOCK_REALTIME);
+    const int64_t after = clock_ns(CLOCK_MONOTONIC);
+    if (after - before < best_width) {
+      best_width = after - before;
+      best_offset = real - (before + (after - before) / 2);
+    }
+  }
+  return best_offset;
+}
+
+// The offset from our clock to the trace's, agreeing with the ops torch recorded. torch stamps its ops on the
+// TSC, converted to wall-clock ns by a fit of its own for the session; we stamp on CLOCK_MONOTONIC. The two
+// conversions disagree by tens to hundreds of ns per session, more than an op takes to reach its kernel's
+// dispatch (100-250 ns): read alone, `offset` drew a dispatch before the op that made it, its flow pointing
+// back in time. But every record's host span lies inside the op it is linked to (the dispatch runs within the
+// op), which bounds the offset from both sides: `offset` is moved to the nearest offset within the bounds,
+// and kept when there is none (records and ops that contradict each other, which then say nothing).
+int64_t aligned_to_ops(const std::vector<neuron_rt::TraceRecord>& records,
+                       const libkineto::getLinkedActivityCallback& linked, int64_t offset) {
+  if (!linked) return offset;
+  int64_t lowest = LLONG_MIN, highest = LLONG_MAX;
+  for (const auto& r : records) {
+    if (r.kind == neuron_rt::TraceKind::kMemory || r.correlation == 0) continue;
+    const libkineto::ITraceActivity* op = linked(static_cast<int32_t>(r.correlation));
+    if (op == nullptr || op->type() != ActivityType::CPU_OP) continue;
+    lowest = std::max(lowest, op->timestamp() - r.host_start);
+    if (op->duration() > 0) highest = std::min(highest, op->timestamp() + op->duration() - r.host_end);
+  }
+  if (lowest > highest) return offset;
+  return std::clamp(offset, lowest, highest);
 }
 
 // Device activities are named after the op without "aten::" under kKernelPrefix,
@@ -200,7 +242,13 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
 
   void processTrace(libkineto::ActivityLogger& logger, libkineto::getLinkedActivityCallback linked,
                     int64_t /*window_start*/, int64_t /*window_end*/) override {
-    const int64_t offset = realtime_minus_monotonic();
+    std::vector<neuron_rt::TraceRecord> records = neuron_rt::drain_records();
+    if (!options_.cores.empty()) {
+      records.erase(std::remove_if(records.begin(), records.end(),
+                                   [&](const neuron_rt::TraceRecord& r) { return options_.cores.count(r.device) == 0; }),
+                    records.end());
+    }
+    const int64_t offset = aligned_to_ops(records, linked, realtime_minus_monotonic());
     buffer_ = std::make_unique<libkineto::CpuTraceBuffer>();
     buffer_->span = libkineto::TraceSpan(start_ns_ + offset, end_ns_ + offset, "neuron");
     buffer_->gpuOpCount = 0;
@@ -209,12 +257,6 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
     // torch requires flow ids to start once; several device activities under
     // one op (the kernels of a compiled graph) keep the link, not the flow.
     std::set<uint64_t> flow_started;
-    std::vector<neuron_rt::TraceRecord> records = neuron_rt::drain_records();
-    if (!options_.cores.empty()) {
-      records.erase(std::remove_if(records.begin(), records.end(),
-                                   [&](const neuron_rt::TraceRecord& r) { return options_.cores.count(r.device) == 0; }),
-                    records.end());
-    }
     const ChildSpans children = child_spans(records);
     for (const auto& r : records) {
       if (r.kind == neuron_rt::TraceKind::kMemory) {

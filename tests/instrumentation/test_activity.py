@@ -4,21 +4,15 @@ import time
 
 import pytest
 
-import torchneuron_ext
 from torchneuron_ext.instrumentation.activity import DeviceActivity
-from torchneuron_ext.profiler import op_stats, reset_timing, timing
+from torchneuron_ext.profiler import op_stats, timing
 
 
 def _stat(name):
     return next((s for s in op_stats() if s.name == name), None)
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    reset_timing()
-    torchneuron_ext.clear_op_tracking()
-    yield
-    reset_timing()
+pytestmark = pytest.mark.usefixtures("fresh_op_counters")
 
 
 def test_a_completed_span_is_counted_and_timed_with_what_the_block_set():

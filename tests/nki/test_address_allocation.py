@@ -14,6 +14,8 @@ import torchneuron_ext.nki.isa as nisa
 import torchneuron_ext.nki.language as nl
 from torchneuron_ext.nki import NKIError
 
+from .kernel_io import load, store
+
 
 def f32(*shape: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
@@ -63,10 +65,7 @@ def test_psum_tensors_at_one_address_share_memory_not_accumulation() -> None:
     # first matmul overwrites whatever another tensor left there, as the compiler infers per tensor.
     @nki.jit
     def k(a, b):
-        ta = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
-        tb = nl.ndarray(b.shape, dtype=b.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=ta, src=a)
-        nisa.dma_copy(dst=tb, src=b)
+        ta, tb = load(a), load(b)
         shape = (a.shape[1], b.shape[1])
         x = nl.ndarray(shape, dtype=nl.float32, buffer=nl.psum, address=(0, 2048))
         y = nl.ndarray(shape, dtype=nl.float32, buffer=nl.psum, address=(0, 2048))
@@ -118,9 +117,7 @@ def test_force_auto_alloc_ignores_addresses() -> None:
         y = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf, address=(0, 0))
         nisa.dma_copy(dst=x, src=a)
         nisa.dma_copy(dst=y, src=b)
-        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-        nisa.dma_copy(dst=out, src=x)
-        return out
+        return store(x)
 
     a = f32(4, 4)
     np.testing.assert_array_equal(k(a, f32(4, 4, seed=1)), a)
@@ -174,10 +171,7 @@ def test_psum_tensors_placed_again_in_a_loop_start_fresh() -> None:
     # first matmul overwrites, also when the simulator reuses a dropped tensor's flags (runtime._own_flags).
     @nki.jit
     def k(a, b):
-        ta = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
-        tb = nl.ndarray(b.shape, dtype=b.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=ta, src=a)
-        nisa.dma_copy(dst=tb, src=b)
+        ta, tb = load(a), load(b)
         shape = (a.shape[1], b.shape[1])
         out = nl.ndarray((3,) + shape, dtype=nl.float32, buffer=nl.shared_hbm)
         for i in range(3):

@@ -18,6 +18,8 @@ import torchneuron_ext.nki.legacy.language as lnl
 from torchneuron_ext.nki import NKIError, NKIUnsupportedError
 from torchneuron_ext.nki.isa import constants
 
+from .kernel_io import load, store
+
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
@@ -68,8 +70,7 @@ def test_nc_version_follows_the_launch_target() -> None:
 def test_compute_engines_refuse_the_dma_and_sync_engines() -> None:
     @nki.jit
     def k(a, eng):
-        t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=t, src=a)
+        t = load(a)
         u = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
         nisa.tensor_copy(dst=u, src=t, engine=eng)
         return a
@@ -118,17 +119,12 @@ def test_double_row_perf_mode_by_its_enum() -> None:
 
     @nki.jit
     def k(a, b):
-        ta = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
-        tb = nl.ndarray(b.shape, dtype=b.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=ta, src=a)
-        nisa.dma_copy(dst=tb, src=b)
+        ta, tb = load(a), load(b)
         acc = nl.ndarray((8, 16), dtype=nl.float32, buffer=nl.psum)
         nisa.nc_matmul(acc, ta, tb, perf_mode=nisa.matmul_perf_mode.double_row)
         res = nl.ndarray(acc.shape, dtype=nl.float32, buffer=nl.sbuf)
         nisa.tensor_copy(dst=res, src=acc)
-        out = nl.ndarray(acc.shape, dtype=nl.float32, buffer=nl.shared_hbm)
-        nisa.dma_copy(dst=out, src=res)
-        return out
+        return store(res)
 
     expected = np.einsum("kpm,kpn->mn", a.astype(np.float32), b.astype(np.float32))
     np.testing.assert_array_equal(k(a, b), expected)
@@ -284,13 +280,10 @@ def _transpose_2d(via_sbuf: bool = False, **keywords: Any) -> Any:
     def k(a):
         src = a
         if via_sbuf:
-            src = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
-            nisa.dma_copy(dst=src, src=a)
+            src = load(a)
         t = nl.ndarray((a.shape[1], a.shape[0]), dtype=a.dtype, buffer=nl.sbuf)
         nisa.dma_transpose(dst=t, src=src, **keywords)
-        out = nl.ndarray(t.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-        nisa.dma_copy(dst=out, src=t)
-        return out
+        return store(t)
     return k
 
 
@@ -310,9 +303,7 @@ def test_dma_transpose_4d_through_access_patterns() -> None:
         t = nl.ndarray((d, rows), dtype=q.dtype, buffer=nl.sbuf)
         nisa.dma_transpose(dst=t.ap([[rows, d], [1, 1], [1, 1], [1, rows]]),
                            src=q.ap([[d, rows], [1, 1], [1, 1], [1, d]], offset=d))
-        out = nl.ndarray(t.shape, dtype=q.dtype, buffer=nl.shared_hbm)
-        nisa.dma_copy(dst=out, src=t)
-        return out
+        return store(t)
 
     q = f32(rows + 1, d).astype(BF16)
     np.testing.assert_array_equal(k(q), q[1:].T)
@@ -323,9 +314,7 @@ def test_dma_transpose_3d() -> None:
     def k(a):
         t = nl.ndarray((a.shape[2], a.shape[1], a.shape[0]), dtype=a.dtype, buffer=nl.sbuf)
         nisa.dma_transpose(dst=t, src=a, axes=(2, 1, 0))
-        out = nl.ndarray(t.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-        nisa.dma_copy(dst=out, src=t)
-        return out
+        return store(t)
 
     x = f32(8, 4, 16)
     np.testing.assert_array_equal(k(x), np.transpose(x, (2, 1, 0)))
@@ -387,14 +376,13 @@ def _compute(n: int, dst_dtype: Any = np.float32, to_hbm: bool = False, **keywor
     @nki.jit
     def k(*srcs):
         shape = srcs[0].shape
-        out = nl.ndarray(shape, dtype=dst_dtype, buffer=nl.shared_hbm)
         if to_hbm:
+            out = nl.ndarray(shape, dtype=dst_dtype, buffer=nl.shared_hbm)
             nisa.dma_compute(out, list(srcs), **keywords)
             return out
         t = nl.ndarray(shape, dtype=dst_dtype, buffer=nl.sbuf)
         nisa.dma_compute(dst=t, srcs=list(srcs), **keywords)
-        nisa.dma_copy(dst=out, src=t)
-        return out
+        return store(t)
     return k
 
 
@@ -411,12 +399,9 @@ def test_dma_compute_accumulates_into_its_destination() -> None:
     # The library's residual add: dst = dst + src, dst among the sources.
     @nki.jit
     def k(a, b):
-        t = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
-        nisa.dma_copy(dst=t, src=a)
+        t = load(a)  # float32, as the sum
         nisa.dma_compute(dst=t, srcs=[b, t], reduce_op=nl.add)
-        out = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.shared_hbm)
-        nisa.dma_copy(dst=out, src=t)
-        return out
+        return store(t)
 
     a, b = f32(8, 8), f32(8, 8, seed=1)
     np.testing.assert_array_equal(k(a, b), a + b)
@@ -425,10 +410,7 @@ def test_dma_compute_accumulates_into_its_destination() -> None:
 def test_dma_compute_scatter_read_modify_write() -> None:
     @nki.jit
     def k(table, rows, idx):
-        idx_t = nl.ndarray(idx.shape, dtype=idx.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=idx_t, src=idx)
-        r = nl.ndarray(rows.shape, dtype=rows.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=r, src=rows)
+        idx_t, r = load(idx), load(rows)
         nisa.dma_compute(dst=table[idx_t], srcs=[table[idx_t], r], reduce_op=nl.add, oob_mode=nisa.oob_mode.skip)
         return table
 
@@ -475,10 +457,7 @@ def test_dma_compute_errors() -> None:
 
     @nki.jit
     def repeated_indices(table, idx):
-        idx_t = nl.ndarray(idx.shape, dtype=idx.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=idx_t, src=idx)
-        r = nl.ndarray((idx.shape[0], table.shape[1]), dtype=table.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=r, src=table[0:idx.shape[0], :])
+        idx_t, r = load(idx), load(table[0:idx.shape[0], :])
         nisa.dma_compute(dst=table[idx_t], srcs=[table[idx_t], r], reduce_op=nl.add, unique_indices=False)
         return table
 

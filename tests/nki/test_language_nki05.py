@@ -11,17 +11,13 @@ import torchneuron_ext.nki.isa as nisa
 import torchneuron_ext.nki.language as nl
 from torchneuron_ext.nki import NKIError
 
+from .kernel_io import load, store
+
 PSUM_BANK = 2048
 
 
 def f32(*shape: int) -> np.ndarray:
     return np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-
-
-def _copy_out(t):
-    out = nl.ndarray(t.shape, dtype=t.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=t)
-    return out
 
 
 def test_sbuf_tensors_at_one_address_share_memory() -> None:
@@ -34,7 +30,7 @@ def test_sbuf_tensors_at_one_address_share_memory() -> None:
         nisa.dma_copy(dst=a, src=x)
         nisa.dma_copy(dst=c, src=x)
         nisa.memset(dst=b, value=0.0)
-        return _copy_out(a), _copy_out(c)
+        return store(a), store(c)
 
     x = f32(8, 8)
     a, c = k(x)
@@ -50,7 +46,7 @@ def test_sbuf_address_partition_offset() -> None:
         whole = nl.ndarray((64, 4), dtype=nl.float32, buffer=nl.sbuf, address=(0, 0))
         upper = nl.ndarray((32, 4), dtype=nl.float32, buffer=nl.sbuf, address=(32, 0))
         nisa.dma_copy(dst=whole, src=x)
-        return _copy_out(upper)
+        return store(upper)
 
     x = f32(64, 4)
     np.testing.assert_array_equal(k(x), x[32:])
@@ -59,10 +55,8 @@ def test_sbuf_address_partition_offset() -> None:
 def test_psum_matmul_at_a_bank() -> None:
     @nki.jit
     def k(a, b):
-        ta = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
-        tb = nl.ndarray(b.shape, dtype=b.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=ta, src=a)
-        nisa.dma_copy(dst=tb, src=b)
+        ta, tb = load(a), load(b)
+        # Created before the loop: shared HBM tensors are the kernel's top level's (store() in the loop is not).
         outs = [nl.ndarray((a.shape[1], b.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm) for _ in range(2)]
         for i, bank in enumerate((2, 5)):
             acc = nl.ndarray((a.shape[1], b.shape[1]), dtype=nl.float32, buffer=nl.psum,
@@ -84,8 +78,7 @@ def test_shared_identity_matrix_is_in_sbuf() -> None:
         ident = nl.shared_identity_matrix(16, dtype=nl.float32)
         assert ident.buffer is nl.sbuf
         # The identity as stationary operand of a matmul gives x back: I.T @ x == x.
-        tx = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=tx, src=x)
+        tx = load(x)
         acc = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.psum)
         nisa.nc_matmul(dst=acc, stationary=ident, moving=tx)
         res = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
@@ -93,7 +86,7 @@ def test_shared_identity_matrix_is_in_sbuf() -> None:
         into = nl.ndarray((8, 8), dtype=nl.bfloat16, buffer=nl.sbuf)
         same = nl.shared_identity_matrix(8, dtype=nl.bfloat16, dst=into)
         assert same is into
-        return _copy_out(res), _copy_out(ident), _copy_out(into)
+        return store(res), store(ident), store(into)
 
     x = f32(16, 8)
     res, ident, into = k(x)
@@ -106,7 +99,7 @@ def _run(body) -> None:
     @nki.jit
     def k(x):
         body()
-        return _copy_out(nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.sbuf, address=(0, 0)))
+        return store(nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.sbuf, address=(0, 0)))
 
     k(np.zeros((1, 1), np.float32))
 
@@ -155,8 +148,7 @@ def test_integer_indexing_keeps_on_chip_tiles_two_dimensional() -> None:
     # that would leave fewer than 2 dimensions, then the last one stays at size 1. HBM drops as numpy does.
     @nki.jit
     def k(x):
-        t = nl.ndarray((16, 4, 8), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.dma_copy(dst=t, src=x)
+        t = load(x)
         h = nl.ndarray((2, 16, 8), dtype=nl.float32, buffer=nl.shared_hbm)
         shapes = [t[0, 0, 5].shape, t[:, 1].shape, t[:, 1, 5].shape, t[3].shape, t[:, :, 2].shape,
                   h[0].shape, h[1, 2, 3].shape, h[1, 2].shape]
@@ -175,15 +167,14 @@ def test_integer_indexing_keeps_on_chip_tiles_two_dimensional() -> None:
 # --- nki.compiler.frontend: a checking run, no MLIR ---------------------------------------------------------
 
 def _double(x):
-    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=x)
+    t = load(x)
     nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=2.0)
-    return _copy_out(t)
+    return store(t)
 
 
 def _broken(x):
     t = nl.ndarray((256, 4), dtype=x.dtype, buffer=nl.sbuf)  # more partitions than the hardware has
-    return _copy_out(t)
+    return store(t)
 
 
 class TestFrontend(TestCase):

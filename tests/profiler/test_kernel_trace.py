@@ -126,6 +126,23 @@ def test_a_trace_exported_by_torch_gets_them_with_add_kernel_lanes(tmp_path):
     assert add_kernel_lanes(t) == 0  # placed once
 
 
+def test_a_kept_launch_starts_where_its_device_event_does(tmp_path):
+    # The kernel lanes take the clocks' offset from one launch for all: it must be the same for every launch.
+    a, b = _inputs()
+    with nki_instructions(), profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        for _ in range(3):
+            add_kernel[2](a, b)
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(path))
+    devices = sorted((e for e in json.loads(path.read_text())["traceEvents"]
+                      if e.get("name") == "neuron::nki::add_kernel" and e.get("cat") == S.CAT_KERNEL),
+                     key=lambda e: e["ts"])
+    kept = kernel_trace.kept_launches()
+    assert len(devices) == len(kept) == 3
+    offsets_us = [d["ts"] - k.start_ns / 1e3 for d, k in zip(devices, kept)]
+    assert max(offsets_us) - min(offsets_us) < 2e-3  # equal but for the trace's float microseconds
+
+
 def test_launches_of_an_earlier_unexported_session_are_not_placed(tmp_path):
     a, b = _inputs()
     with nki_instructions(), profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]):
@@ -135,3 +152,34 @@ def test_launches_of_an_earlier_unexported_session_are_not_placed(tmp_path):
         add_kernel[2](a, b)
     assert len(_of(_exported(exporter), nki_trace.CAT_LAUNCH)) == 1
     assert kernel_trace.kept_launches() == []  # the stale one is dropped too
+
+
+def test_launches_of_several_kernels_pair_with_their_own_device_events_in_order():
+    """Synthetic launches on a trace of known clock (launch ns + 1 s): per kernel, latest launch with latest
+    device event; a stale launch and one whose device event was dropped are not placed, only the stale one
+    is dropped."""
+    a, _ = _inputs()
+    from tests.nki.test_kernel_trace import scale_rows
+    from torchneuron_ext.nki import schedule
+    with schedule.recording():
+        scale_rows[2](a.cpu().numpy())
+    sched = scale_rows.last_result.schedule
+    t0 = 10**12
+    launches = [kernel_trace.KeptLaunch("early", 0, t0 - 10**9, sched)]  # a second before the trace
+    launches += [kernel_trace.KeptLaunch(name, 0, t0 + i * 100_000, sched)
+                 for i, name in enumerate(["x", "y", "x", "y", "x"])]
+    # The device events (1 s later on the trace clock) of all but the first "x" launch.
+    events = [{"ph": "X", "cat": S.CAT_KERNEL, "name": f"neuron::nki::{k.kernel}", "pid": S.NEURON_PID, "tid": 0,
+               "ts": k.start_ns / 1e3 + 1e6, "dur": 5.0, "args": {"External id": i}}
+              for i, k in enumerate(launches) if i > 1]
+    for k in launches:
+        kernel_trace.keep_launch(k.kernel, k.device, k.start_ns, k.schedule)
+    # The profile starts just before the launches (an op on the host), so the first "x" is not stale.
+    t = {"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1,
+                          "ts": t0 / 1e3 + 1e6 - 10.0, "dur": 1.0}] + events}
+    assert add_kernel_lanes(t) == 4
+    placed = sorted(_of(t, nki_trace.CAT_LAUNCH), key=lambda e: e["ts"])
+    assert [(e["name"], e["args"]["External id"]) for e in placed] == [("y", 2), ("x", 3), ("y", 4), ("x", 5)]
+    assert [(e["ts"], e["args"]["launch"]) for e in placed] == [(e["ts"], i) for i, e in enumerate(events)]
+    assert_perfetto_readable(t)
+    assert kernel_trace.kept_launches() == [launches[1]]  # unmatched, not stale: kept for a later export

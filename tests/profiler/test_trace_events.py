@@ -161,6 +161,9 @@ def test_report_and_viewer_count_the_same_nanoseconds_far_into_the_clock():
     ends = starts + cols["dur"]
     assert all(ends[:-1] <= starts[1:])
     assert summary.ops[0].device_us == pytest.approx(sum(round(d * 1000) for _, d in kernels) / 1000, abs=4e-3)
+    # Each activity carries its span's rounded times, exactly.
+    assert [(a.ts, a.dur) for a in c.activities] == [(c.spans.ts[a.index], c.spans.dur[a.index]) for a in c.activities]
+    assert all(type(a.ts) is float and type(a.dur) is float for a in c.activities)
 
 
 def test_reading_leaves_the_classification_as_it_was():

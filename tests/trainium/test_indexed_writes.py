@@ -3,17 +3,11 @@ their records the rows they touch (trainium/projection.py, indexed_write_bytes),
 import pytest
 import torch
 
-import torchneuron_ext
 from torchneuron_ext import costmodel as cm
-from torchneuron_ext.profiler import op_stats, reset_timing, timing
+from torchneuron_ext.profiler import op_stats, timing
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    reset_timing()
-    torchneuron_ext.clear_op_tracking()
-    yield
-    reset_timing()
+pytestmark = pytest.mark.usefixtures("fresh_op_counters")
 
 
 def _projected(name):

@@ -55,6 +55,12 @@ class DeviceActivity:
             self._start = _now_ns()
         return self
 
+    @property
+    def start_ns(self) -> int:
+        """The span's start on ``_C._now_ns()``'s clock, its trace event's start (0 before the block or when
+        not recording)."""
+        return self._start
+
     def stop(self) -> None:
         """Ends the span now, before work that is bookkeeping rather than the activity's."""
         if self.recording and not self._end:

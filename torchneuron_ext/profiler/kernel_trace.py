@@ -11,9 +11,9 @@ The instruction times are projected on the target by the schedule model (the lau
 simulator's wall time on this host): a launch's lanes show how its makespan would divide among the engines,
 drawn from its device event's start, not when they ran here.
 
-A launch is matched to its device event by name and start: both are stamped from the same monotonic clock,
-so every launch of one export has the same offset to the trace's clock. Launches kept but never exported
-are dropped after ``MAX_LAUNCHES`` (oldest first, with one warning).
+A launch is matched to its device event by name and start: a launch's start is its device event's start on
+the monotonic clock, so every launch of one export has the same offset to the trace's clock. Launches kept but
+never exported are dropped after ``MAX_LAUNCHES`` (oldest first, with one warning).
 """
 from __future__ import annotations
 
@@ -34,7 +34,8 @@ TID_BASE = 1 << 15
 _TIDS_PER_DEVICE = 256   # cores of a logical core x lanes of a core
 _TIDS_PER_CORE = 128
 assert TID_BASE + 64 * _TIDS_PER_DEVICE <= S.PROJECTED_TID_BASE
-# A launch's device event starts when its DeviceActivity does; ours is stamped just after.
+# A launch's start is its device event's (DeviceActivity.start_ns): the offset is exact but for the trace's
+# microsecond floats; the margin keeps a launch at the trace's very start from counting as an earlier session's.
 _MATCH_TOLERANCE_US = 50.0
 _FLOW_ID_BASE = 3_000_000_000
 
@@ -102,7 +103,8 @@ def clear() -> None:
 def add_kernel_lanes(trace: dict, launches: Optional[list] = None) -> int:
     """Add the kept launches' instruction events to ``trace`` (a Chrome trace dict exported by torch.profiler)
     beside their device events; returns how many launches were placed. Placed launches, and those from before
-    the trace's start, are no longer kept."""
+    the trace's start, are no longer kept. ``launches``: the ones to place, as ``kept_launches()`` gives them
+    (default: all kept)."""
     events = trace.setdefault("traceEvents", [])
     kept = kept_launches() if launches is None else list(launches)
     if not kept:
@@ -118,11 +120,10 @@ def add_kernel_lanes(trace: dict, launches: Optional[list] = None) -> int:
     offset = _clock_offset(kept, device_events)
     if offset is None:
         return 0
-    placed: list = []
     # Launches that would start before the trace does belong to an earlier session nobody exported.
     first_us = min((float(e["ts"]) for e in events if isinstance(e, dict) and e.get("ph") == "X"
                     and isinstance(e.get("ts"), (int, float))), default=0.0)
-    stale = [k for k in kept if k.start_ns / 1e3 + offset < first_us - _MATCH_TOLERANCE_US]
+    stale = {i for i, k in enumerate(kept) if k.start_ns / 1e3 + offset < first_us - _MATCH_TOLERANCE_US}
     named: set = set()
     flow_id = _FLOW_ID_BASE
     launch_no = max((e.get("args", {}).get("launch", -1) for e in events
@@ -130,17 +131,23 @@ def add_kernel_lanes(trace: dict, launches: Optional[list] = None) -> int:
     # Launches of one kernel and its device events pair in order, latest with latest: a launch is its device
     # event's work, recorded in the same order on one thread. Matching by time alone failed on a loaded host,
     # where the gap between the two clocks' readings varies by more than the tolerance between launches.
+    # Launches are told apart by their index in `kept` (up to MAX_LAUNCHES of them: no comparison of tuples).
+    by_kernel: dict = collections.defaultdict(list)
+    for i, k in enumerate(kept):
+        if i not in stale:
+            by_kernel[k.kernel].append(i)
     pairs: dict = {}
-    for name in {k.kernel for k in kept}:
-        mine = sorted((k for k in kept if k.kernel == name and k not in stale), key=lambda k: k.start_ns)
+    for name, mine in by_kernel.items():
+        mine.sort(key=lambda i: kept[i].start_ns)
         events_of = sorted(device_events.get(f"neuron::nki::{name}", []), key=lambda e: float(e["ts"]))
         m = min(len(mine), len(events_of))
-        pairs.update({id(k): e for k, e in zip(mine[len(mine) - m:], events_of[len(events_of) - m:])})
-    for k in kept:
-        best = pairs.get(id(k))
+        pairs.update(zip(mine[len(mine) - m:], events_of[len(events_of) - m:]))
+    placed: list = []
+    for i, k in enumerate(kept):
+        best = pairs.get(i)
         if best is None:
             continue  # a launch of another session, or its device event was dropped
-        cores = sorted({i.core for i in k.schedule.instructions})
+        cores = sorted({ins.core for ins in k.schedule.instructions})
         base = TID_BASE + k.device * _TIDS_PER_DEVICE
         new = _nki_trace.launch_events(
             k.schedule, k.kernel, launch=launch_no, origin_us=float(best["ts"]),
@@ -156,13 +163,13 @@ def add_kernel_lanes(trace: dict, launches: Optional[list] = None) -> int:
                 named.add(key)
             events.append(e)
         launch_no += 1
-        placed.append(k)
+        placed.append(i)
+    done = {id(kept[i]) for i in stale.union(placed)}
     with _lock:
-        for k in placed + stale:
-            try:
-                _kept.remove(k)
-            except ValueError:
-                pass
+        # By identity: kept_launches() hands out the kept tuples themselves, and launches kept meanwhile stay.
+        remaining = [k for k in _kept if id(k) not in done]
+        _kept.clear()
+        _kept.extend(remaining)
     return len(placed)
 
 

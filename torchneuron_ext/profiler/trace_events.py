@@ -217,6 +217,10 @@ class _Classifier:
         skipped = 0
         origin: Optional[float] = None  # see Spans.start_ns
         neuron_spans: list[Union[DeviceActivity, Dispatch]] = []
+        # Each device span's record but its times (see _neuron_span). Tuples: one of strings and numbers leaves
+        # the garbage collector's tracking, where a list per span made collections scan the whole trace (2x).
+        pending: list[tuple] = []
+        pending_add = pending.append
         # Plain Python over dicts, once; what the readers do after works on the columns. A loop run
         # for each of up to millions of events: its lookups are bound to locals.
         group_of, tier_key, neuron_span = GROUP_OF_CAT.get, _TIER, self._neuron_span
@@ -274,12 +278,10 @@ class _Classifier:
                 if cat in _DEVICE_CATS:
                     if origin is None and math.isfinite(ts):
                         origin = float(math.floor(ts))
-                    if origin is not None and math.isfinite(ts + dur):
-                        # The same rounding as the columns' below, so an activity and its span agree.
-                        rel = ts - origin
-                        s_ns = round(rel * 1000.0)
-                        ts, dur = origin + s_ns / 1000.0, (round((rel + dur) * 1000.0) - s_ns) / 1000.0
-                    neuron_span(i, len(ts_l) - 1, cat, ename, ts, dur, e, activities, dispatches, neuron_spans)
+                    # Read and checked here, in trace order; its times come from the rounded columns below.
+                    record = neuron_span(i, len(ts_l) - 1, cat, ename, e)
+                    if record is not None:
+                        pending_add(record)
             elif ph in ("s", "f", "t"):
                 try:
                     fid = e["id"]
@@ -330,6 +332,20 @@ class _Classifier:
         end_ns = np.rint((rel + dur_a) * 1000.0)
         ts_a = origin + start_ns / 1000.0
         dur_a = (end_ns - start_ns) / 1000.0
+        # The device spans' records take their times from the columns: one rounding, so an activity and its
+        # span count the same nanoseconds.
+        ts_of, dur_of = ts_a.tolist(), dur_a.tolist()
+        make_activity, make_dispatch = DeviceActivity._make, Dispatch._make
+        activity_add, dispatch_add, both_add = activities.append, dispatches.append, neuron_spans.append
+        for record in pending:
+            index = record[0]
+            if len(record) == _DISPATCH_FIELDS:
+                r: Union[DeviceActivity, Dispatch] = make_dispatch(record[:3] + (ts_of[index], dur_of[index]))
+                dispatch_add(r)
+            else:
+                r = make_activity(record[:7] + (ts_of[index], dur_of[index]) + record[9:])
+                activity_add(r)
+            both_add(r)
         neuron = self.data.get("neuron")
         numerics = str((neuron if isinstance(neuron, dict) else {}).get("numerics", "host"))
         return ClassifiedTrace(
@@ -342,15 +358,14 @@ class _Classifier:
             process_names=process_names, numerics=numerics, skipped=skipped)
 
     @staticmethod
-    def _neuron_span(i: int, index: int, cat: str, name: str, ts: float, dur: float, e: dict,
-                     activities: list[DeviceActivity], dispatches: list[Dispatch],
-                     both: list[Union[DeviceActivity, Dispatch]]) -> None:
-        """Classify a span of a device category: a device activity, a dispatch, or neither (an
-        annotation outside compiled regions)."""
+    def _neuron_span(i: int, index: int, cat: str, name: str, e: dict) -> Optional[tuple]:
+        """Classify a span of a device category: the fields of its Dispatch or DeviceActivity with None for the
+        times (ts, dur), which the caller fills from the rounded columns; None for neither (an annotation
+        outside compiled regions)."""
         if cat == _CAT_ANNOTATION:  # Kineto's own annotations are not the device's: only a region's kernels
             args = e.get("args")
             if not isinstance(args, dict) or args.get(_IN) != _IN_COMPILED_REGION:
-                return
+                return None
         args = e.get("args")
         if args is None:
             args = {}
@@ -359,10 +374,7 @@ class _Classifier:
             if not isinstance(tier, str):
                 raise TypeError
             if cat == _CAT_RUNTIME:
-                d = Dispatch(index, str(args.get(_OP, "")), tier, ts, dur)
-                dispatches.append(d)
-                both.append(d)
-                return
+                return (index, str(args.get(_OP, "")), tier, None, None)
             if cat == _CAT_KERNEL:
                 kind = REGION_KERNEL if args.get(_IN) == _IN_COMPILED_REGION else KERNEL
                 op, direction = S.op_name(name), ""
@@ -372,17 +384,17 @@ class _Classifier:
                 kind, op, direction = REGION_KERNEL, S.op_name(name), ""
             total = int(args.get(_BYTES, 0))
             written = int(args.get(_BYTES_WRITTEN, 0))
-            a = DeviceActivity(
-                index, kind, name, op, tier, int(args.get(_DEVICE, 0)), int(args.get(_STREAM, 0)), ts, dur,
-                (written if _BYTES_WRITTEN in args else total) if kind is COPY else total,
-                int(args.get(_BYTES_READ, 0)), written, int(args.get(_FLOPS, 0)), int(args.get(_ELEMENTS, 0)),
-                int(args.get(_MODEL_NS, 0)), direction)
-            activities.append(a)
-            both.append(a)
+            return (index, kind, name, op, tier, int(args.get(_DEVICE, 0)), int(args.get(_STREAM, 0)), None, None,
+                    (written if _BYTES_WRITTEN in args else total) if kind is COPY else total,
+                    int(args.get(_BYTES_READ, 0)), written, int(args.get(_FLOPS, 0)), int(args.get(_ELEMENTS, 0)),
+                    int(args.get(_MODEL_NS, 0)), direction)
         except (AttributeError, TypeError, ValueError, OverflowError):
             raise _explain(i, cat, name, args) from None
 
 
+_DISPATCH_FIELDS = len(Dispatch._fields)  # a Dispatch's record is this long, a DeviceActivity's longer
+assert len(DeviceActivity._fields) != _DISPATCH_FIELDS
+assert Dispatch._fields[3:5] == DeviceActivity._fields[7:9] == ("ts", "dur")
 _CAT_ANNOTATION, _CAT_RUNTIME, _CAT_KERNEL, _CAT_MEMCPY = S.CAT_ANNOTATION, S.CAT_RUNTIME, S.CAT_KERNEL, S.CAT_MEMCPY
 _IN, _IN_COMPILED_REGION, _TIER, _OP = S.IN, S.IN_COMPILED_REGION, S.TIER, S.OP
 _PART, _LAUNCH_OFFSET_NS, _LAUNCH_NS = S.PART, S.LAUNCH_OFFSET_NS, S.LAUNCH_NS

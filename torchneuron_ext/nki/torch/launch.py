@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ... import _C, _torch_internals
+from ... import _torch_internals
 from ...instrumentation.activity import DeviceActivity
 from ...profiler import kernel_trace
 from .. import runtime
@@ -142,7 +142,9 @@ class _LaunchScope:
             if self.keep:
                 # The cores of an LNC=2 launch make their costs inside the launch: they keep records too.
                 stack.enter_context(_schedule.recording())
-                self.start_ns = _C._now_ns()
+                # The device event's own start, not a later reading: kernel_trace takes the clocks' offset from
+                # it, and a reading delayed by the scheduler made earlier launches look older than the trace.
+                self.start_ns = self.activity.start_ns
             self._stack = stack.pop_all()
         return self
 
