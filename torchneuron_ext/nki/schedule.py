@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
+import operator
 import sys
 import threading
 from array import array
@@ -358,6 +359,24 @@ def _uncovered(entries: list, box: tuple) -> list:
 
 
 def _union(entries: list) -> Optional[tuple]:
+    first = entries[0][0]
+    if first is not None and len(first) == 4:
+        # 2-D boxes (most tiles and HBM blocks): one pass, without a generator per dimension.
+        r0, r1, c0, c1 = first
+        for e in entries:
+            b = e[0]
+            if b is None or len(b) != 4:
+                break
+            if b[0] < r0:
+                r0 = b[0]
+            if b[1] > r1:
+                r1 = b[1]
+            if b[2] < c0:
+                c0 = b[2]
+            if b[3] > c1:
+                c1 = b[3]
+        else:
+            return (r0, r1, c0, c1)
     boxes = [e[0] for e in entries]
     if any(b is None for b in boxes) or len({len(b) for b in boxes}) != 1:
         return None
@@ -377,9 +396,12 @@ class _Region:
         self.base_address = 0
 
 
+_end_of = operator.itemgetter(1)  # an entry's end, the key _fold_oldest sorts by
+
+
 def _fold_oldest(entries: list) -> list:
     """The older half of ``entries`` (by end) as one entry over their union, the newer half as they are."""
-    entries = sorted(entries, key=lambda e: e[1])
+    entries = sorted(entries, key=_end_of)
     old, new = entries[:len(entries) // 2], entries[len(entries) // 2:]
     last = old[-1]
     return [[_union(old), last[1], last[2], last[3], False]] + new
