@@ -426,7 +426,9 @@ class Scheduler:
         self.last_index: Optional[int] = None  # the instruction that ends last so far (sets makespan_s)
         self._meet: Optional[list] = None  # a meeting's arrivals, for the next instruction's record (meet)
         self.count = 0
-        self.records: list = []  # tuples, see _finalize; instructions() makes them ScheduledInstructions
+        # _RECORD_FIELDS fields per instruction, flat (see _finalize); instructions() makes ScheduledInstructions
+        self.records: list = []
+        self._operand_tuples: dict = {}  # an instruction's operand numbers -> the one tuple records share
         self._built: Optional[list] = None
         self._operands: list = []         # Operand records, numbered (records hold the numbers)
         self._operand_numbers: dict = {}
@@ -604,11 +606,22 @@ class Scheduler:
                 writers = _fold_oldest(writers)
             region.writers = writers
         if self.record:
-            # A plain tuple now, a ScheduledInstruction when the schedule is asked for (instructions()).
+            # Plain fields now, a ScheduledInstruction when the schedule is asked for (instructions()). No
+            # container is kept per instruction where it can be helped (the fields go into one flat list, equal
+            # operand tuples are one object, a single dependency of this core is kept as its int): each kept
+            # container counts towards the cyclic collector's next run, and at 100k records its runs (young
+            # generations, and full ones over torch's heap) were a third of what the records cost.
             operands = tuple([r[2] for r in reads] + [w[2] for w in writes])
-            self.records.append((index, engine, queue, opcode, where[0], where[1], start, end, operands, flops,
-                                 nbytes, _sorted_deps(deps) if len(deps) > 1 else tuple(deps),
-                                 start - free, crit))
+            operands = self._operand_tuples.setdefault(operands, operands)
+            n = len(deps)
+            if n > 1:
+                deps = _sorted_deps(deps)
+            elif n == 0:
+                deps = ()
+            else:
+                deps = deps[0] if type(deps[0]) is int else (deps[0],)
+            self.records.extend((index, engine, queue, opcode, where[0], where[1], start, end, operands, flops,
+                                 nbytes, deps, start - free, crit))
 
     def _throttled_end(self, start: float, seconds: float) -> float:
         """When a Tensor Engine instruction of ``seconds`` at full rate, started at ``start``, ends under the
@@ -659,7 +672,7 @@ class Scheduler:
 
     def instructions(self) -> list:
         """Every kept instruction's record (empty unless ``record``), built once."""
-        if self._built is None or len(self._built) != len(self.records):
+        if self._built is None or len(self._built) != len(self.records) // _RECORD_FIELDS:
             core, ops = self.core, self._operands
             # Bulk construction of records that hold no cycles: without the cyclic collector, which would
             # otherwise rescan the growing list many times (2-3x the construction's own time at 100k).
@@ -713,7 +726,7 @@ class Scheduler:
             self.makespan_s = end
             self.last_index = n
         if self.record:
-            self.records.append((n, engine, queue, opcode, "", 0, start, end, (), 0, nbytes, (), start - free, None))
+            self.records.extend((n, engine, queue, opcode, "", 0, start, end, (), 0, nbytes, (), start - free, None))
 
     # -- cross-core meeting points ----------------------------------------------------------------------------
     def hold_until(self, t: float) -> None:
@@ -785,8 +798,13 @@ class NullScheduler(Scheduler):
         return None
 
 
+# An instruction's fields in Scheduler.records: index, engine, queue, opcode, file, line, start, end, operand
+# numbers, flops, nbytes, deps (a tuple, or an int: the one dependency, of this core), wait, critical dependency.
+_RECORD_FIELDS = 14
+
+
 def _built_records(records: list, core: int, ops: list) -> list:
-    """``records`` (the tuples of _finalize and spill) as ScheduledInstructions. Each is made as its __init__
+    """``records`` (the flat fields of _finalize and spill) as ScheduledInstructions. Each is made as its __init__
     would make it (no __post_init__, no default to compute), but its fields go into its __dict__ at once: the
     frozen dataclass's __init__ sets each through object.__setattr__, 3x the time (a third of what keeping
     records cost at 100k instructions). Operands with the same numbers share one tuple."""
@@ -794,15 +812,17 @@ def _built_records(records: list, core: int, ops: list) -> list:
     operand_tuples: dict = {}
     built = []
     append = built.append
-    for r in records:
+    fields = iter(records)
+    for r in zip(*[fields] * _RECORD_FIELDS):
         numbers = r[8]
         operands = operand_tuples.get(numbers)
         if operands is None:
             operands = operand_tuples[numbers] = tuple([ops[i] for i in numbers])
+        deps = r[11]
         ins = new(cls)
         ins.__dict__.update(index=r[0], core=core, engine=r[1], queue=r[2], opcode=r[3], file=r[4], line=r[5],
-                            start_s=r[6], end_s=r[7], operands=operands, flops=r[9], nbytes=r[10], deps=r[11],
-                            wait_s=r[12], critical_dep=r[13])
+                            start_s=r[6], end_s=r[7], operands=operands, flops=r[9], nbytes=r[10],
+                            deps=(deps,) if type(deps) is int else deps, wait_s=r[12], critical_dep=r[13])
         append(ins)
     return built
 
