@@ -244,6 +244,26 @@ def test_records_are_kept_only_when_asked():
     assert len(scale.last_result.schedule.instructions) == 3
 
 
+def test_records_are_the_instructions_their_init_would_make():
+    # instructions() fills each record's __dict__ without ScheduledInstruction.__init__ (its cost at 100k
+    # records): every field, in order, equal to what __init__ makes of them, spills' records included.
+    import dataclasses
+
+    a = np.zeros((2, 2), np.float32)
+    kernel = _spill_then_work(128, 1)
+    with schedule.recording():
+        kernel(a)
+    records = kernel.last_result.schedule.instructions
+    names = [f.name for f in dataclasses.fields(schedule.ScheduledInstruction)]
+    assert any(r.queue == "dma:spill" for r in records) and any(r.operands for r in records)
+    for r in records:
+        assert list(vars(r)) == names
+        made = schedule.ScheduledInstruction(**vars(r))
+        assert made == r and hash(made) == hash(r) and repr(made) == repr(r)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            r.start_s = 0.0
+
+
 def test_disabled_falls_back_to_the_busiest_engine():
     a = np.ones((128, 512), np.float32)
     with schedule.disabled():

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
+import operator
 import sys
 import threading
 from array import array
@@ -358,6 +359,24 @@ def _uncovered(entries: list, box: tuple) -> list:
 
 
 def _union(entries: list) -> Optional[tuple]:
+    first = entries[0][0]
+    if first is not None and len(first) == 4:
+        # 2-D boxes (most tiles and HBM blocks): one pass, without a generator per dimension.
+        r0, r1, c0, c1 = first
+        for e in entries:
+            b = e[0]
+            if b is None or len(b) != 4:
+                break
+            if b[0] < r0:
+                r0 = b[0]
+            if b[1] > r1:
+                r1 = b[1]
+            if b[2] < c0:
+                c0 = b[2]
+            if b[3] > c1:
+                c1 = b[3]
+        else:
+            return (r0, r1, c0, c1)
     boxes = [e[0] for e in entries]
     if any(b is None for b in boxes) or len({len(b) for b in boxes}) != 1:
         return None
@@ -377,9 +396,12 @@ class _Region:
         self.base_address = 0
 
 
+_end_of = operator.itemgetter(1)  # an entry's end, the key _fold_oldest sorts by
+
+
 def _fold_oldest(entries: list) -> list:
     """The older half of ``entries`` (by end) as one entry over their union, the newer half as they are."""
-    entries = sorted(entries, key=lambda e: e[1])
+    entries = sorted(entries, key=_end_of)
     old, new = entries[:len(entries) // 2], entries[len(entries) // 2:]
     last = old[-1]
     return [[_union(old), last[1], last[2], last[3], False]] + new
@@ -404,7 +426,9 @@ class Scheduler:
         self.last_index: Optional[int] = None  # the instruction that ends last so far (sets makespan_s)
         self._meet: Optional[list] = None  # a meeting's arrivals, for the next instruction's record (meet)
         self.count = 0
-        self.records: list = []  # tuples, see _finalize; instructions() makes them ScheduledInstructions
+        # _RECORD_FIELDS fields per instruction, flat (see _finalize); instructions() makes ScheduledInstructions
+        self.records: list = []
+        self._operand_tuples: dict = {}  # an instruction's operand numbers -> the one tuple records share
         self._built: Optional[list] = None
         self._operands: list = []         # Operand records, numbered (records hold the numbers)
         self._operand_numbers: dict = {}
@@ -582,11 +606,22 @@ class Scheduler:
                 writers = _fold_oldest(writers)
             region.writers = writers
         if self.record:
-            # A plain tuple now, a ScheduledInstruction when the schedule is asked for (instructions()).
+            # Plain fields now, a ScheduledInstruction when the schedule is asked for (instructions()). No
+            # container is kept per instruction where it can be helped (the fields go into one flat list, equal
+            # operand tuples are one object, a single dependency of this core is kept as its int): each kept
+            # container counts towards the cyclic collector's next run, and at 100k records its runs (young
+            # generations, and full ones over torch's heap) were a third of what the records cost.
             operands = tuple([r[2] for r in reads] + [w[2] for w in writes])
-            self.records.append((index, engine, queue, opcode, where[0], where[1], start, end, operands, flops,
-                                 nbytes, _sorted_deps(deps) if len(deps) > 1 else tuple(deps),
-                                 start - free, crit))
+            operands = self._operand_tuples.setdefault(operands, operands)
+            n = len(deps)
+            if n > 1:
+                deps = _sorted_deps(deps)
+            elif n == 0:
+                deps = ()
+            else:
+                deps = deps[0] if type(deps[0]) is int else (deps[0],)
+            self.records.extend((index, engine, queue, opcode, where[0], where[1], start, end, operands, flops,
+                                 nbytes, deps, start - free, crit))
 
     def _throttled_end(self, start: float, seconds: float) -> float:
         """When a Tensor Engine instruction of ``seconds`` at full rate, started at ``start``, ends under the
@@ -637,18 +672,14 @@ class Scheduler:
 
     def instructions(self) -> list:
         """Every kept instruction's record (empty unless ``record``), built once."""
-        if self._built is None or len(self._built) != len(self.records):
+        if self._built is None or len(self._built) != len(self.records) // _RECORD_FIELDS:
             core, ops = self.core, self._operands
             # Bulk construction of records that hold no cycles: without the cyclic collector, which would
             # otherwise rescan the growing list many times (2-3x the construction's own time at 100k).
             enabled = gc.isenabled()
             gc.disable()
             try:
-                self._built = [ScheduledInstruction(
-                    index=r[0], core=core, engine=r[1], queue=r[2], opcode=r[3], file=r[4], line=r[5],
-                    start_s=r[6], end_s=r[7], operands=tuple([ops[i] for i in r[8]]), flops=r[9], nbytes=r[10],
-                    deps=r[11], wait_s=r[12],
-                    critical_dep=r[13]) for r in self.records]
+                self._built = _built_records(self.records, core, ops)
             finally:
                 if enabled:
                     gc.enable()
@@ -695,7 +726,7 @@ class Scheduler:
             self.makespan_s = end
             self.last_index = n
         if self.record:
-            self.records.append((n, engine, queue, opcode, "", 0, start, end, (), 0, nbytes, (), start - free, None))
+            self.records.extend((n, engine, queue, opcode, "", 0, start, end, (), 0, nbytes, (), start - free, None))
 
     # -- cross-core meeting points ----------------------------------------------------------------------------
     def hold_until(self, t: float) -> None:
@@ -765,6 +796,35 @@ class NullScheduler(Scheduler):
     def spill(self, engine: str, opcode: str, index: int, seconds: float, nbytes: int = 0,
               dma_fixed_s: float = 0.0) -> None:
         return None
+
+
+# An instruction's fields in Scheduler.records: index, engine, queue, opcode, file, line, start, end, operand
+# numbers, flops, nbytes, deps (a tuple, or an int: the one dependency, of this core), wait, critical dependency.
+_RECORD_FIELDS = 14
+
+
+def _built_records(records: list, core: int, ops: list) -> list:
+    """``records`` (the flat fields of _finalize and spill) as ScheduledInstructions. Each is made as its __init__
+    would make it (no __post_init__, no default to compute), but its fields go into its __dict__ at once: the
+    frozen dataclass's __init__ sets each through object.__setattr__, 3x the time (a third of what keeping
+    records cost at 100k instructions). Operands with the same numbers share one tuple."""
+    new, cls = object.__new__, ScheduledInstruction
+    operand_tuples: dict = {}
+    built = []
+    append = built.append
+    fields = iter(records)
+    for r in zip(*[fields] * _RECORD_FIELDS):
+        numbers = r[8]
+        operands = operand_tuples.get(numbers)
+        if operands is None:
+            operands = operand_tuples[numbers] = tuple([ops[i] for i in numbers])
+        deps = r[11]
+        ins = new(cls)
+        ins.__dict__.update(index=r[0], core=core, engine=r[1], queue=r[2], opcode=r[3], file=r[4], line=r[5],
+                            start_s=r[6], end_s=r[7], operands=operands, flops=r[9], nbytes=r[10],
+                            deps=(deps,) if type(deps) is int else deps, wait_s=r[12], critical_dep=r[13])
+        append(ins)
+    return built
 
 
 def _is_zero(value: Any) -> bool:
