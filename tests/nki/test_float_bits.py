@@ -5,7 +5,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from torchneuron_ext.nki import dtypes
+from torchneuron_ext.nki import dtypes, float_bits
 from torchneuron_ext.nki.float_bits import from_float32, to_float32
 
 NARROW = [ml_dtypes.bfloat16, ml_dtypes.float8_e4m3, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2,
@@ -225,3 +225,32 @@ def test_float64_into_fp8_is_not_through_float32() -> None:
     assert got.astype(np.float64)[0] == 1.125 == value.astype(ml_dtypes.float8_e4m3fn).astype(np.float64)[0]
     assert value.astype(np.float32).astype(ml_dtypes.float8_e4m3fn).astype(np.float64)[0] == 1.0
 
+
+def test_narrowing_call_sites_use_the_vectorised_cast(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engines' casts, the host casts (nl.static_cast, neuron_dtypes.static_cast, host_cast, packing into
+    MX dtypes) and QuantizeMX narrow through float_bits, with ml_dtypes' bits."""
+    from torchneuron_ext.compat import neuron_dtypes
+    from torchneuron_ext.nki import _lang
+    from torchneuron_ext.nki.engines import mx
+
+    calls = []
+    real = float_bits.from_float32
+
+    def spy(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        calls.append(np.dtype(dtype))
+        return real(values, dtype)
+
+    monkeypatch.setattr(float_bits, "from_float32", spy)
+    x = np.random.default_rng(6).standard_normal((16, 8)).astype(np.float32) * 100
+    e4m3fn, e5m2 = np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e5m2)
+    casts = {"dtypes.cast": dtypes.cast(x, e4m3fn), "nl.static_cast": _lang.static_cast(x, e4m3fn),
+             "neuron_dtypes.static_cast": neuron_dtypes.static_cast(x, e4m3fn),
+             "host_cast": dtypes.host_cast(x, e4m3fn)}
+    for where, got in casts.items():
+        assert got.tobytes() == x.astype(e4m3fn).tobytes(), where
+    assert calls == [e4m3fn] * len(casts)
+    packed = dtypes.pack_x4(x, dtypes.float8_e5m2_x4)
+    assert packed.tobytes() == x.astype(e5m2).tobytes() and calls[-1] == e5m2
+    calls.clear()
+    elements, _ = mx.quantize(x, e4m3fn)
+    assert calls == [e4m3fn] and elements.dtype == e4m3fn
