@@ -1,10 +1,14 @@
-"""Bit-exact, vectorised conversions between float32 and the narrow float dtypes (bfloat16, fp8).
+"""Bit-exact, vectorised conversions between float32 and the narrow float dtypes (bfloat16, fp8, e8m0, fp4).
 
 ml_dtypes converts element by element in a C loop per cast, which made casts the largest single cost of
 bf16 and fp8 kernels in the simulator (a bf16 (128, 512) tile: 85 us to float32, 240 us back; fp8: 1.3 ms).
 The same results come from integer arithmetic on the bit patterns: a bfloat16 is the top half of a float32,
-an 8-bit float has 256 values (a table). Results are identical to ml_dtypes' ``astype``, NaNs included
-(tests/nki/test_float_bits.py compares them over every bf16/fp8 pattern and float32 specials).
+an 8-bit float has 256 values (a table), and a float32 narrows into one by a 65,536-entry table indexed by its
+upper half with a sticky bit (``_f32_to_byte_bits``). Results are identical to ml_dtypes' ``astype``, NaNs
+included (tests/nki/test_float_bits.py compares them over every bf16/fp16/fp8 pattern, random float32 bits,
+every fp8 rounding midpoint and float32 specials). Narrowing a (128, 512) float32 tile into an 8-bit float:
+78-140 us against ml_dtypes' 185-350 us, 2.1-3.5x (``bench/nki_simulator.py --only casts``, load 4-5 on two
+cores, ml_dtypes 0.7.0; the 1.3 ms above was measured under conditions not recorded).
 """
 from __future__ import annotations
 
