@@ -30,6 +30,12 @@ The top-k case (issue 29, item 5) is the NKI Library's top-k loop: TOPK_ROUNDS r
 8 largest) then nc_match_replace8 (those 8 replaced by -inf) over a (128, 4096) fp32 tile, against torch.topk
 of the same K; AWS's `test_topk` case (K 2048 of 3568) is 256 such rounds per row block.
 
+The casts case (``--only casts``) times narrowing float32 into each 8-bit float the simulator uses (fp8 e4m3,
+e4m3fn, e5m2, the MX scale e8m0 and fp4 e2m1) with ml_dtypes' ``astype`` and with ``nki.float_bits.from_float32``
+(the engines' and host casts' path), for a (128, 512) tile and a 4 M-element array of normal values scaled by 64
+(fp8's range), and a tile from bfloat16 and from float64, alternating the two; medians of wall time and the
+ratio, the results compared bit for bit.
+
 A last case, SMALL_OPS additions of (128, 8) tiles against as many in-place torch adds, measures the
 fixed cost of one instruction (torch: of one eager op), where the math itself is negligible.
 
@@ -194,6 +200,47 @@ def schedule_cost(rounds: int) -> None:
     print(f"  goal: schedule + records under 2x the simulation without a schedule: {ok}\n")
 
 
+# (source dtype, shape label, shape): the brief's float32 tile and 4 M-element array, and a tile from the other
+# sources the simulator narrows (engine results in bf16, the NKI Library harness's float64 references).
+CAST_CASES = [("float32", "(128, 512)", (128, 512)), ("float32", "4 M", (4 << 20,)),
+              ("bfloat16", "(128, 512)", (128, 512)), ("float64", "(128, 512)", (128, 512))]
+
+
+def casts(rounds: int) -> None:
+    """Narrowing float32 into the 8-bit floats: ml_dtypes' per-element astype against float_bits."""
+    import ml_dtypes
+    import numpy as np
+
+    from torchneuron_ext.nki import float_bits
+
+    rng = np.random.default_rng(0)
+    targets = [ml_dtypes.float8_e4m3, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2, ml_dtypes.float8_e8m0fnu,
+               ml_dtypes.float4_e2m1fn]
+    print(f"narrowing casts into the 8-bit floats, load {os.getloadavg()[0]:.1f} (medians of wall time)")
+    print(f"  {'from':<9} {'into':<15} {'shape':<11} {'ml_dtypes':>10} {'float_bits':>11} {'ratio':>6}")
+    for source, label, shape in CAST_CASES:
+        values = (rng.standard_normal(shape) * 64).astype(ml_dtypes.bfloat16 if source == "bfloat16" else source)
+        n = max(3, rounds * 6) if values.size <= 1 << 16 else max(3, rounds)
+        for target in targets:
+            dtype = np.dtype(target)
+            ours = float_bits.from_float32(values, dtype)  # warm up: the lookup table is built once
+            with np.errstate(all="ignore"):
+                if ours.tobytes() != values.astype(dtype).tobytes():
+                    raise AssertionError(f"float_bits differs from ml_dtypes into {dtype.name}")
+            theirs_t, ours_t = [], []
+            for _ in range(n):
+                with np.errstate(all="ignore"):
+                    theirs_t.append(_seconds(lambda: values.astype(dtype)))
+                ours_t.append(_seconds(lambda: float_bits.from_float32(values, dtype)))
+            a, b = statistics.median(theirs_t), statistics.median(ours_t)
+            print(f"  {source:<9} {dtype.name:<15} {label:<11} {_ms(a):>10} {_ms(b):>11} {a / b:>5.1f}x")
+    print()
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e6:.0f} us" if seconds < 1e-3 else f"{seconds * 1e3:.1f} ms"
+
+
 PSUM_BANK_BYTES, PSUM_BANKS = 2048, 8
 
 
@@ -271,10 +318,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--quick", action="store_true", help="3 rounds")
-    parser.add_argument("--only", choices=["flash", "schedule", "rest"],
-                        help="only the flash-attention case, only the schedule's cost, or the others")
+    parser.add_argument("--only", choices=["flash", "schedule", "casts", "rest"],
+                        help="only the flash-attention case, only the schedule's cost, only the casts, or the others")
     args = parser.parse_args()
     rounds = 3 if args.quick else args.rounds
+    if args.only in (None, "casts"):
+        casts(rounds)
+    if args.only == "casts":
+        return
     if args.only in (None, "flash"):
         flash(rounds)
     if args.only in (None, "schedule"):

@@ -5,11 +5,11 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from torchneuron_ext.nki import dtypes
+from torchneuron_ext.nki import dtypes, float_bits
 from torchneuron_ext.nki.float_bits import from_float32, to_float32
 
 NARROW = [ml_dtypes.bfloat16, ml_dtypes.float8_e4m3, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2,
-          ml_dtypes.float8_e8m0fnu]
+          ml_dtypes.float8_e8m0fnu, ml_dtypes.float4_e2m1fn]
 
 
 @pytest.mark.parametrize("dtype", NARROW + [np.float16], ids=lambda d: np.dtype(d).name)
@@ -50,7 +50,8 @@ def test_cast_uses_the_same_rounding() -> None:
         assert dtypes.cast(x, dtypes.float16).dtype == np.float16  # other dtypes: numpy's astype
 
 
-FP8 = [ml_dtypes.float8_e4m3, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2, ml_dtypes.float8_e8m0fnu]
+FP8 = [ml_dtypes.float8_e4m3, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2, ml_dtypes.float8_e8m0fnu,
+       ml_dtypes.float4_e2m1fn]
 
 
 @pytest.mark.parametrize("target", [ml_dtypes.bfloat16, np.float32, np.float16, ml_dtypes.float8_e5m2, np.bool_],
@@ -96,18 +97,160 @@ def test_from_float64_to_bfloat16_rounds_once_as_ml_dtypes() -> None:
     assert got[-19].view(np.uint16) == np.array(1 + 2 ** -7, dtype=ml_dtypes.bfloat16).view(np.uint16)
 
 
+@pytest.mark.parametrize("target", [ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn], ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("source", [np.float64, np.float32], ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("layout", ["contiguous", "strided"])
-def test_large_casts_to_bfloat16_in_blocks(source: type, layout: str) -> None:
+def test_large_casts_in_blocks(source: type, layout: str, target: type) -> None:
     """Arrays larger than one block (the harness's KV caches) are cast block by block: the same bits as one
     cast, whether the array is contiguous or a strided view, and NaNs in any block."""
     rng = np.random.default_rng(3)
-    values = (rng.standard_normal((700, 300)) * 1e3).astype(source)
+    scale = 1e3 if target == ml_dtypes.bfloat16 else 1e2
+    values = (rng.standard_normal((700, 300)) * scale).astype(source)
     values[::97, ::31] = np.nan
     if layout == "strided":
         values = values[::2, ::-1]
     with np.errstate(invalid="ignore"):
-        expected = values.astype(ml_dtypes.bfloat16)
-    got = from_float32(values, np.dtype(ml_dtypes.bfloat16))
-    assert got.shape == values.shape and got.flags.c_contiguous
-    np.testing.assert_array_equal(got.view(np.uint16), expected.view(np.uint16))
+        expected = values.astype(target)
+    got = from_float32(values, np.dtype(target))
+    assert got.shape == values.shape and got.flags.c_contiguous and got.dtype == np.dtype(target)
+    bits = np.dtype(f"u{np.dtype(target).itemsize}")
+    np.testing.assert_array_equal(got.view(bits), expected.view(bits))
+
+
+# -- narrowing into the 8-bit floats: float32 by a 16-bit lookup plus a sticky bit, bf16/fp16 by a lookup ----------
+
+def _astype_bits(values: np.ndarray, dtype: type) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return values.astype(dtype).view(np.uint8)
+
+
+def _assert_narrows_as_ml_dtypes(values: np.ndarray, dtype: type) -> None:
+    got = from_float32(values, np.dtype(dtype))
+    assert got.dtype == np.dtype(dtype) and got.shape == values.shape
+    expected = _astype_bits(values, dtype)
+    wrong = np.flatnonzero(got.view(np.uint8) != expected)
+    assert not wrong.size, (f"{wrong.size} of {values.size} differ, first: {values.reshape(-1)[wrong[0]]!r} -> "
+                            f"{got.view(np.uint8).reshape(-1)[wrong[0]]:#04x}, ml_dtypes {expected.reshape(-1)[wrong[0]]:#04x}")
+
+
+def _rounding_boundaries(dtype: type) -> np.ndarray:
+    """Every midpoint between neighbouring finite values of ``dtype`` (both signs, the subnormals' and zero's
+    included) and the overflow midpoint above the largest one: float32 values where a cast changes its mind."""
+    with np.errstate(all="ignore"):
+        finite = np.arange(256, dtype=np.uint8).view(dtype).astype(np.float64)
+    finite = np.unique(finite[np.isfinite(finite)])
+    mids = (finite[1:] + finite[:-1]) / 2
+    top = finite[-1] + (finite[-1] - finite[-2]) / 2  # half a step past the largest finite value
+    mids = np.concatenate([mids, [top, -top]])
+    assert np.array_equal(mids.astype(np.float32).astype(np.float64), mids)  # all exact in float32
+    return mids.astype(np.float32)
+
+
+def _near(points: np.ndarray, steps: int) -> np.ndarray:
+    """``points`` and the float32 values up to ``steps`` ulps either side of each."""
+    out, up, down = [points], points, points
+    for _ in range(steps):
+        up, down = np.nextafter(up, np.float32(np.inf)), np.nextafter(down, np.float32(-np.inf))
+        out += [up, down]
+    return np.concatenate(out)
+
+
+F32_SPECIALS = np.array([0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00000, 0x7F800001, 0xFF800001, 0x7F80FFFF,
+                         0x7FBFFFFF, 0x7FC0FFFF, 0xFFFFFFFF, 0x7F810000, 0x00000000, 0x80000000, 0x00000001,
+                         0x80000001, 0x007FFFFF, 0x00800000, 0x7F7FFFFF, 0xFF7FFFFF], dtype=np.uint32)
+
+
+@pytest.mark.parametrize("dtype", FP8, ids=lambda d: np.dtype(d).name)
+def test_float32_into_8_bit_floats_every_bf16_pattern_and_random_bits(dtype: type) -> None:
+    """Every float32 whose lower half is zero (each bfloat16 widened), and 4 M random float32 bit patterns:
+    every exponent, NaN payloads and subnormals, through a strided view as tiles are."""
+    widened = np.left_shift(np.arange(65536, dtype=np.uint32), 16).view(np.float32)
+    _assert_narrows_as_ml_dtypes(widened, dtype)
+    rng = np.random.default_rng(4)
+    random_bits = rng.integers(0, 2 ** 32, size=1 << 22, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    _assert_narrows_as_ml_dtypes(random_bits.reshape(1024, -1)[:, ::-2], dtype)
+    _assert_narrows_as_ml_dtypes(random_bits, dtype)
+
+
+@pytest.mark.parametrize("dtype", FP8, ids=lambda d: np.dtype(d).name)
+def test_float32_into_8_bit_floats_at_every_rounding_boundary(dtype: type) -> None:
+    """Ties round to even and a hair past a tie rounds away: each midpoint exactly, 1-3 ulps either side (the
+    ulp above a midpoint differs from it only in the lower 16 bits, the sticky bit's case), the overflow
+    midpoint above the largest finite value (saturation, NaN or infinity per dtype), and the specials:
+    infinities, NaNs of both signs with payloads in either half, zeros, float32's subnormals and extremes."""
+    mids = _rounding_boundaries(dtype)
+    values = np.concatenate([_near(mids, 3), F32_SPECIALS.view(np.float32)])
+    _assert_narrows_as_ml_dtypes(values, dtype)
+    # The sticky bit is what decides these: without it a value 1 ulp above a tie would round as the tie does.
+    # (ml_dtypes rounds e8m0's ties up: the tie itself is the boundary, and its sticky case is zero, a NaN in e8m0,
+    # against the float32 subnormals below 2**-133, which become 2**-127: the random bits have those.)
+    with np.errstate(all="ignore"):
+        tie, above = _astype_bits(mids, dtype), _astype_bits(np.nextafter(mids, np.float32(np.inf)), dtype)
+    assert (tie != above).any() == (dtype != ml_dtypes.float8_e8m0fnu)
+
+
+@pytest.mark.parametrize("dtype", FP8, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("source", [ml_dtypes.bfloat16, np.float16], ids=lambda d: np.dtype(d).name)
+def test_16_bit_floats_into_8_bit_floats_every_pattern(source: type, dtype: type) -> None:
+    """Every bfloat16 and float16 pattern (NaNs, infinities, subnormals), contiguous and strided."""
+    patterns = np.arange(65536, dtype=np.uint16).view(source)
+    _assert_narrows_as_ml_dtypes(patterns, dtype)
+    _assert_narrows_as_ml_dtypes(patterns.reshape(256, 256)[::-1, ::3], dtype)
+
+
+@pytest.mark.parametrize("dtype", FP8, ids=lambda d: np.dtype(d).name)
+def test_float64_into_8_bit_floats_rounds_once(dtype: type) -> None:
+    """A float64 rounds straight into the 8-bit float, as ml_dtypes does: each float32 rounding boundary
+    nudged by float64 ulps (a value just above a tie that float32 would round onto the tie), random bits of
+    every exponent, magnitudes around the dtype's range, and specials beyond float32's range."""
+    rng = np.random.default_rng(5)
+    mids = _rounding_boundaries(dtype).astype(np.float64)
+    nudged = [mids]
+    for scale in (2.0 ** -30, 2.0 ** -52):
+        nudged += [mids * (1 + scale), mids * (1 - scale)]
+    info = ml_dtypes.finfo(dtype)
+    scaled = np.ldexp(rng.random(1 << 16) + 0.5, rng.integers(int(info.minexp) - 6, int(info.maxexp) + 3, 1 << 16))
+    random_bits = rng.integers(0, 2 ** 64, size=1 << 16, dtype=np.uint64).view(np.float64)
+    specials = np.array([1e-300, -1e-300, 1.7e308, -1.7e308, 3.5e38, 2.0 ** -149, 2.0 ** -150, 2.0 ** -127,
+                         1.5 * 2.0 ** -127, np.inf, -np.inf, np.nan, -np.nan, 0.0, -0.0])
+    values = np.concatenate(nudged + [scaled, -scaled, random_bits, specials])
+    _assert_narrows_as_ml_dtypes(values, dtype)
+
+
+def test_float64_into_fp8_is_not_through_float32() -> None:
+    """1 + 2**-4 + 2**-30 is a hair above e4m3fn's tie between 1 and 1.125: float32 rounds it onto the tie,
+    which then goes to 1.0; once, it is 1.125."""
+    value = np.array([1 + 2 ** -4 + 2 ** -30])
+    got = from_float32(value, np.dtype(ml_dtypes.float8_e4m3fn))
+    assert got.astype(np.float64)[0] == 1.125 == value.astype(ml_dtypes.float8_e4m3fn).astype(np.float64)[0]
+    assert value.astype(np.float32).astype(ml_dtypes.float8_e4m3fn).astype(np.float64)[0] == 1.0
+
+
+def test_narrowing_call_sites_use_the_vectorised_cast(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engines' casts, the host casts (nl.static_cast, neuron_dtypes.static_cast, host_cast, packing into
+    MX dtypes) and QuantizeMX narrow through float_bits, with ml_dtypes' bits."""
+    from torchneuron_ext.compat import neuron_dtypes
+    from torchneuron_ext.nki import _lang
+    from torchneuron_ext.nki.engines import mx
+
+    calls = []
+    real = float_bits.from_float32
+
+    def spy(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        calls.append(np.dtype(dtype))
+        return real(values, dtype)
+
+    monkeypatch.setattr(float_bits, "from_float32", spy)
+    x = np.random.default_rng(6).standard_normal((16, 8)).astype(np.float32) * 100
+    e4m3fn, e5m2 = np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e5m2)
+    casts = {"dtypes.cast": dtypes.cast(x, e4m3fn), "nl.static_cast": _lang.static_cast(x, e4m3fn),
+             "neuron_dtypes.static_cast": neuron_dtypes.static_cast(x, e4m3fn),
+             "host_cast": dtypes.host_cast(x, e4m3fn)}
+    for where, got in casts.items():
+        assert got.tobytes() == x.astype(e4m3fn).tobytes(), where
+    assert calls == [e4m3fn] * len(casts)
+    packed = dtypes.pack_x4(x, dtypes.float8_e5m2_x4)
+    assert packed.tobytes() == x.astype(e5m2).tobytes() and calls[-1] == e5m2
+    calls.clear()
+    elements, _ = mx.quantize(x, e4m3fn)
+    assert calls == [e4m3fn] and elements.dtype == e4m3fn

@@ -8,6 +8,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 import numpy as np
 
 from . import dtypes as _dt
+from . import float_bits as _float_bits
 from . import engines as _eng
 from . import runtime as _rt
 from .errors import NKIUnsupportedError, fail
@@ -260,7 +261,7 @@ def _sbuf_identity_matrix(n: int, dtype: Any = uint8, dst: Optional[NKITensor] =
 
 def static_cast(arr: np.ndarray, dtype: Any) -> np.ndarray:
     """Host helper: cast a numpy array to an NKI dtype (e.g. bfloat16) with round-to-nearest."""
-    return np.asarray(arr).astype(_dt.as_dtype(dtype))
+    return _float_bits.from_float32(np.asarray(arr), _dt.as_dtype(dtype))  # astype, vectorised
 
 
 # -- loops and SPMD ------------------------------------------------------------------------------------

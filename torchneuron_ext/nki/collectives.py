@@ -16,6 +16,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from . import float_bits
 from ._lang import NKIObject
 from .engines import collective as _cc
 from .errors import NKIUnsupportedError, fail
@@ -215,7 +216,9 @@ def _write_flat(api: str, dst: NKITensor, chunks: "list[tuple[int, np.ndarray]]"
         if offset < 0 or offset + values.size > out.size:
             fail("err_out_of_bound_access", f"{api}: a chunk of {values.size} elements at element {offset} does not "
                                             f"fit dst's {out.size} elements")
-        out[offset:offset + values.size] = values.astype(out.dtype, copy=False)
+        if values.dtype != out.dtype:
+            values = float_bits.from_float32(values, out.dtype)  # astype, vectorised into bf16 and 8-bit floats
+        out[offset:offset + values.size] = values
     _cc.write(dst, out.reshape(dst.shape), api)
 
 

@@ -119,7 +119,7 @@ def cast(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     if not is_float(dtype) and dtype != bool_ and is_float(values.dtype):
         with np.errstate(invalid="ignore"):
             return np.rint(values).astype(dtype)
-    return float_bits.from_float32(values, dtype)  # astype, vectorised for bf16
+    return float_bits.from_float32(values, dtype)  # astype, vectorised into bf16 and the 8-bit floats
 
 
 _NAMES = {bool_: "bool", int8: "int8", int16: "int16", int32: "int32", uint8: "uint8", uint16: "uint16",
@@ -252,8 +252,8 @@ def pack_x4(values: Any, dtype: Any) -> np.ndarray:
     if arr.ndim == 0 or arr.shape[-1] % X4_PACK:
         raise ValueError(f"packing into {name(x4)} takes 4 values per element: the last axis of shape "
                          f"{arr.shape} is not a multiple of 4")
-    if arr.dtype != elem:
-        arr = arr.astype(np.float32).astype(elem) if arr.dtype != np.float32 else arr.astype(elem)
+    if arr.dtype != elem:  # through float32, as before the casts were vectorised
+        arr = float_bits.from_float32(float_bits.to_float32(arr), elem)
     bits = np.ascontiguousarray(arr).view(np.uint8).reshape(*arr.shape[:-1], arr.shape[-1] // X4_PACK, X4_PACK)
     word = _X4_WORD[x4]
     if elem == float4_e2m1fn:
@@ -290,8 +290,8 @@ def host_cast(values: Any, dtype: Any) -> np.ndarray:
     if is_x4(target):
         return arr.copy() if arr.dtype == target else pack_x4(arr, target)
     if is_x4(arr.dtype):
-        return unpack_x4(arr).astype(target)
-    return arr.astype(target)
+        return float_bits.from_float32(unpack_x4(arr), target)
+    return float_bits.from_float32(arr, target)  # astype, vectorised into bf16 and the 8-bit floats
 
 
 def as_strided(base: np.ndarray, shape: tuple, strides: tuple, writeable: bool = True) -> np.ndarray:

@@ -22,7 +22,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .. import dtypes, runtime
+from .. import dtypes, float_bits, runtime
 from ..errors import fail
 from ..memory import psum
 from ..tensor import NKITensor
@@ -144,14 +144,14 @@ def quantize(values: np.ndarray, element: np.dtype) -> "tuple[np.ndarray, np.nda
     with np.errstate(invalid="ignore", over="ignore"):
         scaled = values.astype(np.float32) / factor
     # With the doubled scale every finite group fits the element range; with OCP's the largest values saturate.
-    elements = np.clip(scaled, -limit, limit).astype(element)
+    elements = float_bits.from_float32(np.clip(scaled, -limit, limit), element)
     return elements, byte
 
 
 def dequantize(packed: np.ndarray, x4: np.dtype, scale_bytes: np.ndarray) -> np.ndarray:
     """fp32 values of MX data [P, C] (x4) with its group scales [P // 8, C]: shape [P, C, 4]."""
     p, c = packed.shape
-    vals = dtypes.unpack_x4(packed, x4).astype(np.float32).reshape(p, c, dtypes.X4_PACK)
+    vals = float_bits.to_float32(dtypes.unpack_x4(packed, x4)).reshape(p, c, dtypes.X4_PACK)
     factor = np.repeat(scale_values(scale_bytes), GROUP_PARTITIONS, axis=0)[:, :, None]
     with np.errstate(invalid="ignore", over="ignore"):
         return vals * factor
