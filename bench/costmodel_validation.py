@@ -62,7 +62,7 @@ FAMILIES = {
     "collectives": "collectives (nccom-test, trn1 and trn2)",
     "llm": "LLM decode per token, TP 24-64",
     "models": "whole models (encoders, ViT, CNNs, training micro-steps)",
-    "matmul": "matmul (NKI tutorial variants, a GEMM sweep)",
+    "matmul": "matmul (NKI tutorial variants, a trn2 BF16 GEMM sweep, per-call GEMMs)",
     "nki": "NKI instructions and DMA",
     "launch": "launch",
 }
