@@ -479,6 +479,88 @@ def test_each_tests_harness_files_are_removed_unless_kept(tmp_path: Path) -> Non
         assert sorted(p.name for p in out_dir.iterdir()) == (["out-test_writes"] if kept else [])
 
 
+_SKIPS_CHECKOUT = {
+    # skips made as AWS's harness makes them: a mark added at collection by the conftest (its slow-simulation
+    # skip by test name), and pytest.skip in a test's body (its parameter combinations it does not run)
+    "test/__init__.py": "",
+    "test/pytest.ini": "[pytest]\nmarkers =\n    fast: fast tests\n",
+    "test/conftest.py": """
+        import pytest
+
+        def pytest_addoption(parser):
+            parser.addoption("--test-mode", action="store")
+
+        def pytest_collection_modifyitems(config, items):
+            for item in items:
+                if "4096" in item.name:
+                    item.add_marker(pytest.mark.skip(reason="Skipping slow simulation test"))
+    """,
+    "test/integration/__init__.py": "",
+    "test/integration/nkilib/__init__.py": "",
+    "test/integration/nkilib/core/__init__.py": "",
+    "test/integration/nkilib/core/delta/__init__.py": "",
+    "test/integration/nkilib/core/delta/test_d.py": """
+        import pytest
+
+        @pytest.mark.fast
+        @pytest.mark.parametrize("n", [128, 4096, 8192])
+        @pytest.mark.parametrize("in_sbuf", [0, 1])
+        def test_shape(n, in_sbuf):
+            if in_sbuf and n > 128:
+                pytest.skip("output_in_sbuf requires n <= 128 | one combination")
+    """,
+    "test/integration/nkilib/experimental/__init__.py": "",
+    "test/integration/nkilib/experimental/eps/__init__.py": "",
+    "test/integration/nkilib/experimental/eps/test_e.py": """
+        import pytest
+
+        @pytest.mark.fast
+        @pytest.mark.parametrize("n", [4096])
+        def test_big(n):
+            pass
+
+        @pytest.mark.fast
+        @pytest.mark.parametrize("n", [])
+        def test_empty(n):
+            pass
+    """,
+}
+
+
+class TestSkipReasons(TestCase):
+    def test_skips_are_counted_per_folder_and_reason(self) -> None:
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            _write(Path(tmp), _SKIPS_CHECKOUT)
+            junit = os.path.join(tmp, "report.xml")
+            out = io.StringIO()
+            assert runner.run(tmp, junit_xml=junit, slowest=0, out=out) == 0, out.getvalue()
+            outcomes = runner.read_junit(junit, tmp)
+            self.assertEqual(runner.skips_by_reason(outcomes), {
+                ("core/delta", "Skipping slow simulation test"): 2,
+                ("core/delta", "output_in_sbuf requires n <= 128 | one combination"): 1,
+                ("experimental/eps", "Skipping slow simulation test"): 1,
+                ("experimental/eps", "got empty parameter set for (n)"): 1})
+            assert {o.reason for o in outcomes if o.outcome == "passed"} == {""}
+            text = out.getvalue()
+            self.assertExpectedInline(text[text.index("skipped, by"):], """\
+skipped, by folder and reason:
+      2  core/delta  Skipping slow simulation test
+      1  core/delta  output_in_sbuf requires n <= 128 | one combination
+      1  experimental/eps  Skipping slow simulation test
+      1  experimental/eps  got empty parameter set for (n)
+""")
+            markdown = runner.format_report(outcomes, 1.0, slowest=0, markdown=True)
+            self.assertExpectedInline(markdown[markdown.index("| folder | skip"):], """\
+| folder | skip reason | skipped |
+|---|---|---|
+| core/delta | Skipping slow simulation test | 2 |
+| core/delta | output_in_sbuf requires n <= 128 / one combination | 1 |
+| experimental/eps | Skipping slow simulation test | 1 |
+| experimental/eps | got empty parameter set for (n) | 1 |
+""")
+
+
 def test_folder_of() -> None:
     assert runner.folder_of("test/integration/nkilib/core/moe/moe_cte/test_x.py") == "core/moe"
     assert runner.folder_of("test/integration/nkilib/experimental/conv/test_conv1d.py") == "experimental/conv"
