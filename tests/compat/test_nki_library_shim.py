@@ -131,6 +131,17 @@ def test_static_cast_into_packed_mx_dtypes() -> None:
     assert packed.shape == (1, 2) and dt.sizeinbytes(dt.float8_e4m3fn_x4) == 4
     bytes_ = values.astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
     np.testing.assert_array_equal(packed.view(np.uint32), bytes_.reshape(1, 2, 4).view("<u4").reshape(1, 2))
+    # out of a packed dtype: each element's 4 values, the last axis 4 times longer (AWS's MX goldens
+    # dequantize with static_cast(data_x4, float32) and assert that expansion)
+    unpacked = dt.static_cast(packed, np.float32)
+    assert unpacked.shape == (1, 8) and unpacked.dtype == np.float32
+    np.testing.assert_array_equal(unpacked, values.astype(ml_dtypes.float8_e4m3fn).astype(np.float32))
+    fp4 = np.array([[0.5, -6.0, 1.5, 0.0], [3.0, -1.0, 4.0, 2.0]], np.float32)  # representable in e2m1
+    packed4 = dt.static_cast(fp4, dt.float4_e2m1fn_x4)
+    assert packed4.shape == (2, 1) and packed4.dtype == dt.float4_e2m1fn_x4
+    np.testing.assert_array_equal(dt.static_cast(packed4, np.float32), fp4)
+    assert dt.static_cast(packed4, dt.bfloat16).dtype == dt.bfloat16
+    np.testing.assert_array_equal(dt.static_cast(packed4, dt.float4_e2m1fn_x4).view("<u2"), packed4.view("<u2"))
 
 
 # --- entry points ---------------------------------------------------------------------------------------
