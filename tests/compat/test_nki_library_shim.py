@@ -131,6 +131,17 @@ def test_static_cast_into_packed_mx_dtypes() -> None:
     assert packed.shape == (1, 2) and dt.sizeinbytes(dt.float8_e4m3fn_x4) == 4
     bytes_ = values.astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
     np.testing.assert_array_equal(packed.view(np.uint32), bytes_.reshape(1, 2, 4).view("<u4").reshape(1, 2))
+    # out of a packed dtype: each element's 4 values, the last axis 4 times longer (AWS's MX goldens
+    # dequantize with static_cast(data_x4, float32) and assert that expansion)
+    unpacked = dt.static_cast(packed, np.float32)
+    assert unpacked.shape == (1, 8) and unpacked.dtype == np.float32
+    np.testing.assert_array_equal(unpacked, values.astype(ml_dtypes.float8_e4m3fn).astype(np.float32))
+    fp4 = np.array([[0.5, -6.0, 1.5, 0.0], [3.0, -1.0, 4.0, 2.0]], np.float32)  # representable in e2m1
+    packed4 = dt.static_cast(fp4, dt.float4_e2m1fn_x4)
+    assert packed4.shape == (2, 1) and packed4.dtype == dt.float4_e2m1fn_x4
+    np.testing.assert_array_equal(dt.static_cast(packed4, np.float32), fp4)
+    assert dt.static_cast(packed4, dt.bfloat16).dtype == dt.bfloat16
+    np.testing.assert_array_equal(dt.static_cast(packed4, dt.float4_e2m1fn_x4).view("<u2"), packed4.view("<u2"))
 
 
 # --- entry points ---------------------------------------------------------------------------------------
@@ -477,6 +488,88 @@ def test_each_tests_harness_files_are_removed_unless_kept(tmp_path: Path) -> Non
         outcomes = runner.read_junit(str(tmp_path / "report.xml"), str(tmp_path))
         assert [o.outcome for o in outcomes] == ["passed"]
         assert sorted(p.name for p in out_dir.iterdir()) == (["out-test_writes"] if kept else [])
+
+
+_SKIPS_CHECKOUT = {
+    # skips made as AWS's harness makes them: a mark added at collection by the conftest (its slow-simulation
+    # skip by test name), and pytest.skip in a test's body (its parameter combinations it does not run)
+    "test/__init__.py": "",
+    "test/pytest.ini": "[pytest]\nmarkers =\n    fast: fast tests\n",
+    "test/conftest.py": """
+        import pytest
+
+        def pytest_addoption(parser):
+            parser.addoption("--test-mode", action="store")
+
+        def pytest_collection_modifyitems(config, items):
+            for item in items:
+                if "4096" in item.name:
+                    item.add_marker(pytest.mark.skip(reason="Skipping slow simulation test"))
+    """,
+    "test/integration/__init__.py": "",
+    "test/integration/nkilib/__init__.py": "",
+    "test/integration/nkilib/core/__init__.py": "",
+    "test/integration/nkilib/core/delta/__init__.py": "",
+    "test/integration/nkilib/core/delta/test_d.py": """
+        import pytest
+
+        @pytest.mark.fast
+        @pytest.mark.parametrize("n", [128, 4096, 8192])
+        @pytest.mark.parametrize("in_sbuf", [0, 1])
+        def test_shape(n, in_sbuf):
+            if in_sbuf and n > 128:
+                pytest.skip("output_in_sbuf requires n <= 128 | one combination")
+    """,
+    "test/integration/nkilib/experimental/__init__.py": "",
+    "test/integration/nkilib/experimental/eps/__init__.py": "",
+    "test/integration/nkilib/experimental/eps/test_e.py": """
+        import pytest
+
+        @pytest.mark.fast
+        @pytest.mark.parametrize("n", [4096])
+        def test_big(n):
+            pass
+
+        @pytest.mark.fast
+        @pytest.mark.parametrize("n", [])
+        def test_empty(n):
+            pass
+    """,
+}
+
+
+class TestSkipReasons(TestCase):
+    def test_skips_are_counted_per_folder_and_reason(self) -> None:
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            _write(Path(tmp), _SKIPS_CHECKOUT)
+            junit = os.path.join(tmp, "report.xml")
+            out = io.StringIO()
+            assert runner.run(tmp, junit_xml=junit, slowest=0, out=out) == 0, out.getvalue()
+            outcomes = runner.read_junit(junit, tmp)
+            self.assertEqual(runner.skips_by_reason(outcomes), {
+                ("core/delta", "Skipping slow simulation test"): 2,
+                ("core/delta", "output_in_sbuf requires n <= 128 | one combination"): 1,
+                ("experimental/eps", "Skipping slow simulation test"): 1,
+                ("experimental/eps", "got empty parameter set for (n)"): 1})
+            assert {o.reason for o in outcomes if o.outcome == "passed"} == {""}
+            text = out.getvalue()
+            self.assertExpectedInline(text[text.index("skipped, by"):], """\
+skipped, by folder and reason:
+      2  core/delta  Skipping slow simulation test
+      1  core/delta  output_in_sbuf requires n <= 128 | one combination
+      1  experimental/eps  Skipping slow simulation test
+      1  experimental/eps  got empty parameter set for (n)
+""")
+            markdown = runner.format_report(outcomes, 1.0, slowest=0, markdown=True)
+            self.assertExpectedInline(markdown[markdown.index("| folder | skip"):], """\
+| folder | skip reason | skipped |
+|---|---|---|
+| core/delta | Skipping slow simulation test | 2 |
+| core/delta | output_in_sbuf requires n <= 128 / one combination | 1 |
+| experimental/eps | Skipping slow simulation test | 1 |
+| experimental/eps | got empty parameter set for (n) | 1 |
+""")
 
 
 def test_folder_of() -> None:

@@ -2,7 +2,7 @@
 
 AWS's NKI Library tests import ``neuron_dtypes``, a package of the Neuron toolchain that is not public, to
 build golden references: ``static_cast(array, dtype)`` (a numpy cast into Neuron's dtypes, bfloat16 and fp8
-included, and into the packed MX ``*_x4`` dtypes), ``sizeinbytes``, ``finfo``, ``is_float_type`` and the
+included, and into and out of the packed MX ``*_x4`` dtypes), ``sizeinbytes``, ``finfo``, ``is_float_type`` and the
 dtype objects themselves. Older tests import ``static_cast`` from ``neuronxcc.starfish.support.dtype``.
 With the product aliases installed (compat/aliases.py) both names are this module.
 
@@ -55,11 +55,15 @@ def _is_x4(dtype: np.dtype) -> bool:
 def static_cast(values: Any, dtype: Any) -> np.ndarray:
     """``values`` as a numpy array of ``dtype``: round to nearest even into float dtypes (bfloat16, fp8),
     truncation toward zero into integer dtypes; into a packed MX dtype (``float8_e4m3fn_x4``...), each 4
-    consecutive values of the last axis are rounded to the element dtype and packed into one element."""
+    consecutive values of the last axis are rounded to the element dtype and packed into one element; out of
+    one, each element is unpacked into its 4 values (the last axis 4 times longer) and those are cast."""
     target = _dtype(dtype)
     arr = np.asarray(values)
     if _is_x4(target):
-        return _dtypes.pack_x4(arr, target)
+        return arr.copy() if arr.dtype == target else _dtypes.pack_x4(arr, target)
+    if _is_x4(arr.dtype):
+        # AWS's MX goldens dequantize with static_cast(data_x4, float32) and expect [P, F // 4] -> [P, F]
+        arr = _dtypes.unpack_x4(arr)
     if arr.dtype == target:
         return arr.copy()
     with np.errstate(invalid="ignore"):

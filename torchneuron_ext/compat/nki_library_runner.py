@@ -6,7 +6,8 @@ so they can say otherwise),
 with the plugin compat/nki_library.py, the checkout and its ``src`` on PYTHONPATH, and
 TORCHNEURON_EXT_NKI_COMPAT=1. Outcomes come from pytest's JUnit XML (not from its console output); the
 report gives passed/failed/errors/skipped per folder (``core/attention``, ``experimental/conv``...), the
-total time and the slowest tests. The exit status is pytest's.
+total time, the slowest tests and the skips counted per folder and reason (the reason the harness gave, so
+each can be traced to the condition in AWS's harness that produced it). The exit status is pytest's.
 
 Before the run, every Python file of the selection and of the library's ``src`` is parsed with this
 interpreter: a file that does not parse makes every test importing it a collection error, so the report
@@ -31,7 +32,7 @@ import xml.etree.ElementTree as ET
 from typing import Optional, Sequence
 
 __all__ = ["Outcome", "FolderCounts", "SourceProblem", "build_command", "folder_of", "read_junit",
-           "count_by_folder", "format_report", "source_problems", "requires_python", "format_source_problems",
+           "count_by_folder", "skips_by_reason", "format_report", "source_problems", "requires_python", "format_source_problems",
            "MissingModule", "missing_modules", "format_missing_modules", "run", "main"]
 
 PLUGIN = "torchneuron_ext.compat.nki_library"
@@ -49,6 +50,7 @@ class Outcome:
     file: str       # relative to the checkout
     outcome: str    # one of OUTCOMES
     seconds: float
+    reason: str = ""  # a skipped test's reason, as the harness gave it
 
 
 @dataclasses.dataclass
@@ -120,7 +122,9 @@ def read_junit(path: str, checkout: str) -> list:
         outcome = ("failed" if "failure" in kinds else "error" if "error" in kinds
                    else "skipped" if "skipped" in kinds else "passed")
         file = _file_of(case, checkout)
-        outcomes.append(Outcome(_nodeid(case, file), file, outcome, float(case.get("time", 0) or 0)))
+        skipped = case.find("skipped")
+        reason = skipped.get("message", "") if outcome == "skipped" and skipped is not None else ""
+        outcomes.append(Outcome(_nodeid(case, file), file, outcome, float(case.get("time", 0) or 0), reason))
     return outcomes
 
 
@@ -129,6 +133,16 @@ def count_by_folder(outcomes: Sequence[Outcome], depth: int = 2) -> dict:
     for o in outcomes:
         counts.setdefault(folder_of(o.file, depth), FolderCounts()).add(o)
     return dict(sorted(counts.items()))
+
+
+def skips_by_reason(outcomes: Sequence[Outcome], depth: int = 2) -> dict:
+    """{(folder, reason): how many tests skipped for it}, by folder then by count (most first)."""
+    counts: dict = {}
+    for o in outcomes:
+        if o.outcome == "skipped":
+            key = (folder_of(o.file, depth), o.reason)
+            counts[key] = counts.get(key, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (kv[0][0], -kv[1], kv[0][1])))
 
 
 def format_report(outcomes: Sequence[Outcome], wall_seconds: float, *, depth: int = 2, slowest: int = 10,
@@ -156,6 +170,14 @@ def format_report(outcomes: Sequence[Outcome], wall_seconds: float, *, depth: in
     if ranked:
         lines.append(f"slowest {len(ranked)}:")
         lines += [f"  {o.seconds:8.2f} s  {o.outcome:7}  {o.nodeid}" for o in ranked]
+    skips = skips_by_reason(outcomes, depth)
+    if skips and markdown:
+        lines += ["", "| folder | skip reason | skipped |", "|---|---|---|"]
+        lines += [f"| {folder} | {reason.replace('|', '/') or '(none given)'} | {n} |"
+                  for (folder, reason), n in skips.items()]
+    elif skips:
+        lines.append("skipped, by folder and reason:")
+        lines += [f"  {n:5}  {folder}  {reason or '(none given)'}" for (folder, reason), n in skips.items()]
     return "\n".join(lines) + "\n"
 
 
