@@ -118,3 +118,60 @@ def test_reduction_axis_out_of_range_is_an_error() -> None:
     with pytest.raises(NKIError) as info:
         bad(f32(4, 4))
     assert info.value.code == "err_unsupported_reduce_axis"
+
+
+# Plain int/slice keys take NKITensor.__getitem__'s fast path; every other key the general one. Both must give
+# the same view (elements, shape, partition axis) and the same errors, in either dialect.
+_PLAIN_KEYS = [
+    (slice(0, 128), 1, slice(0, 8)), (slice(None), 0, slice(None)), (slice(2, 100, 3), 2, slice(1, 7)),
+    (slice(0, 128), slice(1, 3)), (5,), 5, (5, 2), (5, 2, 3), (slice(-8, None), -1, slice(None, -2)),
+    slice(0, 64), (slice(0, 128), 1, slice(4, 12)),  # the last runs past its axis: checked at the access
+    (128,), (slice(0, 128), 4), (slice(0, 128), 1, slice(9, 12)), (0, 0, 0, 0), (slice(0, 8, -1),), (-129,),
+]
+
+
+def _agree(t, key) -> bool:
+    """t[key] as the general path has it, view or error; whether it was an error."""
+    try:
+        general = t._getitem_general(key)
+    except NKIError as e:
+        with pytest.raises(NKIError) as fast:
+            t[key]
+        assert (fast.value.code, fast.value.message) == (e.code, e.message)
+        return True
+    fast = t[key]
+    assert fast.shape == general.shape and fast.par_axis == general.par_axis
+    assert (fast.index is None) == (general.index is None)
+    if fast.index is None:
+        assert fast.arr.__array_interface__ == general.arr.__array_interface__
+    else:
+        assert all(np.array_equal(a, b) for a, b in zip(fast.index, general.index))
+    return False
+
+
+@pytest.mark.parametrize("dialect", ["new", "legacy"])
+def test_plain_int_and_slice_keys_index_as_the_general_path(dialect: str) -> None:
+    import torchneuron_ext.nki as nki_new
+    import torchneuron_ext.nki.language as nl_new
+    jit, lang = (nki_new.jit, nl_new) if dialect == "new" else (nki.jit, nl)
+    errors = []
+
+    @jit
+    def kernel(x):
+        out = lang.ndarray((128, 8), dtype=x.dtype, buffer=lang.shared_hbm)
+        tile = lang.ndarray((128, 4, 8), dtype=x.dtype, buffer=lang.sbuf)
+        flat = lang.ndarray((128, 8), dtype=x.dtype, buffer=lang.sbuf)
+        for t in (tile, flat, x):
+            errors.extend(_agree(t, key) for key in _PLAIN_KEYS)
+        # What is not a plain int or slice takes the general path, to the same view as its plain spelling.
+        assert tile[np.int64(1), 2].arr.__array_interface__ == tile[1, 2].arr.__array_interface__
+        assert tile[..., 3].arr.__array_interface__ == tile[:, :, 3].arr.__array_interface__
+        if dialect == "legacy":
+            lang.store(out, lang.load(x[:, 0, :]))
+        else:
+            nki_new.isa.dma_copy(dst=out, src=x[:, 0, :])
+        return out
+
+    x = f32(128, 4, 8)
+    np.testing.assert_array_equal(kernel(x), x[:, 0, :])
+    assert 0 < sum(errors) < len(errors)  # both outcomes were compared

@@ -92,6 +92,22 @@ class NKITensor:
     def __getitem__(self, key: Any) -> "NKITensor":
         if self._dyn is not None:
             return self._index_dynamic(key)
+        # Plain ints and slices, which is how kernels index tiles at nearly every instruction (three views per
+        # nc_matmul in AWS's MoE kernels): nothing to resolve or normalise, so straight to the view. Anything
+        # else (nl.ds, tiles, index arrays, Ellipsis, numpy integers) takes the general path.
+        items = key if type(key) is tuple else (key,)
+        for k in items:
+            if type(k) is not slice and type(k) is not int:
+                return self._getitem_general(key)
+        if len(items) > self.ndim:
+            return self._getitem_general(key)
+        if self.storage.blocks is not None and self.index is None:
+            return self._block(items)
+        if self.index is not None:
+            return self._compose(items)
+        return self._basic_view(items)
+
+    def _getitem_general(self, key: Any) -> "NKITensor":
         dynamic = _dynamic_ds(key)
         if dynamic is not None:
             return self._ds_dynamic(key, *dynamic)
@@ -114,7 +130,10 @@ class NKITensor:
                          "nl.arange(n)[:, None] or nl.arange(n)[None, :]")
                 arrays.append(np.asarray(k, dtype=np.int64) if not isinstance(k, np.ndarray) else k)
             return NKITensor(self.storage, self.arr, tuple(arrays), 0)
-        # Basic indexing: check bounds (numpy would clip slices silently) and take a view.
+        return self._basic_view(key)
+
+    def _basic_view(self, key: tuple) -> "NKITensor":
+        """Basic indexing by ints and slices: check bounds (numpy would clip slices silently) and take a view."""
         out_key = []
         int_axes = []
         beyond = False  # a slice running past its dimension: checked at the access, which may be masked
