@@ -432,3 +432,56 @@ def test_cost_model_counts_mx_instructions() -> None:
     # A [128, 128] x4 stationary against a [128, 512] x4 moving: a bf16 matmul's 512 cycles for 4x the work.
     assert costs.busy_s["tensor"] == pytest.approx(512 / hw.tensor_clock_hz)
     assert costs.flops == 2 * 512 * 128 * 512
+
+
+@nki.jit(platform_target="trn3")
+def padded_down_proj_kernel(inter, weight, weight_scale, out, clear_padding):
+    # AWS's MX down projection (NKI Library, mlp_tkg/down_projection_mx_shard_H.py) in small: the activation
+    # fills only I // 4 of the 128 partitions it quantizes, and the weight rows past them are zeros with
+    # zero scales ("so the garbage does not matter").
+    p_i, f = inter.shape
+    act = nl.ndarray((128, f), dtype=nl.bfloat16, buffer=nl.sbuf)
+    if clear_padding:
+        nisa.memset(dst=act, value=0.0)
+    nisa.dma_copy(dst=act[:p_i, :], src=inter)
+    q = nl.ndarray((128, f // 4), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)
+    qs = nl.ndarray((128, f // 4), dtype=nl.uint8, buffer=nl.sbuf)
+    nisa.quantize_mx(dst=q, src=act, dst_scale=qs)
+    w = nl.ndarray(weight.shape, dtype=weight.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=w, src=weight)
+    ws = nl.ndarray(weight_scale.shape, dtype=weight_scale.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=ws, src=weight_scale)
+    r = nl.ndarray(out.shape, dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul_mx(dst=r, stationary=q, moving=w, stationary_scale=qs, moving_scale=ws)
+    o = nl.ndarray(out.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=o, src=r)
+    nisa.dma_copy(dst=out, src=o)
+    return out
+
+
+def test_matmul_over_never_written_partitions_is_nan_despite_zero_weights() -> None:
+    # Why the NKI Library's selective-expert MX MoE tests (I = 192, 384) fail in simulation: the sentinel NaN of
+    # never-written SBUF (AWS's simulator guide: "NaN for floating-point types") quantizes to NaN, and NaN times
+    # a zero weight is NaN in the Tensor engine (AWS's Trainium2 architecture guide: NaN/Inf "propagate through
+    # the accumulation chain"). Every output sums over those partitions, so every output is NaN, as in AWS's
+    # simulator; on hardware the leftover values are finite and the zero weights cancel them.
+    rng = np.random.default_rng(7)
+    p_i, f, n = 96, 16, 64
+    inter = bf16(rng, (p_i, f), 1)
+    w_vals, w_scale, _ = mx_operand(rng, 128, n, nl.float4_e2m1fn_x4)
+    w_elems = dt.unpack_x4(w_vals).astype(np.float32)
+    w_elems[p_i:] = 0
+    w_scale[p_i // 8:] = 0
+    weight, scale = dt.pack_x4(w_elems, nl.float4_e2m1fn_x4), spread(w_scale, 128)
+
+    out = padded_down_proj_kernel(inter, weight, scale, np.zeros((f // 4, n), np.float32), False)
+    assert np.isnan(out).all()
+
+    cleared = padded_down_proj_kernel(inter, weight, scale, np.zeros((f // 4, n), np.float32), True)
+    act = np.zeros((128, f), np.float32)
+    act[:p_i] = inter.astype(np.float32)
+    a_data, a_scale = ref_quantize(act, ml_dtypes.float8_e4m3fn)
+    a_deq = ref_dequantize(a_data, a_scale).reshape(128, f // 4, 4)
+    w_deq = ref_dequantize(w_elems.astype(ml_dtypes.float4_e2m1fn), w_scale).reshape(128, n, 4)
+    ref = np.einsum("kiq,kjq->ij", a_deq, w_deq)
+    np.testing.assert_allclose(cleared, ref, rtol=1e-5, atol=1e-6 * np.abs(ref).max())

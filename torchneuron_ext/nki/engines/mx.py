@@ -11,9 +11,11 @@ guide and the "MXFP Matrix Multiplication" deep-dive):
   have their scales on partitions 32q+o .. 32q+o+3 of the scale tile, where o (0, 4, 8 or 12) is the scale
   tile's start partition within its quadrant, which lets four tensors' scales share one tile.
 - QuantizeMX's block scale is 2**(floor(log2(amax)) - (Emax - 1)), twice the OCP sample algorithm's, so the
-  largest value of a group never saturates; an all-zero group gets 2**-127 (byte 0).
+  largest value of a group never saturates; an all-zero group gets 2**-127 (byte 0). AWS gives no rule for a
+  group holding a NaN or an infinity: it gets the E8M0 NaN (0xFF), which makes the whole block NaN (OCP).
 - The MX matmul dequantizes both operands with their scales and contracts over the partitions and the 4
-  values inside each x4 element, accumulating in fp32 (dst fp32 or bf16, in PSUM).
+  values inside each x4 element, accumulating in fp32 (dst fp32 or bf16, in PSUM). A NaN operand reaches
+  every output it is contracted into, zero weights included, as AWS documents for the Tensor engine.
 """
 from __future__ import annotations
 
