@@ -19,7 +19,6 @@ import ml_dtypes
 import numpy as np
 
 from ..nki import dtypes as _dtypes
-from ..nki import float_bits as _float_bits
 
 __all__ = ["static_cast", "sizeinbytes", "finfo", "iinfo", "is_float_type", "bfloat16", "float16", "float32",
            "float8_e4m3", "float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu", "int8", "int16", "int32", "uint8",
@@ -47,29 +46,14 @@ def _dtype(dtype: Any) -> np.dtype:
     return _dtypes.as_dtype(dtype)
 
 
-def _is_x4(dtype: np.dtype) -> bool:
-    is_x4 = getattr(_dtypes, "is_x4", None)
-    return bool(is_x4 is not None and is_x4(dtype))
-
-
 def static_cast(values: Any, dtype: Any) -> np.ndarray:
     """``values`` as a numpy array of ``dtype``: round to nearest even into float dtypes (bfloat16, fp8),
     truncation toward zero into integer dtypes; into a packed MX dtype (``float8_e4m3fn_x4``...), each 4
     consecutive values of the last axis are rounded to the element dtype and packed into one element; out of
-    one, each element is unpacked into its 4 values (the last axis 4 times longer) and those are cast."""
-    target = _dtype(dtype)
-    arr = np.asarray(values)
-    if _is_x4(target):
-        return arr.copy() if arr.dtype == target else _dtypes.pack_x4(arr, target)
-    if _is_x4(arr.dtype):
-        # AWS's MX goldens dequantize with static_cast(data_x4, float32) and expect [P, F // 4] -> [P, F]
-        arr = _dtypes.unpack_x4(arr)
-    if arr.dtype == target:
-        return arr.copy()
+    one, each element is unpacked into its 4 values (the last axis 4 times longer) and those are cast. The
+    simulator's own host cast (nki/dtypes.py ``host_cast``), with NaN-to-integer casts left silent."""
     with np.errstate(invalid="ignore"):
-        if target == float32:
-            return _float_bits.to_float32(arr).copy() if arr.dtype == float32 else _float_bits.to_float32(arr)
-        return _float_bits.from_float32(arr, target)  # astype; bit arithmetic for float32 -> bfloat16
+        return _dtypes.host_cast(values, dtype)
 
 
 def sizeinbytes(dtype: Any) -> int:
