@@ -23,6 +23,17 @@ from .rules import control_flow as _control_flow
 from .rules import dependencies as _deps
 
 
+def _plain_key(key: Any, ndim: int) -> Optional[tuple]:
+    """``key`` as a tuple when it is only Python ints and slices, no longer than ``ndim``; else None."""
+    items = key if type(key) is tuple else (key,)
+    if len(items) > ndim:
+        return None
+    for k in items:
+        if type(k) is not slice and type(k) is not int:
+            return None
+    return items
+
+
 class NKITensor:
     """A tensor or tile inside a kernel. Partition dimension first for tiles in SBUF and PSUM."""
 
@@ -93,31 +104,21 @@ class NKITensor:
         if self._dyn is not None:
             return self._index_dynamic(key)
         # Plain ints and slices, which is how kernels index tiles at nearly every instruction (three views per
-        # nc_matmul in AWS's MoE kernels): nothing to resolve or normalise, so straight to the view. Anything
-        # else (nl.ds, tiles, index arrays, Ellipsis, numpy integers) takes the general path.
-        items = key if type(key) is tuple else (key,)
-        for k in items:
-            if type(k) is not slice and type(k) is not int:
-                return self._getitem_general(key)
-        if len(items) > self.ndim:
-            return self._getitem_general(key)
-        if self.storage.blocks is not None and self.index is None:
-            return self._block(items)
-        if self.index is not None:
-            return self._compose(items)
-        return self._basic_view(items)
-
-    def _getitem_general(self, key: Any) -> "NKITensor":
-        dynamic = _dynamic_ds(key)
-        if dynamic is not None:
-            return self._ds_dynamic(key, *dynamic)
-        key = _normalize_key(key, self.ndim)
+        # nc_matmul in AWS's MoE kernels), need nothing resolved or normalised. Anything else (nl.ds, tiles,
+        # index arrays, Ellipsis, numpy integers) is resolved first.
+        plain = _plain_key(key, self.ndim)
+        if plain is None:
+            dynamic = _dynamic_ds(key)
+            if dynamic is not None:
+                return self._ds_dynamic(key, *dynamic)
+            key = _normalize_key(key, self.ndim)
+        else:
+            key = plain
         if self.storage.blocks is not None and self.index is None:
             return self._block(key)
         if self.index is not None:
             return self._compose(key)
-        has_adv = any(isinstance(k, np.ndarray) for k in key)
-        if has_adv:
+        if plain is None and any(isinstance(k, np.ndarray) for k in key):
             if any(isinstance(k, slice) for k in key):
                 fail("err_unsupported_mixing_basic_advanced_tensor_indexing",
                      "Mixing basic tensor indexing (slices, nl.ds) and advanced tensor indexing (nl.arange, "
