@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 import numpy as np
 
@@ -64,9 +65,9 @@ def tutorial_trn1_s(name: str) -> float:
     return bench.benchmark_result.nc_latency.get_latency_percentile(50) * 1e-6 * slices
 
 
-def eager_gemm_s(m: int, k: int, n: int, dtype: str, target: str, batch: int = 0) -> float:
-    """One eager matmul (aten::mm, or aten::bmm of `batch` products), dry-run on the target: its launch and
-    the kernel's projection (the operands' shapes are seen where the cost model reads them)."""
+def _gemm_dry_run(m: int, k: int, n: int, dtype: str, target: str, batch: int = 0) -> Any:
+    """One eager matmul (aten::mm, or aten::bmm of `batch` products), dry-run on the target (the operands'
+    shapes are seen where the cost model reads them)."""
     import torch
 
     dt = {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype]
@@ -80,20 +81,17 @@ def eager_gemm_s(m: int, k: int, n: int, dtype: str, target: str, batch: int = 0
         b = torch.empty(k, n, dtype=dt, device="neuron")
         return a @ b
 
-    result = costmodel.dry_run(step, target=target)
-    return result.projection.busy_us * 1e-6
+    return costmodel.dry_run(step, target=target)
+
+
+def eager_gemm_s(m: int, k: int, n: int, dtype: str, target: str, batch: int = 0) -> float:
+    """One eager matmul's projected time: its launch and the kernel's projection."""
+    return _gemm_dry_run(m, k, n, dtype, target, batch).projection.busy_us * 1e-6
 
 
 def device_gemm_s(m: int, k: int, n: int, dtype: str, target: str) -> float:
     """The eager matmul's device time: its dry-run projection without the launch (a device-timed kernel)."""
-    import torch
-
-    dt = {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype]
-
-    def step():
-        return torch.empty(m, k, dtype=dt, device="neuron") @ torch.empty(k, n, dtype=dt, device="neuron")
-
-    kernels = costmodel.dry_run(step, target=target).projection.kernels
+    kernels = _gemm_dry_run(m, k, n, dtype, target).projection.kernels
     return sum(kern.projection.work_s for kern in kernels)
 
 
