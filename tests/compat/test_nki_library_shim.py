@@ -395,6 +395,22 @@ _FAKE_CHECKOUT = {
         @pytest.mark.fast
         def test_skipped():
             pytest.skip("not here")
+
+        @nki.jit
+        def double(src):
+            out = nki.language.ndarray(src.shape, dtype=src.dtype, buffer=nki.language.shared_hbm)
+            t = nki.language.ndarray(src.shape, dtype=src.dtype, buffer=nki.language.sbuf)
+            nki.isa.dma_copy(dst=t, src=src)
+            nki.isa.tensor_scalar(dst=t, data=t, op0=nki.language.multiply, operand0=2.0)
+            nki.isa.dma_copy(dst=out, src=t)
+            return out
+
+        @pytest.mark.fast
+        def test_launches_twice():
+            import numpy as np
+            x = np.ones((128, 64), np.float32)
+            for _ in range(2):
+                assert (nki.simulate(double)(x) == 2).all()
     """,
     "test/integration/nkilib/core/gamma/__init__.py": "",
     "test/integration/nkilib/core/gamma/test_broken.py": "import a_module_that_does_not_exist\n",
@@ -411,12 +427,21 @@ def test_runner_counts_outcomes_per_folder_on_a_fake_checkout(tmp_path: Path) ->
     lines = out.getvalue().splitlines()
     assert lines[:2] == ["| folder | passed | failed | errors | skipped | total | seconds |", "|---|---|---|---|---|---|---|"]
     assert [row.split(" | ")[:6] for row in lines[2:6]] == [
-        ["| alpha", "1", "1", "0", "0", "2"], ["| core/beta", "1", "0", "0", "1", "2"],
-        ["| core/gamma", "0", "0", "1", "0", "1"], ["| total", "2", "1", "1", "1", "5"]]
-    assert lines[6].startswith("wall time ") and lines[7] == "slowest 2:"
-    outcomes = {o.nodeid: o.outcome for o in runner.read_junit(str(junit), str(tmp_path))}
+        ["| alpha", "1", "1", "0", "0", "2"], ["| core/beta", "2", "0", "0", "1", "3"],
+        ["| core/gamma", "0", "0", "1", "0", "1"], ["| total", "3", "1", "1", "1", "6"]]
+    assert lines[6].startswith("wall time ") and lines[7].startswith("slowest 2 (wall; then the simulator's")
+    cases = {o.nodeid: o for o in runner.read_junit(str(junit), str(tmp_path))}
+    outcomes = {nodeid: o.outcome for nodeid, o in cases.items()}
     assert outcomes["test/integration/nkilib/core/gamma/test_broken.py"] == "error"
     assert outcomes["test/integration/alpha/test_x.py::test_fails"] == "failed"
+    # the plugin's split of each test's time: the simulator's launches, and the rest (the harness)
+    launching = cases["test/integration/nkilib/core/beta/deeper/test_y.py::test_launches_twice"]
+    assert 0 < launching.simulator_seconds <= launching.seconds
+    assert launching.harness_seconds == pytest.approx(launching.seconds - launching.simulator_seconds)
+    assert launching.simulator_cpu_seconds > 0 and launching.cpu_seconds >= launching.simulator_cpu_seconds
+    idle = cases["test/integration/alpha/test_x.py::test_fails"]
+    assert idle.simulator_seconds == 0 and idle.harness_seconds == idle.seconds
+    assert cases["test/integration/nkilib/core/gamma/test_broken.py"].simulator_seconds is None
 
 
 def test_runner_counts_with_pytest_arguments_passed_through(tmp_path: Path) -> None:
@@ -428,16 +453,17 @@ def test_runner_counts_with_pytest_arguments_passed_through(tmp_path: Path) -> N
     assert status == 1, out.getvalue()  # one test failed
     outcomes = runner.read_junit(str(junit), str(tmp_path))
     assert sorted((o.nodeid.split("::")[-1], o.outcome) for o in outcomes) == [
-        ("test_fails", "failed"), ("test_passes", "passed"), ("test_simulate_is_there", "passed"),
-        ("test_skipped", "skipped")]
+        ("test_fails", "failed"), ("test_launches_twice", "passed"), ("test_passes", "passed"),
+        ("test_simulate_is_there", "passed"), ("test_skipped", "skipped")]
     counts = runner.count_by_folder(outcomes)
     assert {f: (c.passed, c.failed, c.error, c.skipped) for f, c in counts.items()} == {
-        "alpha": (1, 1, 0, 0), "core/beta": (1, 0, 0, 1)}
+        "alpha": (1, 1, 0, 0), "core/beta": (2, 0, 0, 1)}
     lines = out.getvalue().splitlines()
     assert lines[0].split() == ["folder", "passed", "failed", "errors", "skipped", "total", "seconds"]
     assert [line.split()[:6] for line in lines[1:4]] == [
-        ["alpha", "1", "1", "0", "0", "2"], ["core/beta", "1", "0", "0", "1", "2"], ["total", "2", "1", "0", "1", "4"]]
-    assert lines[5] == "slowest 2:"
+        ["alpha", "1", "1", "0", "0", "2"], ["core/beta", "2", "0", "0", "1", "3"], ["total", "3", "1", "0", "1", "5"]]
+    assert lines[5].startswith("slowest 2 (wall;")
+    assert all(" simulator " in line and " harness " in line for line in lines[6:8])
     # -m from the caller overrides the default -m fast
     runner.run(str(tmp_path), extra=["-m", "not fast"], junit_xml=str(junit), out=io.StringIO())
     assert [o.nodeid.split("::")[-1] for o in runner.read_junit(str(junit), str(tmp_path))] == ["test_not_fast"]

@@ -20,6 +20,9 @@ conftest is imported, the plugin
   one worker per rank with that rank's inputs, and leaves their validation to the harness
   (compat/nki_library_ranks.py): the public harness gives its simulator one launch with no per-rank inputs,
   and AWS's simulator has no collectives. ``--single-launch-collectives`` keeps the harness's own path;
+- records, per test, how much of its time the simulator's launches took (``nki.kernel.launch_clock``) and the
+  process CPU time of the whole test, as JUnit properties the runner reports beside each slow test (so a
+  test's time splits into the simulator's and AWS's harness's: inputs, goldens, comparison);
 - removes the files the harness writes for each test (its inputs, goldens and outputs under
   ``--output-directory``) when the test ends, unless ``--keep-test-output``.
 
@@ -32,6 +35,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import time
 from typing import Any, Optional
 
 import pytest
@@ -93,6 +97,33 @@ def test_output_directory(config: Any) -> Optional[str]:
     return os.path.join(base(config), name())
 
 
+# JUnit property names (compat/nki_library_runner.py reads them back).
+SIMULATOR_WALL = "nki_simulator_wall_s"
+SIMULATOR_CPU = "nki_simulator_cpu_s"
+LAUNCHES = "nki_launches"
+TEST_CPU = "test_cpu_s"
+
+
+def _clock_reading() -> tuple:
+    from ..nki.kernel import launch_clock
+    return (*launch_clock.reading(), time.process_time())
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: Any) -> None:
+    item.stash[_CLOCK_AT_START] = _clock_reading()
+
+
+def record_times(item: Any) -> None:
+    """Append the test's simulator and CPU seconds (since its setup began) to its JUnit properties."""
+    start = item.stash.get(_CLOCK_AT_START, None)
+    if start is None:
+        return
+    launches, wall, cpu, process = (b - a for a, b in zip(start, _clock_reading()))
+    item.user_properties += [(LAUNCHES, launches), (SIMULATOR_WALL, f"{wall:.3f}"),
+                             (SIMULATOR_CPU, f"{cpu:.3f}"), (TEST_CPU, f"{process:.3f}")]
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item: Any, nextitem: Any) -> Any:
     # The harness writes every test's inputs, goldens and outputs as files and never removes them: about
@@ -103,6 +134,8 @@ def pytest_runtest_teardown(item: Any, nextitem: Any) -> Any:
     yield
     if directory is not None and os.path.isdir(directory):
         shutil.rmtree(directory, ignore_errors=True)
+    # After the teardown ran and before its report is made: the report copies the item's properties.
+    record_times(item)
 
 
 def launch_collectives_per_rank() -> str:
@@ -134,6 +167,7 @@ def pytest_report_header(config: Any) -> list:
 
 
 _DEFAULTED = pytest.StashKey[list]()
+_CLOCK_AT_START = pytest.StashKey[tuple]()
 _RANKS = pytest.StashKey[str]()
 
 

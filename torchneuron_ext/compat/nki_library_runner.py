@@ -36,6 +36,8 @@ __all__ = ["Outcome", "FolderCounts", "SourceProblem", "build_command", "folder_
            "MissingModule", "missing_modules", "format_missing_modules", "run", "main"]
 
 PLUGIN = "torchneuron_ext.compat.nki_library"
+# The plugin's JUnit properties (compat/nki_library.py); named here too, so reading a report needs no pytest.
+SIMULATOR_WALL, SIMULATOR_CPU, TEST_CPU = "nki_simulator_wall_s", "nki_simulator_cpu_s", "test_cpu_s"
 INTEGRATION = os.path.join("test", "integration")
 # A module that fails to import is one error in its folder's count, not the end of the whole run.
 DEFAULT_ARGS = ("--test-mode", "simulation", "-m", "fast", "--continue-on-collection-errors")
@@ -51,6 +53,15 @@ class Outcome:
     outcome: str    # one of OUTCOMES
     seconds: float
     reason: str = ""  # a skipped test's reason, as the harness gave it
+    # Recorded by the plugin (None when the report has no such property, e.g. a collection error):
+    simulator_seconds: Optional[float] = None      # wall time in the simulator's launches
+    simulator_cpu_seconds: Optional[float] = None  # process CPU time during them
+    cpu_seconds: Optional[float] = None            # process CPU time of the whole test
+
+    @property
+    def harness_seconds(self) -> Optional[float]:
+        """The test's wall time outside the simulator: AWS's inputs, goldens, comparison, files."""
+        return None if self.simulator_seconds is None else max(self.seconds - self.simulator_seconds, 0.0)
 
 
 @dataclasses.dataclass
@@ -124,8 +135,17 @@ def read_junit(path: str, checkout: str) -> list:
         file = _file_of(case, checkout)
         skipped = case.find("skipped")
         reason = skipped.get("message", "") if outcome == "skipped" and skipped is not None else ""
-        outcomes.append(Outcome(_nodeid(case, file), file, outcome, float(case.get("time", 0) or 0), reason))
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        outcomes.append(Outcome(_nodeid(case, file), file, outcome, float(case.get("time", 0) or 0), reason,
+                                *(_seconds(props.get(name)) for name in (SIMULATOR_WALL, SIMULATOR_CPU, TEST_CPU))))
     return outcomes
+
+
+def _seconds(value: Optional[str]) -> Optional[float]:
+    try:
+        return None if value is None else float(value)
+    except ValueError:
+        return None
 
 
 def count_by_folder(outcomes: Sequence[Outcome], depth: int = 2) -> dict:
@@ -168,8 +188,9 @@ def format_report(outcomes: Sequence[Outcome], wall_seconds: float, *, depth: in
     lines.append(f"wall time {wall_seconds:.1f} s (pytest in a fresh interpreter, collection included)")
     ranked = sorted(outcomes, key=lambda o: o.seconds, reverse=True)[:slowest]
     if ranked:
-        lines.append(f"slowest {len(ranked)}:")
-        lines += [f"  {o.seconds:8.2f} s  {o.outcome:7}  {o.nodeid}" for o in ranked]
+        lines.append(f"slowest {len(ranked)} (wall; then the simulator's launches, wall / CPU, and the rest, "
+                     f"AWS's harness, wall; the whole test's CPU):")
+        lines += [f"  {o.seconds:8.2f} s  {_split(o)}  {o.outcome:7}  {o.nodeid}" for o in ranked]
     skips = skips_by_reason(outcomes, depth)
     if skips and markdown:
         lines += ["", "| folder | skip reason | skipped |", "|---|---|---|"]
@@ -179,6 +200,15 @@ def format_report(outcomes: Sequence[Outcome], wall_seconds: float, *, depth: in
         lines.append("skipped, by folder and reason:")
         lines += [f"  {n:5}  {folder}  {reason or '(none given)'}" for (folder, reason), n in skips.items()]
     return "\n".join(lines) + "\n"
+
+
+def _split(o: Outcome) -> str:
+    if o.simulator_seconds is None:
+        return f"{'(no split recorded)':57}"
+    sim_cpu = "-" if o.simulator_cpu_seconds is None else f"{o.simulator_cpu_seconds:.1f}"
+    cpu = "-" if o.cpu_seconds is None else f"{o.cpu_seconds:.1f}"
+    return (f"simulator {o.simulator_seconds:6.1f} / {sim_cpu:>5} s  harness {o.harness_seconds:6.1f} s  "
+            f"cpu {cpu:>6} s")
 
 
 @dataclasses.dataclass(frozen=True)

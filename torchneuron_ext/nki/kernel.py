@@ -34,6 +34,35 @@ from .runtime import Launch
 from .tensor import NKITensor
 from .typing import is_mutable
 
+class LaunchClock:
+    """Wall and process CPU seconds spent in every top-level launch of this process, summed: what a test
+    harness subtracts from a test's time to tell the simulator's share from its own (the NKI Library
+    runner's per-test "simulator" column). CPU time is the whole process's (every thread) during the
+    launch, so a launch's two LNC=2 core threads both count."""
+
+    def __init__(self) -> None:
+        self.launches = 0
+        self.wall_s = 0.0
+        self.cpu_s = 0.0
+
+    @contextlib.contextmanager
+    def timing(self) -> Any:
+        wall0, cpu0 = time.perf_counter(), time.process_time()
+        try:
+            yield
+        finally:
+            self.launches += 1
+            self.wall_s += time.perf_counter() - wall0
+            self.cpu_s += time.process_time() - cpu0
+
+    def reading(self) -> "tuple[int, float, float]":
+        """(launches, wall seconds, CPU seconds) so far; differences of two readings time what ran between."""
+        return self.launches, self.wall_s, self.cpu_s
+
+
+launch_clock = LaunchClock()
+
+
 class LaunchResult:
     """What the last launch of a kernel did: instruction counts and the cost model's estimate."""
 
@@ -165,6 +194,11 @@ def launch(kernel: Kernel, grid: tuple, args: tuple, kwargs: dict) -> Any:
             fail("err_nested_kernel_with_spmd_grid",
                  "a kernel with an SPMD grid cannot be launched from inside another kernel")
         return kernel.func(*args, **kwargs)
+    with launch_clock.timing():
+        return _launch(kernel, grid, args, kwargs)
+
+
+def _launch(kernel: Kernel, grid: tuple, args: tuple, kwargs: dict) -> Any:
     _check_precise_fp()
     conv = arguments.make()
     cargs = tuple(conv.convert(a) for a in args)
@@ -214,6 +248,11 @@ def launch_ranks(kernel: Any, inputs: Sequence[Any]) -> list:
     if _trace_handler is not None and _trace_handler.is_traced():
         raise NKIUnsupportedError("launch_ranks under tracing (torch.compile, fake tensors) is not supported; "
                                   "call it eagerly")
+    with launch_clock.timing():
+        return _launch_ranks(kernel, grid, inputs)
+
+
+def _launch_ranks(kernel: Kernel, grid: tuple, inputs: Sequence[Any]) -> list:
     target = kernel.target or default_target()
     convs, calls, states, bounds = [], [], [], []
     for rank_input in inputs:
