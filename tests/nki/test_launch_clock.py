@@ -11,15 +11,14 @@ import torchneuron_ext.nki.isa as nisa
 import torchneuron_ext.nki.language as nl
 from torchneuron_ext.nki.kernel import launch_clock
 
+from .kernel_io import load, store
+
 
 @nki.jit
 def _scale(x, factor: float):
-    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
-    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=x)
+    t = load(x)
     nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=factor)
-    nisa.dma_copy(dst=out, src=t)
-    return out
+    return store(t)
 
 
 @nki.jit
