@@ -666,3 +666,9 @@ AWS's tree lacks 2 module(s) its files import; tests importing them are collecti
   test/integration/t/test_z.py:3: lib.subkernels.topk (a file of that name is at src/lib/collectives/topk.py)
 """)
             self.assertEqual(runner.format_missing_modules([]), "")
+            # a node id selects its file; both checks can share one scan
+            scanned = runner.scan_sources(tmp, ["test/integration/t/test_z.py::TestZ::test_q[1-2]"])
+            self.assertEqual([(m.file, m.module) for m in runner.missing_modules(tmp, (), scanned)],
+                             [("src/lib/core/__init__.py", "lib.moved"),
+                              ("test/integration/t/test_z.py", "lib.subkernels.topk")])
+            self.assertEqual(runner.source_problems(tmp, (), scanned), [])

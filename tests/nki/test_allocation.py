@@ -169,3 +169,44 @@ def test_fills_give_numpy_fill_bits(dtype: str, fill: object) -> None:
         _fill(got, fill)
     bits = np.uint8 if dt.itemsize == 1 else np.uint16 if dt.itemsize == 2 else np.uint32
     np.testing.assert_array_equal(got.view(bits), expected.view(bits))
+
+
+def test_fill_patterns_are_kept_per_value_bits() -> None:
+    # runtime._fill_value keeps each (dtype, value)'s bit pattern: values that compare equal but differ in
+    # bits (0.0 and -0.0, NaNs with other payloads) and equal values of other types must not share one.
+    import ml_dtypes
+
+    from torchneuron_ext.nki.runtime import _fill_value
+
+    payload = np.frombuffer(np.uint64(0x7FF8_0000_0000_1234).tobytes(), np.float64)[0].item()
+    for dt in (np.dtype(ml_dtypes.bfloat16), np.dtype(ml_dtypes.float8_e5m2), np.dtype(np.float16)):
+        bits = np.uint8 if dt.itemsize == 1 else np.uint16
+        for value in (0.0, -0.0, 0.0, -0.0, float("nan"), -float("nan"), payload, True, 1, 1.0, np.nan):
+            got, expected = np.empty((2, 3), dt), np.empty((2, 3), dt)
+            with np.errstate(all="ignore"):
+                _fill_value(got, value)
+                expected.fill(value)
+            np.testing.assert_array_equal(got.view(bits), expected.view(bits), err_msg=f"{dt} {value!r}")
+
+
+def test_dropped_tiles_give_their_bytes_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The live-bytes bound (runtime.Launch._account) takes a tile's bytes back when the kernel drops it: ten
+    # 120,000-byte-per-partition tiles made one after another never hold more than two tiles' bytes.
+    from torchneuron_ext.nki import runtime
+    from torchneuron_ext.nki.memory import sbuf
+
+    monkeypatch.setenv("NKI_TARGET", "trn2")
+    live = []
+
+    @nki.jit
+    def k(a):
+        for _ in range(10):
+            t = nl.ndarray((128, 30_000), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.memset(t, 1.0)
+            live.append(runtime.current()._live[sbuf])
+            del t
+        return a
+
+    k(np.zeros((2, 2), np.float32))
+    assert max(live) == 120_000 * 128 and len(live) == 10
+    assert k.last_result.costs.spill_bytes["sbuf"] == 0

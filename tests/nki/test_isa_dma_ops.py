@@ -205,6 +205,17 @@ def test_dma_copy_errors() -> None:
     with pytest.raises(NKIError) as info:
         into_psum(x)
     assert info.value.code == "err_unsupported_memory"
+
+    @nki.jit
+    def counts_differ(a):
+        t = nl.ndarray((4, 3), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a)
+        return a
+
+    with pytest.raises(NKIError) as info:
+        counts_differ(x)
+    assert info.value.code == "err_shape_mismatch"
+    assert first_line(info.value) == "dma_copy from (4, 4) to (4, 3): element counts differ [err_shape_mismatch]"
     with pytest.raises(ValueError, match="engine must be nisa.engine.sync or nisa.engine.scalar"):
         _round_trip(np.float32, np.float32, dge_mode=nisa.dge_mode.hwdge, engine=nisa.engine.vector)(x)
     with pytest.raises(ValueError, match="only valid with dge_mode=nisa.dge_mode.hwdge"):

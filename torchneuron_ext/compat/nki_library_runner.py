@@ -220,20 +220,35 @@ class SourceProblem:
     error: str      # e.g. "IndentationError: unexpected indent"
 
 
-def source_problems(checkout: str, select: Sequence[str] = ()) -> list:
+def source_problems(checkout: str, select: Sequence[str] = (), scanned: Optional[list] = None) -> list:
     """The files under the selected paths (default test/integration) and the library's src that do not parse
-    with this interpreter's grammar."""
-    problems = []
+    with this interpreter's grammar. ``scanned``: scan_sources' result, when the caller has it."""
+    return [problem for _, problem, _ in (scan_sources(checkout, select) if scanned is None else scanned)
+            if problem is not None]
+
+
+def scan_sources(checkout: str, select: Sequence[str] = ()) -> list:
+    """Each selected file and each file of the library's src parsed once, for source_problems and
+    missing_modules: (path, SourceProblem or None, its imports as _imported_modules gives them, [] where it
+    does not parse). Both checks parsed every file in turn (one test's selection of AWS's 2026-04-13 tree, 175
+    files: 1.5-1.7 s CPU here, 1.0 s parsed once); only the imports are kept, not the trees."""
+    src = os.path.join(os.path.abspath(checkout), "src")
+    scanned = []
     for path in _selected_files(checkout, select):
         try:
             with open(path, "rb") as f:
-                ast.parse(f.read(), path)
+                tree = ast.parse(f.read(), path)
         except SyntaxError as e:
-            problems.append(SourceProblem(os.path.relpath(path, checkout), e.lineno or 0,
-                                          f"{type(e).__name__}: {e.msg}"))
+            scanned.append((path, SourceProblem(os.path.relpath(path, checkout), e.lineno or 0,
+                                                f"{type(e).__name__}: {e.msg}"), []))
+            continue
         except (OSError, ValueError) as e:  # unreadable, or NUL bytes in the source
-            problems.append(SourceProblem(os.path.relpath(path, checkout), 0, f"{type(e).__name__}: {e}"))
-    return problems
+            scanned.append((path, SourceProblem(os.path.relpath(path, checkout), 0, f"{type(e).__name__}: {e}"), []))
+            continue
+        rel = os.path.relpath(path, src)
+        package = rel.split(os.sep)[:-1] if not rel.startswith("..") else []
+        scanned.append((path, None, _imported_modules(tree, package)))
+    return scanned
 
 
 @dataclasses.dataclass(frozen=True)
@@ -247,7 +262,9 @@ class MissingModule:
 
 
 def _selected_files(checkout: str, select: Sequence[str]) -> list:
-    roots = [os.path.join(checkout, p) for p in (select or [INTEGRATION])] + [os.path.join(checkout, "src")]
+    # A node id (file.py::Class::test[...]) selects its file.
+    roots = [os.path.join(checkout, p.split("::", 1)[0]) for p in (select or [INTEGRATION])] + \
+        [os.path.join(checkout, "src")]
     files: set = set()
     for root in roots:
         if os.path.isfile(root) and root.endswith(".py"):
@@ -274,10 +291,11 @@ def _imported_modules(tree: ast.AST, package: Sequence[str]) -> list:
     return found
 
 
-def missing_modules(checkout: str, select: Sequence[str] = ()) -> list:
+def missing_modules(checkout: str, select: Sequence[str] = (), scanned: Optional[list] = None) -> list:
     """Imports, in the selected tests and the library's src, of modules of the library's own packages (the
     folders directly under ``src``) that no file or folder of the checkout provides. Other packages (torch,
-    nki, the test harness the plugin may supply) are not judged here."""
+    nki, the test harness the plugin may supply) are not judged here. ``scanned``: scan_sources' result,
+    when the caller has it."""
     src = os.path.join(os.path.abspath(checkout), "src")
     own = {n for n in os.listdir(src) if os.path.isdir(os.path.join(src, n))} if os.path.isdir(src) else set()
     by_name: dict = {}
@@ -286,15 +304,8 @@ def missing_modules(checkout: str, select: Sequence[str] = ()) -> list:
             if n.endswith(".py"):
                 by_name.setdefault(n[:-3], []).append(os.path.relpath(os.path.join(dirpath, n), checkout))
     missing = []
-    for path in _selected_files(checkout, select):
-        try:
-            with open(path, "rb") as f:
-                tree = ast.parse(f.read(), path)
-        except (SyntaxError, OSError, ValueError):
-            continue  # source_problems names it
-        rel = os.path.relpath(path, src)
-        package = rel.split(os.sep)[:-1] if not rel.startswith("..") else []
-        for line, module in _imported_modules(tree, package):
+    for path, _, imports in (scan_sources(checkout, select) if scanned is None else scanned):
+        for line, module in imports:  # a file that does not parse has none: source_problems names it
             parts = module.split(".")
             if parts[0] not in own:
                 continue
@@ -387,8 +398,10 @@ def run(checkout: str, select: Sequence[str] = (), extra: Sequence[str] = (), *,
         return 2
     with tempfile.TemporaryDirectory(prefix="nki-library-") as tmp:
         report = junit_xml or os.path.join(tmp, "junit.xml")
-        problems = format_source_problems(source_problems(checkout, select), requires_python(checkout))
-        problems += format_missing_modules(missing_modules(checkout, select))
+        scanned = scan_sources(checkout, select)
+        problems = format_source_problems(source_problems(checkout, select, scanned), requires_python(checkout))
+        problems += format_missing_modules(missing_modules(checkout, select, scanned))
+        del scanned
         argv, env = build_command(checkout, os.path.abspath(report), select, extra)
         start = time.perf_counter()
         status = subprocess.call(argv, cwd=checkout, env=env)

@@ -11,6 +11,7 @@ from . import dtypes as _dt
 from . import float_bits as _float_bits
 from . import engines as _eng
 from . import runtime as _rt
+from .compiler import DirectAllocation, at_address, buffer_of
 from .errors import NKIUnsupportedError, fail
 from .indexing import DynSlice, as_mask, ds
 from .isa.registers import VirtualRegister
@@ -118,7 +119,6 @@ def _parse_shape(shape: Any) -> tuple:
 
 
 def _buffer(buffer: Any):
-    from .compiler import DirectAllocation, buffer_of
     if buffer is None:
         return sbuf
     buffer = buffer_of(buffer)
@@ -129,12 +129,12 @@ def _buffer(buffer: Any):
 
 
 def _allocate(shp: tuple, dtype: Any, buffer: Any, name: str, par_axis: int, fill: Any = "uninit") -> Any:
-    from .compiler import DirectAllocation
     b = _buffer(buffer)
-    _alloc_rules.check_creation(shp, par_axis, b, fill, _rt.current().dialect)
+    launch = _rt.current()
+    _alloc_rules.check_creation(shp, par_axis, b, fill, launch.dialect)
     if isinstance(b, DirectAllocation):
-        return _rt.current().allocate_direct(shp, _dt.as_dtype(dtype), b, name, par_axis, fill=fill)
-    return _rt.current().allocate(shp, _dt.as_dtype(dtype), b, name, par_axis, fill=fill)
+        return launch.allocate_direct(shp, _dt.as_dtype(dtype), b, name, par_axis, fill=fill)
+    return launch.allocate(shp, _dt.as_dtype(dtype), b, name, par_axis, fill=fill)
 
 
 def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str = "", address: Optional[Sequence[int]] = None,
@@ -143,7 +143,6 @@ def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str = "", address:
     (partition, byte)`` places an SBUF or PSUM tensor there (nki.compiler.at_address)."""
     shp, par_axis = _parse_shape(shape)
     if address is not None:
-        from .compiler import at_address
         launch = _rt.current()
         alloc = at_address(_buffer(buffer), address, launch.target.psum_bank_bytes, shp[:par_axis])
         storage = launch.allocate_at(shp, _dt.as_dtype(dtype), alloc, name, par_axis)

@@ -3,6 +3,7 @@ read-modify-write into HBM, DMA transposes (direct and gathered) and dma_compute
 sources). Charged to the cost model's ``dma`` engine."""
 from __future__ import annotations
 
+import math
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -94,7 +95,8 @@ def dma_copy(dst: NKITensor, src: NKITensor, *, mask: Any = None, dst_rmw_op: An
     skip = _oob_skip(oob_mode)
     m = as_mask(mask)
     vals, read = src.read_valid(m, skip)
-    if int(np.prod(np.shape(vals))) != int(np.prod(dst.shape)):
+    count = int(math.prod(dst.shape))  # math.prod: 0.1 us against np.prod's 3 (every DMA asks)
+    if int(math.prod(np.shape(vals))) != count:
         fail("err_shape_mismatch", f"{api} from {src.shape} to {dst.shape}: element counts differ")
     if np.shape(vals) != dst.shape:
         try:
@@ -106,7 +108,7 @@ def dma_copy(dst: NKITensor, src: NKITensor, *, mask: Any = None, dst_rmw_op: An
         r = np.broadcast_to(read.reshape(read.shape + (1,) * (len(src.shape) - read.ndim)), src.shape)
         r = r.reshape(dst.shape)
         wmask = r if wmask is None else wmask & r
-    runtime.current().costs.dma(api, int(np.prod(dst.shape)) * dst.itemsize, dst.buffer.is_hbm,
+    runtime.current().costs.dma(api, count * dst.itemsize, dst.buffer.is_hbm,
                                 src.buffer.is_hbm, queue=queue_of(dst, src, dge_mode=dge_mode, engine=engine))
     if dst_rmw_op is None:
         vals = np.asarray(vals)
