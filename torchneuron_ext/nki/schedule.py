@@ -34,6 +34,7 @@ from typing import Any, Iterator, Optional
 
 from ..trainium import targets as _targets
 from . import dtypes
+from .data_address import data_address
 from .errors import _is_internal
 
 # An allocation with more distinct boxes than this in flight has them merged into one (see the docstring).
@@ -257,12 +258,12 @@ def scheduler_for(target: Any, record: Optional[bool] = None) -> "Scheduler":
 def box_of(base: Any, arr: Any, base_address: Optional[int] = None) -> Optional[tuple]:
     """The element box ``arr`` (a view of the allocation ``base``) covers, flattened as (lo0, hi0, lo1, hi1,
     ...) over ``base``'s dimensions (hi inclusive); None when a box cannot describe it (the whole allocation).
-    ``base_address``: ``base``'s data address if the caller has it (reading it costs a dict per call)."""
+    ``base_address``: ``base``'s data address if the caller has it."""
     bstrides = base.strides
     bshape = base.shape
     if base_address is None:
-        base_address = base.__array_interface__["data"][0]
-    off = arr.__array_interface__["data"][0] - base_address
+        base_address = data_address(base)
+    off = data_address(arr) - base_address
     n = len(bstrides)
     if off < 0 or n == 0:
         return None
@@ -468,7 +469,7 @@ class Scheduler:
             box = None
         else:
             if region.base is not base:
-                region.base, region.base_address = base, base.__array_interface__["data"][0]
+                region.base, region.base_address = base, data_address(base)
             box = box_of(base, arr, region.base_address)
         item = (region, box, self._operand(storage, arr, writing) if self.record else None)
         if not writing:
