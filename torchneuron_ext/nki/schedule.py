@@ -275,32 +275,50 @@ def box_of(base: Any, arr: Any, base_address: Optional[int] = None) -> Optional[
         if rest or r + h > bshape[0] or c + w > bshape[1]:
             return None
         return (r, r + h - 1, c, c + w - 1)
-    lo = [0] * n
-    for d in range(n):
-        s = bstrides[d]
-        if s <= 0:
+    steps = _VIEW_STEPS.get((bstrides, arr.shape, arr.strides))
+    if steps is None:
+        steps = _view_steps(bstrides, arr.shape, arr.strides)
+    if not steps:
+        return None
+    out = []
+    for s, step, size in zip(bstrides, steps, base.shape):
+        lo, off = divmod(off, s)
+        hi = lo + step
+        if hi >= size:
             return None
-        lo[d], off = divmod(off, s)
+        out.append(lo)
+        out.append(hi)
     if off:
         return None
-    hi = list(lo)
-    for size, t in zip(arr.shape, arr.strides):
+    return tuple(out)
+
+
+# (base strides, view shape, view strides) -> _view_steps: a kernel's views take a few shapes over many offsets.
+_VIEW_STEPS: dict = {}
+
+
+def _view_steps(bstrides: tuple, shape: tuple, strides: tuple) -> tuple:
+    """How far a view of ``shape`` and ``strides`` reaches past its first element in each dimension of an
+    allocation of ``bstrides`` (the box's hi - lo), each of the view's dimensions counted in the first of the
+    allocation's whose stride divides its own; () when a box cannot describe it (a dimension no stride divides,
+    or an allocation stride that is not positive). Kept in _VIEW_STEPS."""
+    steps = [0] * len(bstrides)
+    if any(s <= 0 for s in bstrides):
+        steps = []
+    for size, t in zip(shape, strides) if steps else ():
         if size <= 1 or t == 0:
             continue
-        for d in range(n):
-            s = bstrides[d]
+        for d, s in enumerate(bstrides):
             if t >= s and t % s == 0:
-                hi[d] += (size - 1) * (t // s)
+                steps[d] += (size - 1) * (t // s)
                 break
         else:
-            return None
-    out = []
-    for d in range(n):
-        if hi[d] >= bshape[d]:
-            return None
-        out.append(lo[d])
-        out.append(hi[d])
-    return tuple(out)
+            steps = []
+            break
+    if len(_VIEW_STEPS) >= 4096:
+        _VIEW_STEPS.clear()
+    result = _VIEW_STEPS[(bstrides, shape, strides)] = tuple(steps)
+    return result
 
 
 def _overlap(a: Optional[tuple], b: Optional[tuple]) -> bool:
@@ -386,12 +404,15 @@ def _union(entries: list) -> Optional[tuple]:
 
 class _Region:
     """The in-flight accesses of one allocation, for one core's schedule (``owner``): entries [box, end_s,
-    index, queue, zero fill]."""
-    __slots__ = ("writers", "readers", "owner", "base", "base_address")
+    index, queue, zero fill]. ``writers_end`` and ``readers_end`` bound their ends from above (every end added
+    since the list was last emptied), so that a schedule without records skips a list none of whose entries can
+    delay an instruction (``_ready``)."""
+    __slots__ = ("writers", "readers", "writers_end", "readers_end", "owner", "base", "base_address")
 
     def __init__(self, owner: Any) -> None:
         self.writers: list = []
         self.readers: list = []
+        self.writers_end = self.readers_end = -math.inf
         self.owner = owner
         self.base: Any = None       # the allocation's array and its data address, for box_of
         self.base_address = 0
@@ -523,37 +544,12 @@ class Scheduler:
         self._pending = None
         writes, self._writes = self._writes, []
         free = self.queue_free.get(queue, self.floor_s)
-        ready = free
-        crit = None
-        deps = [] if self.record else None
         lat = self.table.dependency_s.get(engine, 0.0)
-        # Read-after-write: the consumer waits for the producer's output and pays the dependency latency,
-        # except Tensor after Tensor (matmuls accumulating into one PSUM tile stream in order).
         tensor = queue == "tensor"
-        raw_lat = 0.0 if tensor else lat
-        for region, box, _ in reads:
-            if region.writers:
-                for e in _overlapping(region.writers, box):
-                    if tensor and e[4]:
-                        continue
-                    t = e[1] + (raw_lat if e[3] == queue else lat)
-                    if deps is not None:
-                        deps.append(e[2])
-                    if t > ready:
-                        ready, crit = t, e[2]
-        # Write-after-write and write-after-read: in order on one queue; a semaphore wait across queues.
-        for region, box, _ in writes:
-            for lst in (region.writers, region.readers):
-                if not lst:
-                    continue
-                for e in _overlapping(lst, box):
-                    if tensor and e[4]:
-                        continue
-                    t = e[1] + (0.0 if e[3] == queue else lat)
-                    if deps is not None:
-                        deps.append(e[2])
-                    if t > ready:
-                        ready, crit = t, e[2]
+        if self.record:
+            ready, crit, deps = _dependencies(reads, writes, queue, lat, tensor, free)
+        else:
+            ready, crit, deps = _ready(reads, writes, queue, lat, tensor, free), None, None
         meeting = self._meet is not None
         if meeting:
             # The exchange after a meeting with other cores (meet): it waited for every core's arrival, and
@@ -593,10 +589,13 @@ class Scheduler:
         self._fill = False
         for region, box, _ in reads:
             _add(region.readers, box, end, index, queue, False)
+            if end > region.readers_end:
+                region.readers_end = end
         for region, box, _ in writes:
             if box is None:  # the whole allocation: every earlier access is ordered before this one
                 region.readers = []
                 region.writers = [[None, end, index, queue, fill]]
+                region.readers_end, region.writers_end = -math.inf, end
                 continue
             if region.readers:
                 region.readers = _uncovered(region.readers, box)
@@ -606,6 +605,8 @@ class Scheduler:
             if len(writers) > MAX_ENTRIES:
                 writers = _fold_oldest(writers)
             region.writers = writers
+            if end > region.writers_end:
+                region.writers_end = end
         if self.record:
             # Plain fields now, a ScheduledInstruction when the schedule is asked for (instructions()). No
             # container is kept per instruction where it can be helped (the fields go into one flat list, equal
@@ -847,6 +848,71 @@ def _sorted_deps(deps: list) -> tuple:
 def _dep_order(dep: Any) -> tuple:
     """Dependencies sort as (core, index): same-core indices first by index, then other cores' pairs."""
     return (0, dep, 0) if type(dep) is int else (1, dep[0], dep[1])
+
+
+def _dependencies(reads: list, writes: list, queue: str, lat: float, tensor: bool, free: float) -> tuple:
+    """When an instruction on ``queue`` whose engine's dependency latency is ``lat`` may start, its queue free at
+    ``free``: (start, the dependency that set it or None, every dependency in the order met)."""
+    ready = free
+    crit = None
+    deps = []
+    # Read-after-write: the consumer waits for the producer's output and pays the dependency latency,
+    # except Tensor after Tensor (matmuls accumulating into one PSUM tile stream in order).
+    raw_lat = 0.0 if tensor else lat
+    for region, box, _ in reads:
+        if region.writers:
+            for e in _overlapping(region.writers, box):
+                if tensor and e[4]:
+                    continue
+                t = e[1] + (raw_lat if e[3] == queue else lat)
+                deps.append(e[2])
+                if t > ready:
+                    ready, crit = t, e[2]
+    # Write-after-write and write-after-read: in order on one queue; a semaphore wait across queues.
+    for region, box, _ in writes:
+        for lst in (region.writers, region.readers):
+            if not lst:
+                continue
+            for e in _overlapping(lst, box):
+                if tensor and e[4]:
+                    continue
+                t = e[1] + (0.0 if e[3] == queue else lat)
+                deps.append(e[2])
+                if t > ready:
+                    ready, crit = t, e[2]
+    return ready, crit, deps
+
+
+def _ready(reads: list, writes: list, queue: str, lat: float, tensor: bool, free: float) -> float:
+    """``_dependencies``' start alone, for a schedule without records: the start is a maximum, so a list whose
+    bound (``_Region``) plus ``lat`` is no later than the start so far cannot raise it and is not searched
+    (floating-point addition is monotonic: no entry's end plus a latency up to ``lat`` exceeds the bound's)."""
+    ready = free
+    raw_lat = 0.0 if tensor else lat
+    for region, box, _ in reads:
+        if region.writers and region.writers_end + lat > ready:
+            for e in _overlapping(region.writers, box):
+                if tensor and e[4]:
+                    continue
+                t = e[1] + (raw_lat if e[3] == queue else lat)
+                if t > ready:
+                    ready = t
+    for region, box, _ in writes:
+        if region.writers and region.writers_end + lat > ready:
+            for e in _overlapping(region.writers, box):
+                if tensor and e[4]:
+                    continue
+                t = e[1] + (0.0 if e[3] == queue else lat)
+                if t > ready:
+                    ready = t
+        if region.readers and region.readers_end + lat > ready:
+            for e in _overlapping(region.readers, box):
+                if tensor and e[4]:
+                    continue
+                t = e[1] + (0.0 if e[3] == queue else lat)
+                if t > ready:
+                    ready = t
+    return ready
 
 
 def _add(entries: list, box: Optional[tuple], end: float, index: int, queue: str, fill: bool) -> None:
