@@ -2,6 +2,8 @@
 independent work, PSUM accumulation, HBM dependencies, DMA queues, the cores' meeting points, records."""
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -649,3 +651,91 @@ def test_box_of_matches_its_definition_over_random_views():
             checked += 1
             boxed += got is not None
     assert boxed > checked // 2 and checked - boxed > 20  # both outcomes are exercised
+
+
+@nki.jit(platform_target="trn2")
+def tiled_pipeline(a, w):
+    """Blocks of ``a`` through shared SBUF tiles (column slices read and written in turn, so boxes overlap in
+    part), matmuls accumulating into a zero-filled PSUM tile, stores into HBM blocks read back: dependencies
+    that wait, and many accesses long done by the time their allocation is touched again."""
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 512), dtype=a.dtype, buffer=nl.sbuf)
+    u = nl.ndarray((128, 512), dtype=a.dtype, buffer=nl.sbuf)
+    wt = nl.ndarray((128, 128), dtype=w.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=wt, src=w)
+    for r in range(3):
+        for j in range(8):
+            cols = slice(j * 64, (j + 1) * 64)
+            nisa.dma_copy(dst=t[:, cols], src=a[:, r * 512 + j * 64:r * 512 + (j + 1) * 64])
+            nisa.tensor_scalar(dst=u[:, cols], data=t[:, cols], op0=nl.multiply, operand0=2.0)
+            nisa.activation(dst=t[:, j * 64 + 32:(j + 1) * 64], op=nl.copy, data=u[:, cols][:, 16:48], bias=None,
+                            scale=1.0)
+        acc = nl.zeros((128, 512), dtype=np.float32, buffer=nl.psum)
+        for k in range(2):
+            nisa.nc_matmul(dst=acc, stationary=wt, moving=t, accumulate=True)
+        nisa.tensor_copy(dst=u, src=acc)
+        nisa.dma_copy(dst=out[:, r * 512:(r + 1) * 512], src=u)
+        nisa.dma_copy(dst=t[:, :256], src=out[:, r * 512 + 128:r * 512 + 384])
+    return out
+
+
+@pytest.mark.parametrize("target", ["trn1", "trn2"])
+def test_a_schedule_without_records_times_every_instruction_as_with_them(target):
+    # Without records the schedule skips the accesses that cannot delay an instruction (_ready); with them it
+    # lists every dependency. The times must not differ: makespan, last instruction, each queue's busy time.
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((128, 1536)).astype(np.float32)
+    w = rng.standard_normal((128, 128)).astype(np.float32)
+    kernel = nki.jit(tiled_pipeline.func, platform_target=target)
+    results = []
+    for ctx in (schedule.recording, contextlib.nullcontext):
+        with ctx():
+            out = kernel(a, w)
+        kernel.last_result.costs.finish()  # the last instruction is placed when the launch's costs are read
+        s = kernel.last_result.costs.scheduler
+        results.append((out, s.makespan_s, s.last_index, dict(s.queue_free), dict(s.queue_busy), s.bandwidth_free))
+        if ctx is schedule.recording:
+            records = kernel.last_result.schedule.instructions
+    recorded, plain = results
+    np.testing.assert_array_equal(recorded[0], plain[0])
+    assert recorded[1:] == plain[1:]
+    assert plain[1] == max(i.end_s for i in records)
+    assert sum(i.wait_s > 0 for i in records) > 20  # dependencies do hold instructions back
+
+
+def test_the_start_without_records_is_the_start_with_them_for_random_accesses():
+    # _ready (no records) against _dependencies (records) on random in-flight accesses: ends around the
+    # instruction's queue time, within and past the dependency latency, partial and whole boxes, zero fills,
+    # several queues, and region bounds at or above their entries' ends.
+    rng = np.random.default_rng(11)
+    queues = ["tensor", "vector", "dma:0"]
+    lat = 0.25
+
+    def box():
+        if rng.integers(0, 5) == 0:
+            return None
+        r0, c0 = (int(v) for v in rng.integers(0, 8, 2))
+        return (r0, r0 + int(rng.integers(0, 4)), c0, c0 + int(rng.integers(0, 4)))
+
+    def region(free):
+        reg = schedule._Region(None)
+        for lst, bound in (("writers", "writers_end"), ("readers", "readers_end")):
+            entries = [[box(), free + float(rng.uniform(-2 * lat, lat)), i, queues[rng.integers(0, 3)],
+                        lst == "writers" and bool(rng.integers(0, 2))] for i in range(int(rng.integers(0, 5)))]
+            setattr(reg, lst, entries)
+            if entries:
+                setattr(reg, bound, max(e[1] for e in entries) + float(rng.choice([0.0, 0.0, rng.uniform(0, lat)])))
+        return reg
+
+    raised = skipped = 0
+    for _ in range(3000):
+        free = float(rng.uniform(0, 4))
+        queue = queues[rng.integers(0, 3)]
+        tensor = queue == "tensor"
+        reads = [(region(free), box(), None) for _ in range(int(rng.integers(0, 3)))]
+        writes = [(region(free), box(), None) for _ in range(int(rng.integers(0, 3)))]
+        expected = schedule._dependencies(reads, writes, queue, lat, tensor, free)[0]
+        assert schedule._ready(reads, writes, queue, lat, tensor, free) == expected
+        raised += expected > free
+        skipped += expected == free and any(r.writers for r, _, _ in reads + writes)
+    assert raised > 1000 and skipped > 300  # both outcomes, many times

@@ -39,6 +39,8 @@ from .errors import _is_internal
 
 # An allocation with more distinct boxes than this in flight has them merged into one (see the docstring).
 MAX_ENTRIES = 16
+# The views' boxes kept per allocation (_Region.boxes), forgotten all at once past this many.
+_MAX_BOXES = 1024
 
 
 @dataclass(frozen=True)
@@ -407,7 +409,7 @@ class _Region:
     index, queue, zero fill]. ``writers_end`` and ``readers_end`` bound their ends from above (every end added
     since the list was last emptied), so that a schedule without records skips a list none of whose entries can
     delay an instruction (``_ready``)."""
-    __slots__ = ("writers", "readers", "writers_end", "readers_end", "owner", "base", "base_address")
+    __slots__ = ("writers", "readers", "writers_end", "readers_end", "owner", "base", "base_address", "boxes")
 
     def __init__(self, owner: Any) -> None:
         self.writers: list = []
@@ -416,6 +418,7 @@ class _Region:
         self.owner = owner
         self.base: Any = None       # the allocation's array and its data address, for box_of
         self.base_address = 0
+        self.boxes: dict = {}       # (view's byte offset, shape, strides) -> box_of, while base is the same
 
 
 _end_of = operator.itemgetter(1)  # an entry's end, the key _fold_oldest sorts by
@@ -437,6 +440,7 @@ class Scheduler:
 
     def __init__(self, target: Any, record: bool = False, core: int = 0) -> None:
         self.table = latency_table(target)
+        self._dependency_s, self._te_ramp_s = self.table.dependency_s, self.table.te_ramp_s  # read per instruction
         self.record, self.core = record, core
         self.group: Any = None  # the cores launched together (runtime.run_ranks' CoreGroup), which may share memory
         self.queue_free: dict = {}
@@ -490,8 +494,15 @@ class Scheduler:
             box = None
         else:
             if region.base is not base:
-                region.base, region.base_address = base, data_address(base)
-            box = box_of(base, arr, region.base_address)
+                region.base, region.base_address, region.boxes = base, data_address(base), {}
+            # A kernel's loops come back to the same views (offset, shape and strides): their boxes are kept.
+            key = (data_address(arr) - region.base_address, arr.shape, arr.strides)
+            boxes = region.boxes
+            box = boxes.get(key, boxes)
+            if box is boxes:
+                if len(boxes) >= _MAX_BOXES:
+                    boxes.clear()
+                box = boxes[key] = box_of(base, arr, region.base_address)
         item = (region, box, self._operand(storage, arr, writing) if self.record else None)
         if not writing:
             self._reads.append(item)
@@ -544,7 +555,7 @@ class Scheduler:
         self._pending = None
         writes, self._writes = self._writes, []
         free = self.queue_free.get(queue, self.floor_s)
-        lat = self.table.dependency_s.get(engine, 0.0)
+        lat = self._dependency_s.get(engine, 0.0)
         tensor = queue == "tensor"
         if self.record:
             ready, crit, deps = _dependencies(reads, writes, queue, lat, tensor, free)
@@ -569,7 +580,7 @@ class Scheduler:
             data_start = max(start + fixed, self.bandwidth_free)
             end = data_start + (seconds - fixed)
             self.bandwidth_free = end
-        elif tensor and self.table.te_ramp_s:
+        elif tensor and self._te_ramp_s:
             end = self._throttled_end(start, seconds)
             seconds = end - start
         else:
@@ -588,7 +599,17 @@ class Scheduler:
         fill = self._fill
         self._fill = False
         for region, box, _ in reads:
-            _add(region.readers, box, end, index, queue, False)
+            # The read joins an entry of the same box (the later end), or is a new one.
+            readers = region.readers
+            for e in readers:
+                if e[0] == box:
+                    if end >= e[1]:
+                        e[1], e[2], e[3] = end, index, queue
+                    break
+            else:
+                readers.append([box, end, index, queue, False])
+                if len(readers) > MAX_ENTRIES:
+                    region.readers = _fold_oldest(readers)
             if end > region.readers_end:
                 region.readers_end = end
         for region, box, _ in writes:
@@ -600,7 +621,7 @@ class Scheduler:
             if region.readers:
                 region.readers = _uncovered(region.readers, box)
             writers = _uncovered(region.writers, box) if region.writers else []
-            # No entry left equals box (a box covers itself): a new entry, without _add's search.
+            # No entry left equals box (a box covers itself): a new entry, without searching for an equal one.
             writers.append([box, end, index, queue, fill])
             if len(writers) > MAX_ENTRIES:
                 writers = _fold_oldest(writers)
@@ -891,39 +912,32 @@ def _ready(reads: list, writes: list, queue: str, lat: float, tensor: bool, free
     raw_lat = 0.0 if tensor else lat
     for region, box, _ in reads:
         if region.writers and region.writers_end + lat > ready:
-            for e in _overlapping(region.writers, box):
-                if tensor and e[4]:
-                    continue
-                t = e[1] + (raw_lat if e[3] == queue else lat)
-                if t > ready:
-                    ready = t
+            ready = _latest(region.writers, box, queue, raw_lat, lat, tensor, ready)
     for region, box, _ in writes:
         if region.writers and region.writers_end + lat > ready:
-            for e in _overlapping(region.writers, box):
-                if tensor and e[4]:
-                    continue
-                t = e[1] + (0.0 if e[3] == queue else lat)
-                if t > ready:
-                    ready = t
+            ready = _latest(region.writers, box, queue, 0.0, lat, tensor, ready)
         if region.readers and region.readers_end + lat > ready:
-            for e in _overlapping(region.readers, box):
-                if tensor and e[4]:
-                    continue
-                t = e[1] + (0.0 if e[3] == queue else lat)
-                if t > ready:
-                    ready = t
+            ready = _latest(region.readers, box, queue, 0.0, lat, tensor, ready)
     return ready
 
 
-def _add(entries: list, box: Optional[tuple], end: float, index: int, queue: str, fill: bool) -> None:
+def _latest(entries: list, box: Optional[tuple], queue: str, same: float, other: float, tensor: bool,
+            ready: float) -> float:
+    """The latest of ``ready`` and the ends of the entries overlapping ``box`` (``_overlap``), each plus ``same``
+    if it ran on ``queue`` or else ``other``; a Tensor instruction (``tensor``) skips zero fills. Only an entry
+    that would be later is tested for overlap, without the list ``_overlapping`` makes."""
     for e in entries:
-        if e[0] == box:
-            if end >= e[1]:
-                e[1], e[2], e[3], e[4] = end, index, queue, fill
-            return
-    entries.append([box, end, index, queue, fill])
-    if len(entries) > MAX_ENTRIES:
-        entries[:] = _fold_oldest(entries)
+        t = e[1] + (same if e[3] == queue else other)
+        if t > ready and not (tensor and e[4]):
+            b = e[0]
+            if box is None or b is None:
+                ready = t
+            elif len(b) == 4 and len(box) == 4:
+                if not (b[1] < box[0] or box[1] < b[0] or b[3] < box[2] or box[3] < b[2]):
+                    ready = t
+            elif _overlap(box, b):
+                ready = t
+    return ready
 
 
 _INTERNAL: dict = {}   # code object -> whether it is the package's (or numpy's), for _kernel_line
