@@ -739,3 +739,20 @@ def test_the_start_without_records_is_the_start_with_them_for_random_accesses():
         raised += expected > free
         skipped += expected == free and any(r.writers for r, _, _ in reads + writes)
     assert raised > 1000 and skipped > 300  # both outcomes, many times
+
+
+def test_arrivals_at_the_same_time_set_the_same_critical_dependency_in_any_order():
+    # Symmetric cores reach a meeting at the same time; which thread got there first must not decide the
+    # exchange's critical dependency (it is this core's own last instruction).
+    crits = set()
+    for order in (1, -1):
+        s = schedule.Scheduler("trn2", record=True, core=0)
+        s.issue("vector", "tensor_scalar", 1e-6)
+        arrivals = [s.arrival(), (s.makespan_s, 1, 0)][::order]
+        s.meet(arrivals)
+        s.issue("collective", "core_barrier", 1e-6)
+        s.finish()
+        barrier = s.instructions()[-1]
+        assert sorted(barrier.deps, key=schedule._dep_order) == [0, (1, 0)]
+        crits.add(barrier.critical_dep)
+    assert crits == {0}

@@ -786,7 +786,9 @@ class Scheduler:
         latest = max(t for t, _, _ in arrivals)
         self.hold_until(latest)
         meet = []
-        for t, core, index in sorted(arrivals, key=lambda a: -a[0]):
+        # Latest first; arrivals at the same time (cores that ran the same work) this core's own first, then by
+        # core, so the exchange's critical dependency does not follow the order the cores' threads met in.
+        for t, core, index in sorted(arrivals, key=lambda a: (-a[0], a[1] != self.core, a[1])):
             if index is None:
                 continue
             key = index if type(index) is tuple else (core, index)  # an arrival may name another core's
