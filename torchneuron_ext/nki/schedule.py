@@ -571,10 +571,9 @@ class Scheduler:
                 if t >= ready and crit is None:
                     crit = dep
             self._meet = None
-        elif crit is None and ready == self.floor_s and self._floor_index is not None:
-            crit = self._floor_index  # held by the last meeting, not by its queue
-            if deps is not None:
-                deps.append(crit)
+        elif deps is not None and crit is None and ready == self.floor_s and self._floor_index is not None:
+            crit = self._floor_index  # held by the last meeting, not by its queue (only records name it)
+            deps.append(crit)
         start = ready
         if engine == "dma":
             data_start = max(start + fixed, self.bandwidth_free)
