@@ -2,6 +2,8 @@
 independent work, PSUM accumulation, HBM dependencies, DMA queues, the cores' meeting points, records."""
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -596,3 +598,161 @@ def test_tensor_engine_warms_up_on_trn2_and_re_engages_after_an_idle_gap():
     assert latency_table("trn1").te_ramp_s == 0.0
     assert [i.duration_s for i in k1.last_result.schedule.instructions if i.opcode == "nc_matmul"] == \
         pytest.approx([512 / hardware("trn1").tensor_clock_hz] * 3)
+
+
+def _reference_box(base: np.ndarray, arr: np.ndarray):
+    """box_of's definition, element by element: each of the view's dimensions steps along the first of the
+    allocation's dimensions whose stride divides its own; the first element's index is its byte offset divided
+    by the allocation's strides in turn."""
+    bstrides, bshape = base.strides, base.shape
+    off = arr.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    if off < 0 or not bstrides or any(s <= 0 for s in bstrides):
+        return None
+    lo = []
+    for s in bstrides:
+        q, off = divmod(off, s)
+        lo.append(q)
+    if off:
+        return None
+    hi = list(lo)
+    for size, t in zip(arr.shape, arr.strides):
+        if size > 1 and t != 0:
+            d = next((d for d, s in enumerate(bstrides) if t >= s and t % s == 0), None)
+            if d is None:
+                return None
+            hi[d] += (size - 1) * (t // bstrides[d])
+    if any(h >= n for h, n in zip(hi, bshape)):
+        return None
+    return tuple(v for pair in zip(lo, hi) for v in pair)
+
+
+def test_box_of_matches_its_definition_over_random_views():
+    rng = np.random.default_rng(7)
+    bases = [np.zeros((4, 8, 16), np.float32), np.zeros((16, 6), np.int16), np.zeros((3, 4, 5, 6), np.uint8),
+             np.zeros((8, 16), np.float32)[:, 2:10], np.zeros((6, 4, 10), np.float32).transpose(1, 0, 2)]
+    checked = boxed = 0
+    for base in bases:
+        for _ in range(400):
+            key = []
+            for n in base.shape:
+                lo = int(rng.integers(0, n))
+                kind = rng.integers(0, 4)
+                key.append(lo if kind == 0 else slice(lo, int(rng.integers(lo, n + 1)), int(rng.integers(1, 3))))
+            view = base[tuple(key)]
+            if rng.integers(0, 4) == 0 and view.ndim >= 2:
+                view = view.swapaxes(0, 1)
+            if rng.integers(0, 6) == 0:
+                view = view.reshape(-1) if view.flags.c_contiguous else view
+            if view.size == 0:
+                continue  # an empty view: the 2-D fast path bounds it otherwise than the loops (no element either way)
+            got = box_of(base, view)
+            assert got == _reference_box(base, view), (base.shape, base.strides, view.shape, view.strides)
+            assert box_of(base, view) == got  # a second time, through the cache of view steps
+            checked += 1
+            boxed += got is not None
+    assert boxed > checked // 2 and checked - boxed > 20  # both outcomes are exercised
+
+
+@nki.jit(platform_target="trn2")
+def tiled_pipeline(a, w):
+    """Blocks of ``a`` through shared SBUF tiles (column slices read and written in turn, so boxes overlap in
+    part), matmuls accumulating into a zero-filled PSUM tile, stores into HBM blocks read back: dependencies
+    that wait, and many accesses long done by the time their allocation is touched again."""
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 512), dtype=a.dtype, buffer=nl.sbuf)
+    u = nl.ndarray((128, 512), dtype=a.dtype, buffer=nl.sbuf)
+    wt = nl.ndarray((128, 128), dtype=w.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=wt, src=w)
+    for r in range(3):
+        for j in range(8):
+            cols = slice(j * 64, (j + 1) * 64)
+            nisa.dma_copy(dst=t[:, cols], src=a[:, r * 512 + j * 64:r * 512 + (j + 1) * 64])
+            nisa.tensor_scalar(dst=u[:, cols], data=t[:, cols], op0=nl.multiply, operand0=2.0)
+            nisa.activation(dst=t[:, j * 64 + 32:(j + 1) * 64], op=nl.copy, data=u[:, cols][:, 16:48], bias=None,
+                            scale=1.0)
+        acc = nl.zeros((128, 512), dtype=np.float32, buffer=nl.psum)
+        for k in range(2):
+            nisa.nc_matmul(dst=acc, stationary=wt, moving=t, accumulate=True)
+        nisa.tensor_copy(dst=u, src=acc)
+        nisa.dma_copy(dst=out[:, r * 512:(r + 1) * 512], src=u)
+        nisa.dma_copy(dst=t[:, :256], src=out[:, r * 512 + 128:r * 512 + 384])
+    return out
+
+
+@pytest.mark.parametrize("target", ["trn1", "trn2"])
+def test_a_schedule_without_records_times_every_instruction_as_with_them(target):
+    # Without records the schedule skips the accesses that cannot delay an instruction (_ready); with them it
+    # lists every dependency. The times must not differ: makespan, last instruction, each queue's busy time.
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((128, 1536)).astype(np.float32)
+    w = rng.standard_normal((128, 128)).astype(np.float32)
+    kernel = nki.jit(tiled_pipeline.func, platform_target=target)
+    results = []
+    for ctx in (schedule.recording, contextlib.nullcontext):
+        with ctx():
+            out = kernel(a, w)
+        kernel.last_result.costs.finish()  # the last instruction is placed when the launch's costs are read
+        s = kernel.last_result.costs.scheduler
+        results.append((out, s.makespan_s, s.last_index, dict(s.queue_free), dict(s.queue_busy), s.bandwidth_free))
+        if ctx is schedule.recording:
+            records = kernel.last_result.schedule.instructions
+    recorded, plain = results
+    np.testing.assert_array_equal(recorded[0], plain[0])
+    assert recorded[1:] == plain[1:]
+    assert plain[1] == max(i.end_s for i in records)
+    assert sum(i.wait_s > 0 for i in records) > 20  # dependencies do hold instructions back
+
+
+def test_the_start_without_records_is_the_start_with_them_for_random_accesses():
+    # _ready (no records) against _dependencies (records) on random in-flight accesses: ends around the
+    # instruction's queue time, within and past the dependency latency, partial and whole boxes, zero fills,
+    # several queues, and region bounds at or above their entries' ends.
+    rng = np.random.default_rng(11)
+    queues = ["tensor", "vector", "dma:0"]
+    lat = 0.25
+
+    def box():
+        if rng.integers(0, 5) == 0:
+            return None
+        r0, c0 = (int(v) for v in rng.integers(0, 8, 2))
+        return (r0, r0 + int(rng.integers(0, 4)), c0, c0 + int(rng.integers(0, 4)))
+
+    def region(free):
+        reg = schedule._Region(None)
+        for lst, bound in (("writers", "writers_end"), ("readers", "readers_end")):
+            entries = [[box(), free + float(rng.uniform(-2 * lat, lat)), i, queues[rng.integers(0, 3)],
+                        lst == "writers" and bool(rng.integers(0, 2))] for i in range(int(rng.integers(0, 5)))]
+            setattr(reg, lst, entries)
+            if entries:
+                setattr(reg, bound, max(e[1] for e in entries) + float(rng.choice([0.0, 0.0, rng.uniform(0, lat)])))
+        return reg
+
+    raised = skipped = 0
+    for _ in range(3000):
+        free = float(rng.uniform(0, 4))
+        queue = queues[rng.integers(0, 3)]
+        tensor = queue == "tensor"
+        reads = [(region(free), box(), None) for _ in range(int(rng.integers(0, 3)))]
+        writes = [(region(free), box(), None) for _ in range(int(rng.integers(0, 3)))]
+        expected = schedule._dependencies(reads, writes, queue, lat, tensor, free)[0]
+        assert schedule._ready(reads, writes, queue, lat, tensor, free) == expected
+        raised += expected > free
+        skipped += expected == free and any(r.writers for r, _, _ in reads + writes)
+    assert raised > 1000 and skipped > 300  # both outcomes, many times
+
+
+def test_arrivals_at_the_same_time_set_the_same_critical_dependency_in_any_order():
+    # Symmetric cores reach a meeting at the same time; which thread got there first must not decide the
+    # exchange's critical dependency (it is this core's own last instruction).
+    crits = set()
+    for order in (1, -1):
+        s = schedule.Scheduler("trn2", record=True, core=0)
+        s.issue("vector", "tensor_scalar", 1e-6)
+        arrivals = [s.arrival(), (s.makespan_s, 1, 0)][::order]
+        s.meet(arrivals)
+        s.issue("collective", "core_barrier", 1e-6)
+        s.finish()
+        barrier = s.instructions()[-1]
+        assert sorted(barrier.deps, key=schedule._dep_order) == [0, (1, 0)]
+        crits.add(barrier.critical_dep)
+    assert crits == {0}

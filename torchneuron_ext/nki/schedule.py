@@ -34,10 +34,13 @@ from typing import Any, Iterator, Optional
 
 from ..trainium import targets as _targets
 from . import dtypes
+from .data_address import data_address
 from .errors import _is_internal
 
 # An allocation with more distinct boxes than this in flight has them merged into one (see the docstring).
 MAX_ENTRIES = 16
+# The views' boxes kept per allocation (_Region.boxes), forgotten all at once past this many.
+_MAX_BOXES = 1024
 
 
 @dataclass(frozen=True)
@@ -257,12 +260,12 @@ def scheduler_for(target: Any, record: Optional[bool] = None) -> "Scheduler":
 def box_of(base: Any, arr: Any, base_address: Optional[int] = None) -> Optional[tuple]:
     """The element box ``arr`` (a view of the allocation ``base``) covers, flattened as (lo0, hi0, lo1, hi1,
     ...) over ``base``'s dimensions (hi inclusive); None when a box cannot describe it (the whole allocation).
-    ``base_address``: ``base``'s data address if the caller has it (reading it costs a dict per call)."""
+    ``base_address``: ``base``'s data address if the caller has it."""
     bstrides = base.strides
     bshape = base.shape
     if base_address is None:
-        base_address = base.__array_interface__["data"][0]
-    off = arr.__array_interface__["data"][0] - base_address
+        base_address = data_address(base)
+    off = data_address(arr) - base_address
     n = len(bstrides)
     if off < 0 or n == 0:
         return None
@@ -274,32 +277,50 @@ def box_of(base: Any, arr: Any, base_address: Optional[int] = None) -> Optional[
         if rest or r + h > bshape[0] or c + w > bshape[1]:
             return None
         return (r, r + h - 1, c, c + w - 1)
-    lo = [0] * n
-    for d in range(n):
-        s = bstrides[d]
-        if s <= 0:
+    steps = _VIEW_STEPS.get((bstrides, arr.shape, arr.strides))
+    if steps is None:
+        steps = _view_steps(bstrides, arr.shape, arr.strides)
+    if not steps:
+        return None
+    out = []
+    for s, step, size in zip(bstrides, steps, base.shape):
+        lo, off = divmod(off, s)
+        hi = lo + step
+        if hi >= size:
             return None
-        lo[d], off = divmod(off, s)
+        out.append(lo)
+        out.append(hi)
     if off:
         return None
-    hi = list(lo)
-    for size, t in zip(arr.shape, arr.strides):
+    return tuple(out)
+
+
+# (base strides, view shape, view strides) -> _view_steps: a kernel's views take a few shapes over many offsets.
+_VIEW_STEPS: dict = {}
+
+
+def _view_steps(bstrides: tuple, shape: tuple, strides: tuple) -> tuple:
+    """How far a view of ``shape`` and ``strides`` reaches past its first element in each dimension of an
+    allocation of ``bstrides`` (the box's hi - lo), each of the view's dimensions counted in the first of the
+    allocation's whose stride divides its own; () when a box cannot describe it (a dimension no stride divides,
+    or an allocation stride that is not positive). Kept in _VIEW_STEPS."""
+    steps = [0] * len(bstrides)
+    if any(s <= 0 for s in bstrides):
+        steps = []
+    for size, t in zip(shape, strides) if steps else ():
         if size <= 1 or t == 0:
             continue
-        for d in range(n):
-            s = bstrides[d]
+        for d, s in enumerate(bstrides):
             if t >= s and t % s == 0:
-                hi[d] += (size - 1) * (t // s)
+                steps[d] += (size - 1) * (t // s)
                 break
         else:
-            return None
-    out = []
-    for d in range(n):
-        if hi[d] >= bshape[d]:
-            return None
-        out.append(lo[d])
-        out.append(hi[d])
-    return tuple(out)
+            steps = []
+            break
+    if len(_VIEW_STEPS) >= 4096:
+        _VIEW_STEPS.clear()
+    result = _VIEW_STEPS[(bstrides, shape, strides)] = tuple(steps)
+    return result
 
 
 def _overlap(a: Optional[tuple], b: Optional[tuple]) -> bool:
@@ -385,15 +406,19 @@ def _union(entries: list) -> Optional[tuple]:
 
 class _Region:
     """The in-flight accesses of one allocation, for one core's schedule (``owner``): entries [box, end_s,
-    index, queue, zero fill]."""
-    __slots__ = ("writers", "readers", "owner", "base", "base_address")
+    index, queue, zero fill]. ``writers_end`` and ``readers_end`` bound their ends from above (every end added
+    since the list was last emptied), so that a schedule without records skips a list none of whose entries can
+    delay an instruction (``_ready``)."""
+    __slots__ = ("writers", "readers", "writers_end", "readers_end", "owner", "base", "base_address", "boxes")
 
     def __init__(self, owner: Any) -> None:
         self.writers: list = []
         self.readers: list = []
+        self.writers_end = self.readers_end = -math.inf
         self.owner = owner
         self.base: Any = None       # the allocation's array and its data address, for box_of
         self.base_address = 0
+        self.boxes: dict = {}       # (view's byte offset, shape, strides) -> box_of, while base is the same
 
 
 _end_of = operator.itemgetter(1)  # an entry's end, the key _fold_oldest sorts by
@@ -415,6 +440,7 @@ class Scheduler:
 
     def __init__(self, target: Any, record: bool = False, core: int = 0) -> None:
         self.table = latency_table(target)
+        self._dependency_s, self._te_ramp_s = self.table.dependency_s, self.table.te_ramp_s  # read per instruction
         self.record, self.core = record, core
         self.group: Any = None  # the cores launched together (runtime.run_ranks' CoreGroup), which may share memory
         self.queue_free: dict = {}
@@ -468,8 +494,15 @@ class Scheduler:
             box = None
         else:
             if region.base is not base:
-                region.base, region.base_address = base, base.__array_interface__["data"][0]
-            box = box_of(base, arr, region.base_address)
+                region.base, region.base_address, region.boxes = base, data_address(base), {}
+            # A kernel's loops come back to the same views (offset, shape and strides): their boxes are kept.
+            key = (data_address(arr) - region.base_address, arr.shape, arr.strides)
+            boxes = region.boxes
+            box = boxes.get(key, boxes)
+            if box is boxes:
+                if len(boxes) >= _MAX_BOXES:
+                    boxes.clear()
+                box = boxes[key] = box_of(base, arr, region.base_address)
         item = (region, box, self._operand(storage, arr, writing) if self.record else None)
         if not writing:
             self._reads.append(item)
@@ -522,37 +555,12 @@ class Scheduler:
         self._pending = None
         writes, self._writes = self._writes, []
         free = self.queue_free.get(queue, self.floor_s)
-        ready = free
-        crit = None
-        deps = [] if self.record else None
-        lat = self.table.dependency_s.get(engine, 0.0)
-        # Read-after-write: the consumer waits for the producer's output and pays the dependency latency,
-        # except Tensor after Tensor (matmuls accumulating into one PSUM tile stream in order).
+        lat = self._dependency_s.get(engine, 0.0)
         tensor = queue == "tensor"
-        raw_lat = 0.0 if tensor else lat
-        for region, box, _ in reads:
-            if region.writers:
-                for e in _overlapping(region.writers, box):
-                    if tensor and e[4]:
-                        continue
-                    t = e[1] + (raw_lat if e[3] == queue else lat)
-                    if deps is not None:
-                        deps.append(e[2])
-                    if t > ready:
-                        ready, crit = t, e[2]
-        # Write-after-write and write-after-read: in order on one queue; a semaphore wait across queues.
-        for region, box, _ in writes:
-            for lst in (region.writers, region.readers):
-                if not lst:
-                    continue
-                for e in _overlapping(lst, box):
-                    if tensor and e[4]:
-                        continue
-                    t = e[1] + (0.0 if e[3] == queue else lat)
-                    if deps is not None:
-                        deps.append(e[2])
-                    if t > ready:
-                        ready, crit = t, e[2]
+        if self.record:
+            ready, crit, deps = _dependencies(reads, writes, queue, lat, tensor, free)
+        else:
+            ready, crit, deps = _ready(reads, writes, queue, lat, tensor, free), None, None
         meeting = self._meet is not None
         if meeting:
             # The exchange after a meeting with other cores (meet): it waited for every core's arrival, and
@@ -563,16 +571,15 @@ class Scheduler:
                 if t >= ready and crit is None:
                     crit = dep
             self._meet = None
-        elif crit is None and ready == self.floor_s and self._floor_index is not None:
-            crit = self._floor_index  # held by the last meeting, not by its queue
-            if deps is not None:
-                deps.append(crit)
+        elif deps is not None and crit is None and ready == self.floor_s and self._floor_index is not None:
+            crit = self._floor_index  # held by the last meeting, not by its queue (only records name it)
+            deps.append(crit)
         start = ready
         if engine == "dma":
             data_start = max(start + fixed, self.bandwidth_free)
             end = data_start + (seconds - fixed)
             self.bandwidth_free = end
-        elif tensor and self.table.te_ramp_s:
+        elif tensor and self._te_ramp_s:
             end = self._throttled_end(start, seconds)
             seconds = end - start
         else:
@@ -591,20 +598,35 @@ class Scheduler:
         fill = self._fill
         self._fill = False
         for region, box, _ in reads:
-            _add(region.readers, box, end, index, queue, False)
+            # The read joins an entry of the same box (the later end), or is a new one.
+            readers = region.readers
+            for e in readers:
+                if e[0] == box:
+                    if end >= e[1]:
+                        e[1], e[2], e[3] = end, index, queue
+                    break
+            else:
+                readers.append([box, end, index, queue, False])
+                if len(readers) > MAX_ENTRIES:
+                    region.readers = _fold_oldest(readers)
+            if end > region.readers_end:
+                region.readers_end = end
         for region, box, _ in writes:
             if box is None:  # the whole allocation: every earlier access is ordered before this one
                 region.readers = []
                 region.writers = [[None, end, index, queue, fill]]
+                region.readers_end, region.writers_end = -math.inf, end
                 continue
             if region.readers:
                 region.readers = _uncovered(region.readers, box)
             writers = _uncovered(region.writers, box) if region.writers else []
-            # No entry left equals box (a box covers itself): a new entry, without _add's search.
+            # No entry left equals box (a box covers itself): a new entry, without searching for an equal one.
             writers.append([box, end, index, queue, fill])
             if len(writers) > MAX_ENTRIES:
                 writers = _fold_oldest(writers)
             region.writers = writers
+            if end > region.writers_end:
+                region.writers_end = end
         if self.record:
             # Plain fields now, a ScheduledInstruction when the schedule is asked for (instructions()). No
             # container is kept per instruction where it can be helped (the fields go into one flat list, equal
@@ -763,7 +785,9 @@ class Scheduler:
         latest = max(t for t, _, _ in arrivals)
         self.hold_until(latest)
         meet = []
-        for t, core, index in sorted(arrivals, key=lambda a: -a[0]):
+        # Latest first; arrivals at the same time (cores that ran the same work) this core's own first, then by
+        # core, so the exchange's critical dependency does not follow the order the cores' threads met in.
+        for t, core, index in sorted(arrivals, key=lambda a: (-a[0], a[1] != self.core, a[1])):
             if index is None:
                 continue
             key = index if type(index) is tuple else (core, index)  # an arrival may name another core's
@@ -848,15 +872,73 @@ def _dep_order(dep: Any) -> tuple:
     return (0, dep, 0) if type(dep) is int else (1, dep[0], dep[1])
 
 
-def _add(entries: list, box: Optional[tuple], end: float, index: int, queue: str, fill: bool) -> None:
+def _dependencies(reads: list, writes: list, queue: str, lat: float, tensor: bool, free: float) -> tuple:
+    """When an instruction on ``queue`` whose engine's dependency latency is ``lat`` may start, its queue free at
+    ``free``: (start, the dependency that set it or None, every dependency in the order met)."""
+    ready = free
+    crit = None
+    deps = []
+    # Read-after-write: the consumer waits for the producer's output and pays the dependency latency,
+    # except Tensor after Tensor (matmuls accumulating into one PSUM tile stream in order).
+    raw_lat = 0.0 if tensor else lat
+    for region, box, _ in reads:
+        if region.writers:
+            for e in _overlapping(region.writers, box):
+                if tensor and e[4]:
+                    continue
+                t = e[1] + (raw_lat if e[3] == queue else lat)
+                deps.append(e[2])
+                if t > ready:
+                    ready, crit = t, e[2]
+    # Write-after-write and write-after-read: in order on one queue; a semaphore wait across queues.
+    for region, box, _ in writes:
+        for lst in (region.writers, region.readers):
+            if not lst:
+                continue
+            for e in _overlapping(lst, box):
+                if tensor and e[4]:
+                    continue
+                t = e[1] + (0.0 if e[3] == queue else lat)
+                deps.append(e[2])
+                if t > ready:
+                    ready, crit = t, e[2]
+    return ready, crit, deps
+
+
+def _ready(reads: list, writes: list, queue: str, lat: float, tensor: bool, free: float) -> float:
+    """``_dependencies``' start alone, for a schedule without records: the start is a maximum, so a list whose
+    bound (``_Region``) plus ``lat`` is no later than the start so far cannot raise it and is not searched
+    (floating-point addition is monotonic: no entry's end plus a latency up to ``lat`` exceeds the bound's)."""
+    ready = free
+    raw_lat = 0.0 if tensor else lat
+    for region, box, _ in reads:
+        if region.writers and region.writers_end + lat > ready:
+            ready = _latest(region.writers, box, queue, raw_lat, lat, tensor, ready)
+    for region, box, _ in writes:
+        if region.writers and region.writers_end + lat > ready:
+            ready = _latest(region.writers, box, queue, 0.0, lat, tensor, ready)
+        if region.readers and region.readers_end + lat > ready:
+            ready = _latest(region.readers, box, queue, 0.0, lat, tensor, ready)
+    return ready
+
+
+def _latest(entries: list, box: Optional[tuple], queue: str, same: float, other: float, tensor: bool,
+            ready: float) -> float:
+    """The latest of ``ready`` and the ends of the entries overlapping ``box`` (``_overlap``), each plus ``same``
+    if it ran on ``queue`` or else ``other``; a Tensor instruction (``tensor``) skips zero fills. Only an entry
+    that would be later is tested for overlap, without the list ``_overlapping`` makes."""
     for e in entries:
-        if e[0] == box:
-            if end >= e[1]:
-                e[1], e[2], e[3], e[4] = end, index, queue, fill
-            return
-    entries.append([box, end, index, queue, fill])
-    if len(entries) > MAX_ENTRIES:
-        entries[:] = _fold_oldest(entries)
+        t = e[1] + (same if e[3] == queue else other)
+        if t > ready and not (tensor and e[4]):
+            b = e[0]
+            if box is None or b is None:
+                ready = t
+            elif len(b) == 4 and len(box) == 4:
+                if not (b[1] < box[0] or box[1] < b[0] or b[3] < box[2] or box[3] < b[2]):
+                    ready = t
+            elif _overlap(box, b):
+                ready = t
+    return ready
 
 
 _INTERNAL: dict = {}   # code object -> whether it is the package's (or numpy's), for _kernel_line
