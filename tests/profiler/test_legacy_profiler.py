@@ -20,10 +20,10 @@ def _rows(prof):
     return {e.key: e for e in prof.key_averages()}
 
 
-def _median_mm_us(prof) -> float:
+def _fastest_mm_us(prof) -> float:
     times = sorted(e.device_time_total for e in prof.function_events if e.name == "aten::mm")
     assert len(times) == 3 and times[0] > 0, times
-    return times[1]
+    return times[0]
 
 
 def test_legacy_path_times_neuron_ops():
@@ -53,10 +53,10 @@ def test_legacy_and_kineto_paths_agree():
         assert lr[op].count == kr[op].count == 3, op
     for op in ("aten::mm", "aten::tanh", "aten::sum"):
         assert lr[op].device_time_total > 0 and kr[op].device_time_total > 0, op
-    # The same work measured twice on a shared machine: the same order of magnitude. Each path's median
-    # call, not its total, so that one call descheduled under load (a 256^3 mm of ~100 us taking 20 ms)
-    # does not decide the comparison.
-    ratio = _median_mm_us(legacy) / _median_mm_us(kineto)
+    # The same work measured twice on a shared machine: the same order of magnitude. Each path's fastest
+    # call, not its total or median: being descheduled under load only ever adds time (a 256^3 mm of
+    # ~100 us took 20 ms), and on a loaded host two of three calls can be (the median failed so).
+    ratio = _fastest_mm_us(legacy) / _fastest_mm_us(kineto)
     assert 0.1 < ratio < 10, ratio
 
 
