@@ -180,3 +180,12 @@ def test_headroom_wants_most_of_a_cpu_free_of_other_processes() -> None:
     h._cpus = [0, 1]
     h.update(10.0, 5.0, None)  # /proc/stat unreadable: never
     assert not h._spare
+
+
+def test_announcing_is_off_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(cores.OVERLAP_ENV, raising=False)
+    group = CoreGroup(2, "k")
+    group.announce(0, 3)
+    assert group._clocks == [0, 0]
+    monkeypatch.setenv(cores.OVERLAP_ENV, "auto")
+    assert CoreGroup(2, "k").headroom.mode == "auto"

@@ -24,7 +24,8 @@ A core may announce its next instruction before it has started it (:meth:`CoreGr
 computes something of its own that needs no lock (nc_matmul's product, GIL-free in BLAS): the other core
 then runs its turn meanwhile, and the order of their instructions' effects is the one pacing gives. It pays
 only with a CPU to spare; on a loaded machine the woken core queues behind the computing one and the launch
-is slower (docs/nki.md), so :class:`Headroom` allows it only while other processes leave most of a CPU free.
+is slower (docs/nki.md), so :class:`Headroom` allows it only while other processes leave most of a CPU free,
+and only when asked (``TORCHNEURON_EXT_NKI_CORE_OVERLAP``).
 """
 from __future__ import annotations
 
@@ -39,8 +40,10 @@ from .errors import NKIError, _kernel_location
 # up: a kernel whose other core computes this long between two meetings is not one the simulator runs.
 WAIT_LIMIT_S = float(os.environ.get("TORCHNEURON_EXT_NKI_CORE_WAIT_S", "300"))
 
-# Whether a core announces its next instruction before computing its product (CoreGroup.announce): "auto"
-# (when Headroom finds a CPU free of other processes), "1" (always) or "0" (never). Results are the same.
+# Whether a core announces its next instruction before computing its product (CoreGroup.announce): "0" (never,
+# the default), "auto" (when Headroom finds a CPU free of other processes) or "1" (always). Results are the
+# same. Off by default: on the loaded development VM it gained nothing (docs/nki.md, issue 29 item 5), and no
+# idle host was available to measure what "auto" is for.
 OVERLAP_ENV = "TORCHNEURON_EXT_NKI_CORE_OVERLAP"
 
 
@@ -79,7 +82,7 @@ class CoreGroup:
         self.error: Optional[BaseException] = None
         self.stop = threading.Event()
         self._clocks = [0] * count  # instructions each core has started (pace)
-        self.headroom = Headroom.from_env(os.environ.get(OVERLAP_ENV, "auto"))
+        self.headroom = Headroom.from_env(os.environ.get(OVERLAP_ENV, "0"))
 
     # -- running the cores ---------------------------------------------------------------------------------
     def run(self, body: Callable[[int], Any]) -> list:
