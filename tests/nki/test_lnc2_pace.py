@@ -6,12 +6,15 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import ml_dtypes
 import numpy as np
+import pytest
 
 import torchneuron_ext.nki as nki
 import torchneuron_ext.nki.isa as nisa
 import torchneuron_ext.nki.language as nl
-from torchneuron_ext.nki.cores import CoreGroup
+from torchneuron_ext.nki import cores
+from torchneuron_ext.nki.cores import CoreGroup, Headroom
 
 
 @nki.jit
@@ -72,3 +75,117 @@ def test_pace_orders_the_kth_instructions_of_all_cores_before_any_k_plus_first()
 
     group.run(body)
     assert log == sorted(log)  # every core's k-th before any (k+1)-th, lower core first at equal k
+
+
+# -- announcing the next instruction early (CoreGroup.announce, nc_matmul's product) -------------------------
+
+def test_announce_lets_the_other_core_take_its_turn_and_keeps_the_order() -> None:
+    group = CoreGroup(2, "k")
+    group.headroom = Headroom("1")
+    log: list = []
+    lock = threading.Lock()
+    turn_taken = threading.Event()
+
+    def body(core: int) -> Any:
+        for clock in range(1, 6):
+            group.pace(core, clock)
+            with lock:
+                log.append((clock, core))
+            if core == 1 and clock == 1:
+                turn_taken.set()
+            if core == 0 and clock == 1:
+                # As nc_matmul's product: core 0 computes while core 1 takes its first turn. Without the
+                # announcement core 1 could not start before core 0 reached clock 2, and this would time out.
+                group.announce(0, 2)
+                assert turn_taken.wait(timeout=10)
+
+    group.run(body)
+    assert log == sorted(log)
+
+
+def test_announce_is_nothing_without_headroom() -> None:
+    group = CoreGroup(2, "k")
+    group.headroom = Headroom("0")
+    group.announce(0, 3)
+    assert group._clocks == [0, 0]
+    group.headroom = Headroom("1")
+    group.announce(0, 3)
+    group.announce(0, 2)  # never back
+    assert group._clocks == [3, 0]
+
+
+@nki.jit
+def matmuls_between_shared_stores(w, x):
+    """Each core zeroes the shared output, accumulates 2 K tiles of bf16 matmuls per block in PSUM, and stores
+    its block's rows; the zeroing and the stores are shared-HBM writes between the matmuls."""
+    width = x.shape[2]
+    out = nl.ndarray((2 * 128, width), dtype=nl.float32, buffer=nl.shared_hbm)
+    i = nl.program_id(0)
+    zero = nl.ndarray((128, width), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(zero, 0)
+    nisa.dma_copy(dst=out[i * 128:(i + 1) * 128, :], src=zero)
+    nisa.dma_copy(dst=out[(1 - i) * 128:(2 - i) * 128, :], src=zero)
+    wt = nl.ndarray((128, 2, 128), dtype=w.dtype, buffer=nl.sbuf)
+    xt = nl.ndarray((128, 2, width), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=wt, src=w[i])
+    nisa.dma_copy(dst=xt, src=x)
+    for b in range(width // 128):
+        acc = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.psum)
+        for k in range(2):
+            nisa.nc_matmul(dst=acc, stationary=wt[:, k, :], moving=xt[:, k, b * 128:(b + 1) * 128])
+        res = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=res, src=acc)
+        nisa.dma_copy(dst=out[i * 128:(i + 1) * 128, b * 128:(b + 1) * 128], src=res)
+    return out
+
+
+@pytest.mark.parametrize("overlap", ["0", "1"])
+def test_matmuls_give_the_same_bits_with_and_without_announcing(monkeypatch: pytest.MonkeyPatch,
+                                                                 overlap: str) -> None:
+    monkeypatch.setenv(cores.OVERLAP_ENV, overlap)
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((2, 128, 2, 128)).astype(ml_dtypes.bfloat16)
+    x = rng.standard_normal((128, 2, 512)).astype(ml_dtypes.bfloat16)
+    got = matmuls_between_shared_stores[2](w, x)
+    w32, x32 = w.astype(np.float32), x.astype(np.float32)
+    for core in range(2):
+        want = sum(w32[core][:, k, :].T @ x32[:, k, :] for k in range(2))
+        np.testing.assert_allclose(got[core * 128:(core + 1) * 128], want, rtol=1e-5, atol=1e-4)
+    # The same bits either way: the product's order of summation and the stores' order are unchanged.
+    monkeypatch.setenv(cores.OVERLAP_ENV, "1" if overlap == "0" else "0")
+    np.testing.assert_array_equal(matmuls_between_shared_stores[2](w, x), got)
+
+
+def test_overlap_setting_is_checked() -> None:
+    with pytest.raises(ValueError, match="must be auto, 0 or 1"):
+        Headroom.from_env("yes")
+
+
+def _headroom_after(busy_fraction: float, own_cpus: float) -> bool:
+    """Headroom's verdict on two CPUs busy ``busy_fraction`` of a second, this process using ``own_cpus``."""
+    h = Headroom("auto")
+    h._cpus = [0, 1]
+    h.update(10.0, 5.0, (1000, 2000))
+    idle = round(200 * (1.0 - busy_fraction))  # 100 ticks a second per CPU
+    h.update(11.0, 5.0 + own_cpus, (1000 + idle, 2200))
+    return h._spare
+
+
+def test_headroom_wants_most_of_a_cpu_free_of_other_processes() -> None:
+    assert _headroom_after(busy_fraction=0.5, own_cpus=1.0)        # only this process: a CPU free
+    assert _headroom_after(busy_fraction=0.9, own_cpus=1.6)        # its two cores overlapping, others idle
+    assert not _headroom_after(busy_fraction=1.0, own_cpus=1.0)    # another process holds the other CPU
+    assert not _headroom_after(busy_fraction=0.75, own_cpus=1.0)   # half a CPU taken by others
+    h = Headroom("auto")
+    h._cpus = [0, 1]
+    h.update(10.0, 5.0, None)  # /proc/stat unreadable: never
+    assert not h._spare
+
+
+def test_announcing_is_off_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(cores.OVERLAP_ENV, raising=False)
+    group = CoreGroup(2, "k")
+    group.announce(0, 3)
+    assert group._clocks == [0, 0]
+    monkeypatch.setenv(cores.OVERLAP_ENV, "auto")
+    assert CoreGroup(2, "k").headroom.mode == "auto"

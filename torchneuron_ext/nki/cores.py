@@ -19,6 +19,13 @@ clock, do. Free-running threads would let one core finish the kernel before the 
 runs one for milliseconds at a time), so what one core's shared-HBM writes overwrite of the other's would
 depend on the thread scheduler; in step it is the same on every run and as on the device (e.g. both cores
 zero an output before either stores its rows into it).
+
+A core may announce its next instruction before it has started it (:meth:`CoreGroup.announce`) while it
+computes something of its own that needs no lock (nc_matmul's product, GIL-free in BLAS): the other core
+then runs its turn meanwhile, and the order of their instructions' effects is the one pacing gives. It pays
+only with a CPU to spare; on a loaded machine the woken core queues behind the computing one and the launch
+is slower (docs/nki.md), so :class:`Headroom` allows it only while other processes leave most of a CPU free,
+and only when asked (``TORCHNEURON_EXT_NKI_CORE_OVERLAP``).
 """
 from __future__ import annotations
 
@@ -32,6 +39,12 @@ from .errors import NKIError, _kernel_location
 # A wait that outlives this (seconds) while the core it waits for still runs is reported rather than kept
 # up: a kernel whose other core computes this long between two meetings is not one the simulator runs.
 WAIT_LIMIT_S = float(os.environ.get("TORCHNEURON_EXT_NKI_CORE_WAIT_S", "300"))
+
+# Whether a core announces its next instruction before computing its product (CoreGroup.announce): "0" (never,
+# the default), "auto" (when Headroom finds a CPU free of other processes) or "1" (always). Results are the
+# same. Off by default: on the loaded development VM it gained nothing (docs/nki.md, issue 29 item 5), and no
+# idle host was available to measure what "auto" is for.
+OVERLAP_ENV = "TORCHNEURON_EXT_NKI_CORE_OVERLAP"
 
 
 class CoreStopped(BaseException):
@@ -69,6 +82,7 @@ class CoreGroup:
         self.error: Optional[BaseException] = None
         self.stop = threading.Event()
         self._clocks = [0] * count  # instructions each core has started (pace)
+        self.headroom = Headroom.from_env(os.environ.get(OVERLAP_ENV, "0"))
 
     # -- running the cores ---------------------------------------------------------------------------------
     def run(self, body: Callable[[int], Any]) -> list:
@@ -117,6 +131,17 @@ class CoreGroup:
                 if self.stop.is_set():
                     raise CoreStopped()
                 self._cond.wait(timeout=1.0)
+
+    def announce(self, core: int, clock: int) -> None:
+        """Core ``core`` will start instruction ``clock`` next and, until it calls :meth:`pace` with it, touches
+        nothing another core can see: the cores it holds back may run meanwhile, as if it were already
+        waiting in ``pace``. A no-op unless the machine has a CPU to spare for it (``headroom``)."""
+        if not self.headroom.spare():
+            return
+        with self._cond:
+            if clock > self._clocks[core]:
+                self._clocks[core] = clock
+                self._cond.notify_all()
 
     def _failed(self, error: BaseException) -> None:
         with self._cond:
@@ -198,6 +223,79 @@ class CoreGroup:
             return f"core {g}"
         rank, core = divmod(g, self.cores_per_rank)
         return f"rank {rank}" if self.cores_per_rank == 1 else f"rank {rank} core {core}"
+
+
+class Headroom:
+    """Whether other processes leave a CPU of this process's affinity free, judged every ``PERIOD_S`` from
+    /proc/stat (busy time of those CPUs, steal included) less this process's own CPU time: a cheap measure
+    that does not depend on whether the cores overlap now. Linux only; elsewhere (or if unreadable) never."""
+
+    PERIOD_S = 0.5
+    # Others may use at most this much of the CPUs beyond one for this process: a CPU three quarters free.
+    FREE_NEEDED = 0.75
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self._cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        self._next = 0.0
+        self._last: Optional[tuple] = None
+        self._spare = mode == "1"
+
+    @classmethod
+    def from_env(cls, value: str) -> "Headroom":
+        value = value.strip().lower()
+        if value not in ("auto", "0", "1"):
+            raise ValueError(f"{OVERLAP_ENV} must be auto, 0 or 1, got {value!r}")
+        return cls(value)
+
+    def spare(self) -> bool:
+        if self.mode != "auto":
+            return self._spare
+        now = time.monotonic()
+        if now >= self._next:
+            self._next = now + self.PERIOD_S
+            self._probe(now)
+        return self._spare
+
+    def _probe(self, now: float) -> None:
+        times = _cpu_jiffies(self._cpus) if len(self._cpus) > 1 else None
+        self.update(now, time.process_time(), times)
+
+    def update(self, now: float, own_cpu_s: float, jiffies: Optional[tuple]) -> None:
+        """A sample: monotonic time, this process's CPU time and (idle, total) ticks of its CPUs (None: not
+        known). Compared with the previous sample, it decides ``spare`` until the next."""
+        if jiffies is None:
+            self._spare, self._last = False, None
+            return
+        sample = (now, own_cpu_s, *jiffies)
+        last, self._last = self._last, sample
+        if last is None:
+            return
+        wall, own = sample[0] - last[0], sample[1] - last[1]
+        idle, total = sample[2] - last[2], sample[3] - last[3]
+        if wall <= 0 or total <= 0:
+            return
+        cpus = len(self._cpus)
+        others = (1.0 - idle / total) * cpus - own / wall
+        self._spare = cpus > 1 and others <= cpus - 1 - self.FREE_NEEDED
+
+
+def _cpu_jiffies(cpus: list) -> Optional[tuple]:
+    """(idle, total) clock ticks of ``cpus`` since boot from /proc/stat (idle and iowait count as idle)."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            lines = f.read().split(b"\n")
+    except OSError:
+        return None
+    wanted = {b"cpu%d" % c for c in cpus}
+    idle = total = 0
+    for line in lines:
+        fields = line.split()
+        if fields and fields[0] in wanted:
+            ticks = [int(v) for v in fields[1:9]]
+            idle += ticks[3] + ticks[4]
+            total += sum(ticks)
+    return (idle, total) if total else None
 
 
 def _where(location: Optional[tuple]) -> str:

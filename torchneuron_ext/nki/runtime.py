@@ -192,6 +192,12 @@ class Launch:
         """The group's thread number of ``core`` of ``rank``."""
         return rank * self.core_count + core
 
+    def announce_next(self) -> None:
+        """This core computes, until its next instruction starts, only on arrays no other core sees: the cores
+        pacing holds back may take their turn meanwhile (CoreGroup.announce). Nothing without other cores."""
+        if self.cores is not None:
+            self.cores.announce(self._thread, self.costs.clock + 1)
+
     def run_cores(self, func: Callable, args: tuple, kwargs: dict) -> Any:
         """Run every core of a concurrent launch at the same time; core 0's result."""
         return run_ranks([self], [(args, kwargs)], func)[0]

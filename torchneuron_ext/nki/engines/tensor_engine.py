@@ -114,10 +114,15 @@ def matmul(stationary: NKITensor, moving: NKITensor, *, dst: Optional[NKITensor]
         other = moving.dtype if stationary.dtype in f32 else stationary.dtype
         fail("err_unsupported_dtype_combination",
              f"'{api}' cannot mix fp32 with {dtypes.name(other)}: cast both operands to the same precision class")
-    a = fp32(np.asarray(stationary.read())).reshape(k * rows, m)
-    b = fp32(np.asarray(moving.read())).reshape(k * rows, n)
+    a, b = np.asarray(stationary.read()), np.asarray(moving.read())
+    launch = runtime.current()
+    # The widening and the product touch only this core's arrays and release the GIL: the other core of an
+    # LNC=2 launch may run its turn meanwhile (the product is a third of a bf16 matmul's time).
+    launch.announce_next()
+    a = fp32(a).reshape(k * rows, m)
+    b = fp32(b).reshape(k * rows, n)
     result = a.T @ b
-    runtime.current().costs.matmul(api, k * rows, m, n, stationary.dtype in f32)
+    launch.costs.matmul(api, k * rows, m, n, stationary.dtype in f32)
     if dst is None:
         out = new_tile((m, n), dtypes.float32, psum)
         mm = as_mask(mask)
