@@ -13,7 +13,7 @@ import pytest
 import torchneuron_ext.nki as nki
 import torchneuron_ext.nki.isa as nisa
 import torchneuron_ext.nki.language as nl
-from torchneuron_ext.nki import cores
+from torchneuron_ext.nki import cores, runtime
 from torchneuron_ext.nki.cores import CoreGroup, Headroom
 
 
@@ -115,9 +115,10 @@ def test_announce_is_nothing_without_headroom() -> None:
 
 
 @nki.jit
-def matmuls_between_shared_stores(w, x):
-    """Each core zeroes the shared output, accumulates 2 K tiles of bf16 matmuls per block in PSUM, and stores
-    its block's rows; the zeroing and the stores are shared-HBM writes between the matmuls."""
+def matmuls_between_shared_stores(w, x, block: int = 512):
+    """Each core zeroes the shared output, accumulates 2 K tiles of bf16 matmuls per block of ``block``
+    columns in PSUM, and stores its block's rows; the zeroing and the stores are shared-HBM writes between the
+    matmuls. (128, 128) x (128, 512) products are large enough to be announced (OVERLAP_MIN_MACS)."""
     width = x.shape[2]
     out = nl.ndarray((2 * 128, width), dtype=nl.float32, buffer=nl.shared_hbm)
     i = nl.program_id(0)
@@ -129,13 +130,13 @@ def matmuls_between_shared_stores(w, x):
     xt = nl.ndarray((128, 2, width), dtype=x.dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=wt, src=w[i])
     nisa.dma_copy(dst=xt, src=x)
-    for b in range(width // 128):
-        acc = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.psum)
+    for b in range(width // block):
+        acc = nl.ndarray((128, block), dtype=nl.float32, buffer=nl.psum)
         for k in range(2):
-            nisa.nc_matmul(dst=acc, stationary=wt[:, k, :], moving=xt[:, k, b * 128:(b + 1) * 128])
-        res = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.nc_matmul(dst=acc, stationary=wt[:, k, :], moving=xt[:, k, b * block:(b + 1) * block])
+        res = nl.ndarray((128, block), dtype=nl.float32, buffer=nl.sbuf)
         nisa.tensor_copy(dst=res, src=acc)
-        nisa.dma_copy(dst=out[i * 128:(i + 1) * 128, b * 128:(b + 1) * 128], src=res)
+        nisa.dma_copy(dst=out[i * 128:(i + 1) * 128, b * block:(b + 1) * block], src=res)
     return out
 
 
@@ -145,7 +146,7 @@ def test_matmuls_give_the_same_bits_with_and_without_announcing(monkeypatch: pyt
     monkeypatch.setenv(cores.OVERLAP_ENV, overlap)
     rng = np.random.default_rng(3)
     w = rng.standard_normal((2, 128, 2, 128)).astype(ml_dtypes.bfloat16)
-    x = rng.standard_normal((128, 2, 512)).astype(ml_dtypes.bfloat16)
+    x = rng.standard_normal((128, 2, 1024)).astype(ml_dtypes.bfloat16)
     got = matmuls_between_shared_stores[2](w, x)
     w32, x32 = w.astype(np.float32), x.astype(np.float32)
     for core in range(2):
@@ -154,6 +155,21 @@ def test_matmuls_give_the_same_bits_with_and_without_announcing(monkeypatch: pyt
     # The same bits either way: the product's order of summation and the stores' order are unchanged.
     monkeypatch.setenv(cores.OVERLAP_ENV, "1" if overlap == "0" else "0")
     np.testing.assert_array_equal(matmuls_between_shared_stores[2](w, x), got)
+
+
+def test_only_products_worth_a_hand_off_are_announced(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(cores.OVERLAP_ENV, "1")
+    announced = []
+    real = runtime.Launch.announce_next
+    monkeypatch.setattr(runtime.Launch, "announce_next", lambda self: (announced.append(1), real(self))[1])
+    rng = np.random.default_rng(4)
+    w = rng.standard_normal((2, 128, 2, 128)).astype(ml_dtypes.bfloat16)
+    x = rng.standard_normal((128, 2, 1024)).astype(ml_dtypes.bfloat16)
+    matmuls_between_shared_stores[2](w, x, block=512)  # 128 x 128 x 512: 8 Mi multiply-adds
+    assert len(announced) == 2 * 2 * 2  # cores x blocks x K tiles
+    announced.clear()
+    matmuls_between_shared_stores[2](w, x, block=128)  # 2 Mi: over before the other core would run
+    assert not announced
 
 
 def test_overlap_setting_is_checked() -> None:
@@ -182,10 +198,14 @@ def test_headroom_wants_most_of_a_cpu_free_of_other_processes() -> None:
     assert not h._spare
 
 
-def test_announcing_is_off_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_announcing_is_auto_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(cores.OVERLAP_ENV, raising=False)
     group = CoreGroup(2, "k")
+    assert group.headroom.mode == "auto"
+    group.announce(0, 3)  # the first probe only takes a sample: no CPU is known to be free yet
+    assert group._clocks == [0, 0]
+    monkeypatch.setenv(cores.OVERLAP_ENV, "0")
+    group = CoreGroup(2, "k")
+    assert not group.headroom.spare()
     group.announce(0, 3)
     assert group._clocks == [0, 0]
-    monkeypatch.setenv(cores.OVERLAP_ENV, "auto")
-    assert CoreGroup(2, "k").headroom.mode == "auto"

@@ -15,6 +15,10 @@ from ..memory import psum, sbuf
 from ..tensor import NKITensor
 from .operands import charge, check_tile, fp32, free_size, mask_for, new_tile, result_dtype, store_into
 
+# Products of at least this many multiply-adds (about 90 us of single-thread sgemm on the development VM; a
+# (128, 128) x (128, 256) bf16 matmul) are long enough to lend to the other LNC=2 core (CoreGroup.announce).
+OVERLAP_MIN_MACS = 1 << 22
+
 
 _PERF_MODES = {None: 1, "none": 1, "double_row_gen3": 2}
 
@@ -117,8 +121,11 @@ def matmul(stationary: NKITensor, moving: NKITensor, *, dst: Optional[NKITensor]
     a, b = np.asarray(stationary.read()), np.asarray(moving.read())
     launch = runtime.current()
     # The widening and the product touch only this core's arrays and release the GIL: the other core of an
-    # LNC=2 launch may run its turn meanwhile (the product is a third of a bf16 matmul's time).
-    launch.announce_next()
+    # LNC=2 launch may run its turn meanwhile (the product is a third of a bf16 matmul's time). A small product
+    # is over before the other core has its turn, which then only adds a hand-off of the GIL (AWS's moe_tkg,
+    # a few tokens wide, ran 15% slower with every matmul announced).
+    if k * rows * m * n >= OVERLAP_MIN_MACS:
+        launch.announce_next()
     a = fp32(a).reshape(k * rows, m)
     b = fp32(b).reshape(k * rows, n)
     result = a.T @ b
