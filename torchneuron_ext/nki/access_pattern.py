@@ -19,6 +19,7 @@ import numpy as np
 
 from . import dtypes
 from .errors import NKIUnsupportedError, fail
+from .data_address import data_address
 
 __all__ = ["Layout", "Indirection", "layout_of", "realize", "resolve", "contiguous_strides", "parse_pattern",
            "replace_dim", "infer_sizes", "reshape_strides"]
@@ -165,17 +166,13 @@ def _geometry(array: np.ndarray, on_chip: bool, dtype: np.dtype) -> "tuple[int, 
     return nbytes // dtype.itemsize, f, array.strides[0]
 
 
-def _base(array: np.ndarray) -> int:
-    return array.__array_interface__["data"][0]
-
-
 def layout_of(storage_array: np.ndarray, on_chip: bool, view: np.ndarray) -> Layout:
     """The layout of ``view``, a numpy view of ``storage_array`` (as made by basic indexing)."""
     size = view.dtype.itemsize
     if not storage_array.flags.c_contiguous and not on_chip:
         # A kernel argument given as a strided array: patterns count its elements in row-major order.
         if view.shape == storage_array.shape and view.strides == storage_array.strides \
-                and _base(view) == _base(storage_array) and view.dtype == storage_array.dtype:
+                and data_address(view) == data_address(storage_array) and view.dtype == storage_array.dtype:
             return Layout(0, tuple(view.shape), contiguous_strides(view.shape))
         raise NKIUnsupportedError(
             f"a view method or .ap() on a slice of a non-contiguous HBM tensor (shape {storage_array.shape}, byte "
@@ -195,7 +192,7 @@ def layout_of(storage_array: np.ndarray, on_chip: bool, view: np.ndarray) -> Lay
             strides.append((s // pstride) * f)
         else:
             strides.append(s // size)
-    return Layout(elements(_base(view) - _base(storage_array)), tuple(view.shape), tuple(strides))
+    return Layout(elements(data_address(view) - data_address(storage_array)), tuple(view.shape), tuple(strides))
 
 
 def realize(storage_array: np.ndarray, on_chip: bool, dtype: np.dtype, layout: Layout
@@ -258,7 +255,7 @@ def _strided(storage_array: np.ndarray, on_chip: bool, dtype: np.dtype, layout: 
             f"allocated tile in its free dimensions; the simulator addresses such tiles per partition")
     owner = storage_array.base  # the arena a directly allocated tile is a window of
     if isinstance(owner, np.ndarray) and owner.flags.c_contiguous:
-        start = _base(storage_array) - _base(owner) + p0 * pstride + f0 * size
+        start = data_address(storage_array) - data_address(owner) + p0 * pstride + f0 * size
         try:  # as for contiguous storage above, bounds-checked by numpy against the arena
             return np.ndarray(layout.shape, dtype, buffer=owner, offset=start, strides=tuple(strides))
         except ValueError:

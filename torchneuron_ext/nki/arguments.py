@@ -17,6 +17,7 @@ from .memory import shared_hbm
 from .runtime import Launch, Storage
 from .tensor import NKITensor
 from .typing import _TensorType
+from .data_address import data_address
 
 _input_buffer = shared_hbm  # kernel arguments live in device HBM, visible to every instance
 
@@ -123,7 +124,7 @@ class Arguments:
             fail("err_output_must_be_shared_hbm",
                  "kernel outputs must be allocated with buffer=nl.shared_hbm (nl.hbm is per-instance scratch)")
         whole = t.index is None and t.arr.shape == storage.array.shape and \
-            t.arr.__array_interface__["data"][0] == storage.array.__array_interface__["data"][0]
+            data_address(t.arr) == data_address(storage.array)
         return self.give_back(t, whole)
 
     def give_back(self, t: NKITensor, whole: bool) -> Any:

@@ -30,6 +30,7 @@ from .cores import CoreGroup
 from .errors import NKIOutsideKernelError, _is_internal, fail
 from .memory import Buffer, Target, default_target, psum, sbuf, shared_hbm
 from .rules.source import parse as _parse_source
+from .data_address import data_address
 
 _state = threading.local()
 
@@ -65,7 +66,7 @@ class Storage:
         if buffer is psum and flags is None:
             flags = np.zeros(array.nbytes, dtype=bool)
             defined = np.zeros(array.nbytes, dtype=bool)
-            flag_origin = array.__array_interface__["data"][0]
+            flag_origin = data_address(array)
         self.psum_started, self.psum_defined, self.flag_origin = flags, defined, flag_origin
         # Views (view_key) whose started flags were all found set, shared by every storage on the same flags
         # and emptied whenever any of them is cleared (clear_started): a matmul's later K tiles then skip the
@@ -81,7 +82,7 @@ class Storage:
         flag byte per memory byte, so the flags have the array's own byte offset and strides (mapped onto
         packed rows for a tile with flags of its own)."""
         flags = self.psum_started if which == "started" else self.psum_defined
-        offset = arr.__array_interface__["data"][0] - self.flag_origin
+        offset = data_address(arr) - self.flag_origin
         strides = arr.strides
         if self.flag_rows is not None:
             offset, strides = _packed_flag_layout(offset, arr.shape, strides, *self.flag_rows)
@@ -123,12 +124,12 @@ class BlockLive:
     __slots__ = ("records", "base", "block_bytes", "clock_owner")
 
     def __init__(self, records: list, array: np.ndarray) -> None:
-        self.records, self.base = records, array.__array_interface__["data"][0]
+        self.records, self.base = records, data_address(array)
         self.block_bytes = array.nbytes // max(len(records), 1)
         self.clock_owner = records[0][4]
 
     def stamp(self, arr: np.ndarray, clock: int) -> None:
-        start = arr.__array_interface__["data"][0] - self.base
+        start = data_address(arr) - self.base
         span = sum((n - 1) * abs(s) for n, s in zip(arr.shape, arr.strides)) if arr.size else 0
         first = max(start, 0) // self.block_bytes
         last = min((start + span) // self.block_bytes, len(self.records) - 1)
@@ -250,7 +251,7 @@ class Launch:
         arena = self._arenas.get(buffer)
         if arena is None:
             return None
-        lo, addr = arena[0].__array_interface__["data"][0], array.__array_interface__["data"][0]
+        lo, addr = data_address(arena[0]), data_address(array)
         return (addr - lo) // arena[0].strides[0] if lo <= addr < lo + arena[0].nbytes else None
 
     def allocate_direct(self, shape: tuple, dtype: np.dtype, alloc: Any, name: str = "", par_axis: int = 0,
@@ -383,7 +384,7 @@ class Launch:
             data, flags, defined, started_views = self._arena(buffer)
             array = data[start_p:start_p + p, start:start + fbytes].view(dtype).reshape((p,) + free)
             tile = Storage(array, buffer, name, 0, None, flags, None if flags is None else
-                           data.__array_interface__["data"][0], defined, started_views)
+                           data_address(data), defined, started_views)
             self._direct_tiles[key] = tile
         return tile
 
@@ -591,7 +592,7 @@ def _own_flags(tile: Storage, fill: Any, spare: dict) -> Storage:
     else:
         started = np.zeros(n, dtype=bool)
         defined = np.ones(n, dtype=bool) if written else np.zeros(n, dtype=bool)
-    own = Storage(arr, tile.buffer, tile.name, tile.par_axis, None, started, arr.__array_interface__["data"][0],
+    own = Storage(arr, tile.buffer, tile.name, tile.par_axis, None, started, data_address(arr),
                   defined)
     if arr.shape[0] > 1 and arr.strides[0] != width:
         own.flag_rows = (arr.strides[0], width)

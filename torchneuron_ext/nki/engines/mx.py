@@ -29,6 +29,7 @@ from ..errors import fail
 from ..memory import psum
 from ..tensor import NKITensor
 from .operands import check_tile, free_size
+from ..data_address import data_address
 
 QUADRANT = 32          # SBUF partitions per quadrant
 GROUP_PARTITIONS = 8   # partitions of one scaling group (times 4 free elements: 32 values)
@@ -69,7 +70,7 @@ def start_partition(t: NKITensor) -> Optional[int]:
     if t.index is not None:
         return None
     base = t.storage.array
-    offset = t.arr.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    offset = data_address(t.arr) - data_address(base)
     return offset // base.strides[0] if base.strides[0] else 0
 
 

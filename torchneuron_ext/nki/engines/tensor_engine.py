@@ -14,6 +14,7 @@ from ..indexing import as_mask
 from ..memory import psum, sbuf
 from ..tensor import NKITensor
 from .operands import charge, check_tile, fp32, free_size, mask_for, new_tile, result_dtype, store_into
+from ..data_address import data_address
 
 # Products of at least this many multiply-adds (about 90 us of single-thread sgemm on the development VM; a
 # (128, 128) x (128, 256) bf16 matmul) are long enough to lend to the other LNC=2 core (CoreGroup.announce).
@@ -190,7 +191,7 @@ def _view_key(t: NKITensor) -> Optional[tuple]:
     if t.index is not None or t._dyn is not None:
         return None
     arr = t.arr
-    return arr.__array_interface__["data"][0], arr.shape, arr.strides, arr.dtype
+    return data_address(arr), arr.shape, arr.strides, arr.dtype
 
 
 def transpose(data: NKITensor, *, engine: str = "tensor", dst: Optional[NKITensor] = None,

@@ -22,6 +22,7 @@ from .._isa_common import engine_name
 from ..access_pattern import partition_elements
 from ..errors import NKIUnsupportedError, fail
 from ..memory import psum
+from ..data_address import data_address
 
 __all__ = ["accepts_indirection", "is_tensor_indirect"]
 
@@ -162,7 +163,7 @@ def manual_start_partition(view: Any) -> Optional[int]:
         return first + view._dyn[1].source.base.offset // per_partition
     if view.index is not None:
         return None
-    return first + (view.arr.__array_interface__["data"][0] - storage.__array_interface__["data"][0]) \
+    return first + (data_address(view.arr) - data_address(storage)) \
         // storage.strides[0]
 
 

@@ -32,6 +32,7 @@ from typing import Any, Optional
 from ..errors import fail
 from ..indexing import TileIndex
 from ..memory import Buffer
+from ..data_address import data_address
 
 __all__ = ["check_creation", "check_allocated_activation", "check_allocated_transpose", "is_allocated",
            "check_no_indirect", "check_assignment_source", "check_indirect_axis", "check_matmul_dst_bank"]
@@ -130,7 +131,7 @@ def check_matmul_dst_bank(dst: Any, target: Any, api: str) -> None:
     if row <= bank:
         return  # the whole tile is within one bank
     arr = dst.arr
-    offset = arr.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    offset = data_address(arr) - data_address(base)
     start = offset % row
     span = sum((n - 1) * abs(st) for n, st in zip(arr.shape[1:], arr.strides[1:])) + arr.itemsize
     if start // bank != (start + span - 1) // bank:

@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional
 import numpy as np
 
 from ..errors import _kernel_location, fail
+from ..data_address import data_address
 
 __all__ = ["AffineRange", "affine_range", "grid_instances", "note_access", "reduction_target", "watch", "unwatch"]
 
@@ -130,7 +131,7 @@ def _element_view(stamps: np.ndarray, base: np.ndarray, arr: np.ndarray) -> Opti
     item = base.itemsize
     if arr.itemsize != item or arr.dtype != base.dtype:
         return None
-    offset = arr.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    offset = data_address(arr) - data_address(base)
     if offset % item or any(s % item for s in arr.strides):
         return None
     first = offset // item
@@ -271,7 +272,7 @@ def _indexed(tensor: Any, base: np.ndarray, arr: np.ndarray, mask: Any) -> Optio
     """An access through index arrays (tile-valued indices, irregular aranges): the flat numbers of the
     in-bounds elements it selects, when ``arr`` is the allocation itself in another shape."""
     if arr.dtype != base.dtype or arr.size != base.size or not arr.flags.c_contiguous \
-            or arr.__array_interface__["data"][0] != base.__array_interface__["data"][0]:
+            or data_address(arr) != data_address(base):
         return None
     index = [np.asarray(a).view(np.ndarray) for a in tensor.index]
     try:

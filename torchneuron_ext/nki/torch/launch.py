@@ -24,6 +24,7 @@ from ..arguments import Arguments
 from ..kernel import Kernel
 from ..tensor import NKITensor
 from .interop import neuron_hbm_allocator, numpy_to_cpu_tensor, tensor_view, torch_to_numpy_dtype
+from ..data_address import data_address
 
 
 _torch_internals.register(
@@ -83,7 +84,7 @@ class TorchArguments(Arguments):
             if whole:
                 return owner
             item = storage.array.itemsize
-            offset = (t.arr.__array_interface__["data"][0] - storage.array.__array_interface__["data"][0]) // item
+            offset = (data_address(t.arr) - data_address(storage.array)) // item
             return torch.as_strided(owner, t.shape, tuple(s // item for s in t.arr.strides), offset)
         array = super().give_back(t, whole)
         if self.kind in ("cpu", "meta"):
