@@ -24,8 +24,8 @@ A core may announce its next instruction before it has started it (:meth:`CoreGr
 computes something of its own that needs no lock (nc_matmul's product, GIL-free in BLAS): the other core
 then runs its turn meanwhile, and the order of their instructions' effects is the one pacing gives. It pays
 only with a CPU to spare; on a loaded machine the woken core queues behind the computing one and the launch
-is slower (docs/nki.md), so :class:`Headroom` allows it only while other processes leave most of a CPU free,
-and only when asked (``TORCHNEURON_EXT_NKI_CORE_OVERLAP``).
+is slower (docs/nki.md), so :class:`Headroom` allows it only while other processes leave most of a CPU free
+(``TORCHNEURON_EXT_NKI_CORE_OVERLAP``: ``auto``, the default; ``0`` never, ``1`` always).
 """
 from __future__ import annotations
 
