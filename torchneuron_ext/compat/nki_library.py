@@ -42,6 +42,7 @@ import pytest
 
 from . import aliases, nki_library_ranks
 from .nki_library_harness import MODULES
+from .nki_library_runner import LAUNCHES, SIMULATOR_CPU, SIMULATOR_WALL, TEST_CPU
 
 __all__ = ["activate"]
 
@@ -95,13 +96,6 @@ def test_output_directory(config: Any) -> Optional[str]:
     if name is None or base is None or "PYTEST_CURRENT_TEST" not in os.environ:
         return None
     return os.path.join(base(config), name())
-
-
-# JUnit property names (compat/nki_library_runner.py reads them back).
-SIMULATOR_WALL = "nki_simulator_wall_s"
-SIMULATOR_CPU = "nki_simulator_cpu_s"
-LAUNCHES = "nki_launches"
-TEST_CPU = "test_cpu_s"
 
 
 def _clock_reading() -> tuple:

@@ -36,8 +36,9 @@ __all__ = ["Outcome", "FolderCounts", "SourceProblem", "build_command", "folder_
            "MissingModule", "missing_modules", "format_missing_modules", "run", "main"]
 
 PLUGIN = "torchneuron_ext.compat.nki_library"
-# The plugin's JUnit properties (compat/nki_library.py); named here too, so reading a report needs no pytest.
+# The JUnit properties the plugin (compat/nki_library.py) writes per test and the report reads back.
 SIMULATOR_WALL, SIMULATOR_CPU, TEST_CPU = "nki_simulator_wall_s", "nki_simulator_cpu_s", "test_cpu_s"
+LAUNCHES = "nki_launches"
 INTEGRATION = os.path.join("test", "integration")
 # A module that fails to import is one error in its folder's count, not the end of the whole run.
 DEFAULT_ARGS = ("--test-mode", "simulation", "-m", "fast", "--continue-on-collection-errors")

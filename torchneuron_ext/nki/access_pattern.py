@@ -18,8 +18,8 @@ from typing import Any, NamedTuple, Optional, Sequence
 import numpy as np
 
 from . import dtypes
-from .errors import NKIUnsupportedError, fail
 from .data_address import data_address
+from .errors import NKIUnsupportedError, fail
 
 __all__ = ["Layout", "Indirection", "layout_of", "realize", "resolve", "contiguous_strides", "parse_pattern",
            "replace_dim", "infer_sizes", "reshape_strides"]

@@ -12,12 +12,12 @@ import numpy as np
 
 from . import dtypes, runtime
 from .cost_model import Costs
+from .data_address import data_address
 from .errors import fail
 from .memory import shared_hbm
 from .runtime import Launch, Storage
 from .tensor import NKITensor
 from .typing import _TensorType
-from .data_address import data_address
 
 _input_buffer = shared_hbm  # kernel arguments live in device HBM, visible to every instance
 

@@ -34,6 +34,7 @@ from .runtime import Launch
 from .tensor import NKITensor
 from .typing import is_mutable
 
+
 class LaunchClock:
     """Wall and process CPU seconds spent in every top-level launch of this process, summed: what a test
     harness subtracts from a test's time to tell the simulator's share from its own (the NKI Library

@@ -27,10 +27,10 @@ import numpy as np
 
 from . import cost_model, dtypes
 from .cores import CoreGroup
+from .data_address import data_address
 from .errors import NKIOutsideKernelError, _is_internal, fail
 from .memory import Buffer, Target, default_target, psum, sbuf, shared_hbm
 from .rules.source import parse as _parse_source
-from .data_address import data_address
 
 _state = threading.local()
 
@@ -716,7 +716,7 @@ def _fill_value(array: np.ndarray, value: Any) -> None:
     array.view(bits).fill(pattern)
 
 
-_FILL_PATTERNS: dict = {}  # (dtype, type of value, value) -> the fill's bit pattern (_fill_value)
+_FILL_PATTERNS: dict = {}  # (dtype, a float's bits) or (dtype, int or bool, value) -> the fill's bit pattern (_fill_value)
 
 
 def run_ranks(launches: "list[Launch]", calls: "list[tuple[tuple, dict]]", func: Callable) -> list:

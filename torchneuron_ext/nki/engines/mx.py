@@ -25,11 +25,11 @@ from typing import Any, Optional
 import numpy as np
 
 from .. import dtypes, float_bits, runtime
+from ..data_address import data_address
 from ..errors import fail
 from ..memory import psum
 from ..tensor import NKITensor
 from .operands import check_tile, free_size
-from ..data_address import data_address
 
 QUADRANT = 32          # SBUF partitions per quadrant
 GROUP_PARTITIONS = 8   # partitions of one scaling group (times 4 free elements: 32 values)

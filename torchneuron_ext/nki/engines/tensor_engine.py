@@ -7,6 +7,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from .. import dtypes, runtime
+from ..data_address import data_address
 from ..errors import fail, NKIUnsupportedError
 from ..rules import allocation as _alloc_rules
 from ..rules import instructions as _instr
@@ -14,7 +15,6 @@ from ..indexing import as_mask
 from ..memory import psum, sbuf
 from ..tensor import NKITensor
 from .operands import charge, check_tile, fp32, free_size, mask_for, new_tile, result_dtype, store_into
-from ..data_address import data_address
 
 # Products of at least this many multiply-adds (about 90 us of single-thread sgemm on the development VM; a
 # (128, 128) x (128, 256) bf16 matmul) are long enough to lend to the other LNC=2 core (CoreGroup.announce).

@@ -20,9 +20,9 @@ from .. import dtypes, runtime
 from .. import indirection as _ti
 from .._isa_common import engine_name
 from ..access_pattern import partition_elements
+from ..data_address import data_address
 from ..errors import NKIUnsupportedError, fail
 from ..memory import psum
-from ..data_address import data_address
 
 __all__ = ["accepts_indirection", "is_tensor_indirect"]
 

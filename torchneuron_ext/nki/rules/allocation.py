@@ -29,10 +29,10 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from ..data_address import data_address
 from ..errors import fail
 from ..indexing import TileIndex
 from ..memory import Buffer
-from ..data_address import data_address
 
 __all__ = ["check_creation", "check_allocated_activation", "check_allocated_transpose", "is_allocated",
            "check_no_indirect", "check_assignment_source", "check_indirect_axis", "check_matmul_dst_bank"]

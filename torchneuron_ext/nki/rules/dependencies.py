@@ -27,8 +27,8 @@ from typing import Any, Callable, Iterable, Iterator, Optional
 
 import numpy as np
 
-from ..errors import _kernel_location, fail
 from ..data_address import data_address
+from ..errors import _kernel_location, fail
 
 __all__ = ["AffineRange", "affine_range", "grid_instances", "note_access", "reduction_target", "watch", "unwatch"]
 

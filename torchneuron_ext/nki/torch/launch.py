@@ -21,10 +21,10 @@ from .. import runtime
 from .. import schedule as _schedule
 from ..cost_model import Costs
 from ..arguments import Arguments
+from ..data_address import data_address
 from ..kernel import Kernel
 from ..tensor import NKITensor
 from .interop import neuron_hbm_allocator, numpy_to_cpu_tensor, tensor_view, torch_to_numpy_dtype
-from ..data_address import data_address
 
 
 _torch_internals.register(
