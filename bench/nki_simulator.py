@@ -36,6 +36,13 @@ e4m3fn, e5m2, the MX scale e8m0 and fp4 e2m1) with ml_dtypes' ``astype`` and wit
 (fp8's range), and a tile from bfloat16 and from float64, alternating the two; medians of wall time and the
 ratio, the results compared bit for bit.
 
+The LNC=2 case (issue 29, item 5; ``--only lnc2``) is a mixture-of-experts layer in the NKI Library's style, run
+as ``kernel[2]``: each of the two cores takes every other expert (bf16 up projection, SiLU, down projection,
+accumulated in PSUM) and stores each expert's result into the shared output, so the cores run their own
+instructions between shared-HBM accesses. Its baseline is the same kernel on one core (``kernel(...)``, every
+expert, the same instructions in all); the ratio of the two wall times is what running two cores side by side
+costs or gains (under 1: the cores overlap; over 1: keeping them in step costs more than that).
+
 A last case, SMALL_OPS additions of (128, 8) tiles against as many in-place torch adds, measures the
 fixed cost of one instruction (torch: of one eager op), where the math itself is negligible.
 
@@ -244,6 +251,72 @@ def _ms(seconds: float) -> str:
 PSUM_BANK_BYTES, PSUM_BANKS = 2048, 8
 
 
+LNC2_EXPERTS = 64
+
+
+@nki.jit
+def lnc2_experts(x, w_up, w_down):
+    """x (H, T), w_up (E, H, I), w_down (E, I, H), bf16, H and I multiples of 128: core c of n runs experts c,
+    c + n, ...; out[e] (H, T) fp32 in shared HBM is expert e's down(silu(up(x)))."""
+    h, t = x.shape
+    experts, inner = w_up.shape[0], w_up.shape[2]
+    kt, it = h // 128, inner // 128
+    out = nl.ndarray((experts, h, t), dtype=nl.float32, buffer=nl.shared_hbm)
+    core, cores = nl.program_id(0), nl.num_programs(0)
+    xs = nl.ndarray((128, kt, t), dtype=x.dtype, buffer=nl.sbuf)
+    for k in range(kt):
+        nisa.dma_copy(dst=xs[:, k, :], src=x[k * 128:(k + 1) * 128, :])
+    for e in range(core, experts, cores):
+        up = nl.ndarray((128, kt, inner), dtype=w_up.dtype, buffer=nl.sbuf)
+        down = nl.ndarray((128, it, h), dtype=w_down.dtype, buffer=nl.sbuf)
+        for k in range(kt):
+            nisa.dma_copy(dst=up[:, k, :], src=w_up[e, k * 128:(k + 1) * 128, :])
+        for i in range(it):
+            nisa.dma_copy(dst=down[:, i, :], src=w_down[e, i * 128:(i + 1) * 128, :])
+        act = nl.ndarray((128, it, t), dtype=x.dtype, buffer=nl.sbuf)
+        for i in range(it):
+            acc = nl.ndarray((128, t), dtype=nl.float32, buffer=nl.psum)
+            for k in range(kt):
+                nisa.nc_matmul(dst=acc, stationary=up[:, k, i * 128:(i + 1) * 128], moving=xs[:, k, :])
+            nisa.activation(dst=act[:, i, :], op=nl.silu, data=acc)
+        for j in range(kt):
+            acc = nl.ndarray((128, t), dtype=nl.float32, buffer=nl.psum)
+            for i in range(it):
+                nisa.nc_matmul(dst=acc, stationary=down[:, i, j * 128:(j + 1) * 128], moving=act[:, i, :])
+            res = nl.ndarray((128, t), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=res, src=acc)
+            nisa.dma_copy(dst=out[e, j * 128:(j + 1) * 128, :], src=res)
+    return out
+
+
+def lnc2(rounds: int, h: int = 512, inner: int = 512, tokens: int = 128) -> None:
+    """Two cores side by side against one core running every expert: wall time per instruction."""
+    torch.manual_seed(0)
+    x = torch.randn(h, tokens).bfloat16()
+    w_up = (torch.randn(LNC2_EXPERTS, h, inner) / h ** 0.5).bfloat16()
+    w_down = (torch.randn(LNC2_EXPERTS, inner, h) / inner ** 0.5).bfloat16()
+    one, two = [], []
+    lnc2_experts(x, w_up, w_down)  # warm up
+    for _ in range(max(1, min(rounds, 5))):
+        one.append(_seconds(lambda: lnc2_experts(x, w_up, w_down)))
+        r1 = lnc2_experts.last_result
+        two.append(_seconds(lambda: lnc2_experts[2](x, w_up, w_down)))
+        r2 = lnc2_experts.last_result
+    got = lnc2_experts[2](x, w_up, w_down).float()
+    xf, uf, df = x.float(), w_up.float(), w_down.float()
+    act = torch.nn.functional.silu(torch.einsum("ehi,ht->eit", uf, xf)).bfloat16().float()
+    want = torch.einsum("eih,eit->eht", df, act)
+    err = (got - want).abs().max().item()
+    s1, s2 = statistics.median(one), statistics.median(two)
+    print(f"LNC=2 mixture of experts: {LNC2_EXPERTS} experts, H {h}, I {inner}, {tokens} tokens, bf16 "
+          f"({len(one)} rounds, medians)")
+    print(f"  one core   {s1:6.2f} s  {r1.instructions} instructions, {s1 / r1.instructions * 1e6:5.1f} us each; "
+          f"device estimate {r1.estimated_latency_us:8.1f} us")
+    print(f"  two cores  {s2:6.2f} s  {r2.instructions} instructions, {s2 / r2.instructions * 1e6:5.1f} us each; "
+          f"device estimate {r2.estimated_latency_us:8.1f} us")
+    print(f"  two cores / one core: {s2 / s1:.2f}x wall; max |simulator - torch| = {err:.4f}\n")
+
+
 @nki.jit
 def matmul_placed_psum(lhsT, rhs):
     """The example's matmul_new with each output tile's accumulator placed by the kernel in the next PSUM bank:
@@ -318,8 +391,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--quick", action="store_true", help="3 rounds")
-    parser.add_argument("--only", choices=["flash", "schedule", "casts", "rest"],
-                        help="only the flash-attention case, only the schedule's cost, only the casts, or the others")
+    parser.add_argument("--only", choices=["flash", "schedule", "casts", "lnc2", "rest"],
+                        help="only the flash-attention case, only the schedule's cost, only the casts, only the LNC=2 "
+                             "case, or the others")
     args = parser.parse_args()
     rounds = 3 if args.quick else args.rounds
     if args.only in (None, "casts"):
@@ -330,7 +404,9 @@ def main() -> None:
         flash(rounds)
     if args.only in (None, "schedule"):
         schedule_cost(rounds)
-    if args.only in ("flash", "schedule"):
+    if args.only in (None, "lnc2"):
+        lnc2(rounds)
+    if args.only in ("flash", "schedule", "lnc2"):
         return
     torch.manual_seed(0)
     x, g = torch.randn(4096, 4096), torch.rand(4096) + 0.5

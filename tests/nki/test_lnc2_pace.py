@@ -1,6 +1,6 @@
-"""The two cores of an LNC=2 launch keep pace, instruction by instruction (nki/cores.py, CoreGroup.pace):
-what one core's shared-HBM writes leave of the other's is the same on every run, and as on the device's
-cores, which run the same kernel at one clock."""
+"""The two cores of an LNC=2 launch keep pace where it shows (nki/cores.py, CoreGroup.advance and .sync): their
+shared-HBM effects take place in the order of the instructions' numbers, so what one core's writes leave of
+the other's is the same on every run, and as on the device's cores, which run the same kernel at one clock."""
 from __future__ import annotations
 
 import threading
@@ -62,25 +62,75 @@ def test_a_core_with_more_instructions_runs_on_after_the_other_finishes() -> Non
     np.testing.assert_array_equal(got[4:], 1.0)
 
 
-def test_pace_orders_the_kth_instructions_of_all_cores_before_any_k_plus_first() -> None:
-    group = CoreGroup(3, "k")
+class _WakeCheckedCondition(threading.Condition):
+    """A condition whose waits must end by a wake-up: one that times out was lost."""
+
+    def wait(self, timeout: Any = None) -> bool:
+        if not super().wait(timeout):
+            raise AssertionError(f"a core waited {timeout} s without being woken")
+        return True
+
+
+def _group(count: int) -> CoreGroup:
+    group = CoreGroup(count, "k")
+    group._cond = _WakeCheckedCondition()
+    group.POLL_S = 10.0
+    return group
+
+
+def _touches_shared(core: int, clock: int) -> bool:
+    return clock % (core + 2) == 0 or clock in (7, 8)
+
+
+def test_shared_accesses_follow_the_instruction_order_of_all_cores() -> None:
+    group = _group(3)
     log: list = []
     lock = threading.Lock()
 
     def body(core: int) -> Any:
-        for clock in range(1, 6):
-            group.pace(core, clock)
-            with lock:
-                log.append((clock, core))
+        for clock in range(1, 200):
+            group.advance(core, clock)
+            # The cores touch shared memory at different instructions and run freely in between.
+            if _touches_shared(core, clock):
+                group.sync(core, clock)
+                with lock:
+                    log.append((clock, core))
 
     group.run(body)
-    assert log == sorted(log)  # every core's k-th before any (k+1)-th, lower core first at equal k
+    assert log == sorted(log)  # core c's k-th before core c''s k'-th when (k, c) < (k', c')
+    assert len(log) == sum(_touches_shared(c, k) for c in range(3) for k in range(1, 200))
 
 
-# -- announcing the next instruction early (CoreGroup.announce, nc_matmul's product) -------------------------
+def test_a_core_waits_only_for_cores_behind_it_and_not_for_finished_or_waiting_ones() -> None:
+    group = _group(3)
+    group.advance(0, 5)
+    group.advance(1, 9)
+    group._done[2] = True
+    group.sync(0, 5)  # core 1 is past it; core 2 (at 0) is behind, but finished
+    group.advance(0, 12)
+    group._waits[1] = object()  # core 1 waits at a meeting point: it cannot move until core 0 does
+    group.sync(0, 12)
 
-def test_announce_lets_the_other_core_take_its_turn_and_keeps_the_order() -> None:
-    group = CoreGroup(2, "k")
+
+def test_a_read_is_placed_at_the_instruction_it_is_for() -> None:
+    """Core 0 reads for its instruction 2 while still at 1, core 1 writes at its 1: the write goes first,
+    (1, core 1) < (2, core 0), whichever thread runs first, and neither waits for the other for ever."""
+    for _ in range(20):
+        group = _group(2)
+        log: list = []
+
+        def body(core: int) -> Any:
+            group.advance(core, 1)
+            group.sync(core, 2 if core == 0 else 1)
+            log.append("read" if core == 0 else "write")
+
+        group.run(body)
+        assert log == ["write", "read"]
+        assert group._clocks == [2, 1]
+
+
+def test_announce_lets_a_waiting_core_go_on_and_keeps_the_order() -> None:
+    group = _group(2)
     group.headroom = Headroom("1")
     log: list = []
     lock = threading.Lock()
@@ -88,14 +138,15 @@ def test_announce_lets_the_other_core_take_its_turn_and_keeps_the_order() -> Non
 
     def body(core: int) -> Any:
         for clock in range(1, 6):
-            group.pace(core, clock)
+            group.advance(core, clock)
+            group.sync(core, clock)
             with lock:
                 log.append((clock, core))
             if core == 1 and clock == 1:
                 turn_taken.set()
             if core == 0 and clock == 1:
                 # As nc_matmul's product: core 0 computes while core 1 takes its first turn. Without the
-                # announcement core 1 could not start before core 0 reached clock 2, and this would time out.
+                # announcement core 1 could not go on before core 0 reached clock 2, and this would time out.
                 group.announce(0, 2)
                 assert turn_taken.wait(timeout=10)
 

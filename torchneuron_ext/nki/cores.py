@@ -13,19 +13,26 @@ complete, no core can move again, and the launch raises one :class:`DeadlockErro
 instruction and kernel line. An exception on one core stops the others at their next instruction or
 wait (:class:`CoreStopped`), and the launch raises that one exception.
 
-Between meetings the cores keep pace (:meth:`CoreGroup.pace`): a core starts its k-th instruction only once
-every other running core has started its k-th, as the device's cores, running the same kernel at the same
-clock, do. Free-running threads would let one core finish the kernel before the other starts (the GIL
-runs one for milliseconds at a time), so what one core's shared-HBM writes overwrite of the other's would
-depend on the thread scheduler; in step it is the same on every run and as on the device (e.g. both cores
-zero an output before either stores its rows into it).
+Between meetings the cores keep pace where it shows: the effects one core's instructions have on shared HBM
+(``nl.shared_hbm``: the kernel's arguments and outputs) and the other core's take place in the order of the
+instructions' numbers, as on the device, whose cores run the same kernel at the same clock. An instruction
+reads its operands before it is counted (Costs._tick) and writes its results after: core ``c``'s writes at
+its count ``k`` and its reads for its instruction ``k`` go before core ``c'``'s at ``k'`` when
+``(k, c) < (k', c')``. A core publishes its count without a lock (:meth:`CoreGroup.advance`) and waits only
+before it touches shared HBM (:meth:`CoreGroup.sync`), until every other running core is past it in that
+order; what it computes on its own SBUF and PSUM nothing else can see, so the cores run freely in between, and
+no other core touches shared HBM until this one's instruction is done. Free-running threads without this would
+let one core finish the kernel before the other starts (the GIL runs one for milliseconds at a time), so what
+one core's shared-HBM writes overwrite of the other's would depend on the thread scheduler; in this order it
+is the same on every run and as on the device (e.g. both cores zero an output before either stores its rows
+into it).
 
 A core may announce its next instruction before it has started it (:meth:`CoreGroup.announce`) while it
-computes something of its own that needs no lock (nc_matmul's product, GIL-free in BLAS): the other core
-then runs its turn meanwhile, and the order of their instructions' effects is the one pacing gives. It pays
-only with a CPU to spare; on a loaded machine the woken core queues behind the computing one and the launch
-is slower (docs/nki.md), so :class:`Headroom` allows it only while other processes leave most of a CPU free
-(``TORCHNEURON_EXT_NKI_CORE_OVERLAP``: ``auto``, the default; ``0`` never, ``1`` always).
+computes something of its own that needs no lock (nc_matmul's product, GIL-free in BLAS): a core waiting in
+:meth:`sync` for it may then go on meanwhile. It pays only with a CPU to spare; on a loaded machine the woken
+core queues behind the computing one (docs/nki.md), so :class:`Headroom` allows it only while other processes
+leave most of a CPU free (``TORCHNEURON_EXT_NKI_CORE_OVERLAP``: ``auto``, the default; ``0`` never, ``1``
+always).
 """
 from __future__ import annotations
 
@@ -45,6 +52,9 @@ WAIT_LIMIT_S = float(os.environ.get("TORCHNEURON_EXT_NKI_CORE_WAIT_S", "300"))
 # either way. On an idle 2-core host it cut the E=8 MoE launch's wall time by about a fifth; on a loaded one
 # it gained nothing, which is why "auto" asks for a free CPU (docs/nki.md, issue 29 item 5).
 OVERLAP_ENV = "TORCHNEURON_EXT_NKI_CORE_OVERLAP"
+
+
+_NEVER = 1 << 62
 
 
 class CoreStopped(BaseException):
@@ -68,6 +78,10 @@ class _Wait:
 class CoreGroup:
     """The cores of one launch: their state (running, waiting, done) and the meeting points between them."""
 
+    # How long a wait sleeps before it looks at the stop flag and the wait limit itself; every change it waits
+    # for also wakes it.
+    POLL_S = 1.0
+
     def __init__(self, count: int, kernel_name: str, cores_per_rank: Optional[int] = None) -> None:
         """``count`` threads; with ``cores_per_rank``, thread g is core g % cores_per_rank of rank
         g // cores_per_rank (a launch on several ranks), else core g of the one rank."""
@@ -81,7 +95,9 @@ class CoreGroup:
         self._taken: dict = {}      # (key, generation) -> cores that have read the complete slot
         self.error: Optional[BaseException] = None
         self.stop = threading.Event()
-        self._clocks = [0] * count  # instructions each core has started (pace)
+        self._clocks = [0] * count  # instructions each core has started (advance)
+        # Per core, the clock at which a core waiting in sync for it needs waking (_NEVER: none waits).
+        self._wake_at = [_NEVER] * count
         self.headroom = Headroom.from_env(os.environ.get(OVERLAP_ENV, "auto"))
 
     # -- running the cores ---------------------------------------------------------------------------------
@@ -118,30 +134,53 @@ class CoreGroup:
             raise self.error.with_traceback(self.error.__traceback__)
         return results
 
-    def pace(self, core: int, clock: int) -> None:
-        """Core ``core`` starts its instruction number ``clock``: wait until no other running core (neither
-        finished nor waiting at a meeting point, where it cannot move until this one may) is behind it;
-        at equal counts the lower core number goes first."""
-        with self._cond:
-            self._clocks[core] = clock
-            self._cond.notify_all()
-            me = (clock, core)
-            while any(c != core and not self._done[c] and self._waits[c] is None and (self._clocks[c], c) < me
-                      for c in range(self.count)):
-                if self.stop.is_set():
-                    raise CoreStopped()
-                self._cond.wait(timeout=1.0)
+    def advance(self, core: int, clock: int) -> None:
+        """Core ``core`` has started its instruction number ``clock``. Called by the core's own thread on every
+        instruction, so it takes no lock: it wakes the cores waiting in :meth:`sync` only once one needs it."""
+        if clock <= self._clocks[core]:
+            return  # moved on already by a read (sync) or an announcement
+        self._clocks[core] = clock
+        # Read after the write (the GIL orders them): a waiter sets its wish before it reads the clock, so
+        # either it sees this clock or this sees its wish.
+        if clock >= self._wake_at[core]:
+            with self._cond:
+                self._wake_at[core] = _NEVER
+                self._cond.notify_all()
 
-    def announce(self, core: int, clock: int) -> None:
-        """Core ``core`` will start instruction ``clock`` next and, until it calls :meth:`pace` with it, touches
-        nothing another core can see: the cores it holds back may run meanwhile, as if it were already
-        waiting in ``pace``. A no-op unless the machine has a CPU to spare for it (``headroom``)."""
-        if not self.headroom.spare():
+    def sync(self, core: int, clock: int) -> None:
+        """Core ``core`` touches shared HBM at instruction ``clock`` (its current one for a write; the next for
+        a read, whose values the instruction consumes once it is counted): wait until every other running
+        core (neither finished nor waiting at a meeting point, where it cannot move until this one may) is
+        past it in the cores' order, ``(clock, core)``, at equal counts the lower core number first."""
+        clocks = self._clocks
+        if clock > clocks[core]:
+            # A read moves this core's count on to the instruction it reads for: its own earlier instructions'
+            # shared effects are done, and cores that wait for it to get that far may go on.
+            self.advance(core, clock)
+        clock = clocks[core]
+        # The clock each other core must reach: (theirs, c) > (clock, core).
+        if all(clocks[c] >= clock + (c < core) for c in range(self.count) if c != core):
             return
         with self._cond:
-            if clock > self._clocks[core]:
-                self._clocks[core] = clock
-                self._cond.notify_all()
+            while True:
+                behind = [c for c in range(self.count)
+                          if c != core and not self._done[c] and self._waits[c] is None
+                          and clocks[c] < clock + (c < core)]
+                if not behind:
+                    return
+                for c in behind:
+                    self._wake_at[c] = min(self._wake_at[c], clock + (c < core))
+                if any(clocks[c] < clock + (c < core) for c in behind):
+                    if self.stop.is_set():
+                        raise CoreStopped()
+                    self._cond.wait(timeout=self.POLL_S)
+
+    def announce(self, core: int, clock: int) -> None:
+        """Core ``core`` will start instruction ``clock`` next and, until it does, touches nothing another
+        core can see: the cores waiting for it may go on meanwhile, as if it had started it. A no-op unless
+        the machine has a CPU to spare for it (``headroom``)."""
+        if self.headroom.spare():
+            self.advance(core, clock)
 
     def _failed(self, error: BaseException) -> None:
         with self._cond:
@@ -171,7 +210,7 @@ class CoreGroup:
                 if self.stop.is_set():
                     self._waits[core] = None
                     raise CoreStopped()
-                self._cond.wait(timeout=1.0)
+                self._cond.wait(timeout=self.POLL_S)
                 if time.monotonic() - started > WAIT_LIMIT_S and not self.stop.is_set():
                     missing = [p for p in participants if p not in slot]
                     self._waits[core] = None

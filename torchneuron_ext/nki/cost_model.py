@@ -64,9 +64,9 @@ class Costs:
         # Set on the cores of a concurrent launch: another core failed, so this one stops at its next
         # instruction rather than running the kernel to its end.
         self.stop: Any = None
-        # Set on the cores of a concurrent launch: called with the new clock, keeps the cores in step
-        # (cores.CoreGroup.pace).
-        self.pace: Any = None
+        # Set on the cores of a concurrent launch: called with the new clock, tells the other cores how far
+        # this one is (cores.CoreGroup.advance).
+        self.advance: Any = None
         # When each instruction runs on the target (nki/schedule.py): its makespan is the estimate.
         # record: keep every instruction's record (None: as schedule.recording() says on this thread).
         self.scheduler = _schedule.scheduler_for(target, record)
@@ -77,8 +77,8 @@ class Costs:
         self.clock += 1
         if self.stop is not None and self.stop.is_set():
             raise CoreStopped()
-        if self.pace is not None:
-            self.pace(self.clock)
+        if self.advance is not None:
+            self.advance(self.clock)
 
     def compute(self, engine: str, name: str, free_elements: int) -> None:
         self._tick()

@@ -209,7 +209,7 @@ class Launch:
         core.shared, core._shared_lock = self.shared, self._shared_lock
         core.cores, core.core_index, core.rank, core.rank_count, core._thread = group, index, rank, ranks, thread
         core.costs.stop = group.stop
-        core.costs.pace = functools.partial(group.pace, thread)
+        core.costs.advance = functools.partial(group.advance, thread)
         core.costs.scheduler.core, core.costs.scheduler.group = index, group
         return core
 

@@ -18,7 +18,7 @@ from . import indirection as _ti
 from .access_pattern import Indirection, Layout
 from .errors import NKIUnsupportedError, fail
 from .indexing import DynSlice, IndexExpr, TileIndex
-from .memory import Buffer
+from .memory import Buffer, shared_hbm
 from .rules import control_flow as _control_flow
 from .rules import dependencies as _deps
 
@@ -975,7 +975,12 @@ def _mask_to(mask: np.ndarray, shape: tuple) -> np.ndarray:
 
 
 def _schedule_access(storage: Any, arr: np.ndarray, writing: bool) -> None:
-    """An operand of the instruction being simulated, for its launch's schedule (nki/schedule.py)."""
+    """An operand of the instruction being simulated, for its launch's schedule (nki/schedule.py); shared HBM
+    that other cores of the launch run beside this one can touch waits for its turn (cores.CoreGroup.sync)."""
     launch = runtime.current_or_none()
-    if launch is not None:
-        launch.costs.scheduler.access(storage, arr, writing)
+    if launch is None:
+        return
+    if launch.cores is not None and storage.buffer is shared_hbm:
+        # A read is for the instruction counted next (its values are consumed after the count).
+        launch.cores.sync(launch._thread, launch.costs.clock + (not writing))
+    launch.costs.scheduler.access(storage, arr, writing)
