@@ -4,6 +4,7 @@ the other's is the same on every run, and as on the device's cores, which run th
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import ml_dtypes
@@ -99,6 +100,29 @@ def test_shared_accesses_follow_the_instruction_order_of_all_cores() -> None:
     group.run(body)
     assert log == sorted(log)  # core c's k-th before core c''s k'-th when (k, c) < (k', c')
     assert len(log) == sum(_touches_shared(c, k) for c in range(3) for k in range(1, 200))
+
+
+def test_one_core_runs_at_a_time_between_its_waits() -> None:
+    group = _group(2)
+    running = [0]
+    most = [0]
+    lock = threading.Lock()
+
+    def body(core: int) -> Any:
+        for clock in range(1, 300):
+            group.advance(core, clock)
+            with lock:
+                running[0] += 1
+                most[0] = max(most[0], running[0])
+            time.sleep(0)  # lets another thread take the GIL, were it not waiting for the turn
+            with lock:
+                running[0] -= 1
+            if clock % 7 == 0:
+                group.sync(core, clock)
+
+    group.run(body)
+    assert most[0] == 1
+    assert not any(group._holding)
 
 
 def test_a_core_waits_only_for_cores_behind_it_and_not_for_finished_or_waiting_ones() -> None:

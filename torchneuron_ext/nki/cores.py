@@ -27,9 +27,16 @@ one core's shared-HBM writes overwrite of the other's would depend on the thread
 is the same on every run and as on the device (e.g. both cores zero an output before either stores its rows
 into it).
 
+One core runs at a time: a core holds the group's turn while it runs and gives it up only where it waits (in
+:meth:`sync`, at a meeting point, at its end). The GIL would serialise the cores' Python anyway, and threads
+that all want it hand it over at every numpy call that releases it (thousands of context switches a second,
+each refilling the caches with another core's SBUF); a core that waits for the turn sleeps on a lock of its
+own. A 2-core mixture-of-experts launch took 1.46x the wall time of the same instructions on one core with
+free-running threads, 1.15x with the turn (bench/nki_simulator.py, ``--only lnc2``).
+
 A core may announce its next instruction before it has started it (:meth:`CoreGroup.announce`) while it
-computes something of its own that needs no lock (nc_matmul's product, GIL-free in BLAS): a core waiting in
-:meth:`sync` for it may then go on meanwhile. It pays only with a CPU to spare; on a loaded machine the woken
+computes something of its own that needs no lock (nc_matmul's product, GIL-free in BLAS): it lends the turn
+meanwhile, so the other core runs beside the product, and a core waiting in :meth:`sync` for it may go on. It pays only with a CPU to spare; on a loaded machine the woken
 core queues behind the computing one (docs/nki.md), so :class:`Headroom` allows it only while other processes
 leave most of a CPU free (``TORCHNEURON_EXT_NKI_CORE_OVERLAP``: ``auto``, the default; ``0`` never, ``1``
 always).
@@ -98,6 +105,10 @@ class CoreGroup:
         self._clocks = [0] * count  # instructions each core has started (advance)
         # Per core, the clock at which a core waiting in sync for it needs waking (_NEVER: none waits).
         self._wake_at = [_NEVER] * count
+        # Held by the core whose Python runs; the others block on it, not on the GIL (see the docstring).
+        self._turn = threading.Lock()
+        self._holding = [False] * count
+        self._lent = [False] * count  # gave the turn away while computing an announced product (announce)
         self.headroom = Headroom.from_env(os.environ.get(OVERLAP_ENV, "auto"))
 
     # -- running the cores ---------------------------------------------------------------------------------
@@ -107,12 +118,14 @@ class CoreGroup:
 
         def main(core: int) -> None:
             try:
+                self._take_turn(core)
                 results[core] = body(core)
             except CoreStopped:
                 pass
             except BaseException as e:  # noqa: B036 - handed to the launch's thread and raised there
                 self._failed(e)
             finally:
+                self._give_turn(core)
                 with self._cond:
                     self._done[core] = True
                     self._judge()
@@ -137,6 +150,9 @@ class CoreGroup:
     def advance(self, core: int, clock: int) -> None:
         """Core ``core`` has started its instruction number ``clock``. Called by the core's own thread on every
         instruction, so it takes no lock: it wakes the cores waiting in :meth:`sync` only once one needs it."""
+        if self._lent[core]:
+            self._lent[core] = False
+            self._take_turn(core)  # back from an announced product
         if clock <= self._clocks[core]:
             return  # moved on already by a read (sync) or an announcement
         self._clocks[core] = clock
@@ -161,19 +177,35 @@ class CoreGroup:
         # The clock each other core must reach: (theirs, c) > (clock, core).
         if all(clocks[c] >= clock + (c < core) for c in range(self.count) if c != core):
             return
+        turn = self._give_turn(core)
         with self._cond:
             while True:
                 behind = [c for c in range(self.count)
                           if c != core and not self._done[c] and self._waits[c] is None
                           and clocks[c] < clock + (c < core)]
                 if not behind:
-                    return
+                    break
                 for c in behind:
                     self._wake_at[c] = min(self._wake_at[c], clock + (c < core))
                 if any(clocks[c] < clock + (c < core) for c in behind):
                     if self.stop.is_set():
                         raise CoreStopped()
                     self._cond.wait(timeout=self.POLL_S)
+        if turn:
+            self._take_turn(core)
+
+    def _take_turn(self, core: int) -> None:
+        """Wait until no other core runs: one core's Python at a time (see the module's docstring)."""
+        self._turn.acquire()
+        self._holding[core] = True
+
+    def _give_turn(self, core: int) -> bool:
+        """Let another core run while this one waits or computes without the GIL; whether it had the turn."""
+        if not self._holding[core]:
+            return False
+        self._holding[core] = False
+        self._turn.release()
+        return True
 
     def announce(self, core: int, clock: int) -> None:
         """Core ``core`` will start instruction ``clock`` next and, until it does, touches nothing another
@@ -181,6 +213,7 @@ class CoreGroup:
         the machine has a CPU to spare for it (``headroom``)."""
         if self.headroom.spare():
             self.advance(core, clock)
+            self._lent[core] = self._give_turn(core)  # taken back by advance
 
     def _failed(self, error: BaseException) -> None:
         with self._cond:
@@ -194,6 +227,7 @@ class CoreGroup:
         """Deposit ``value`` at this core's next meeting point under ``key`` with ``participants`` (core
         numbers, this one included) and wait for theirs: {core: value} of every participant."""
         where = _kernel_location(None)
+        turn = self._give_turn(core)
         with self._cond:
             if self.stop.is_set():
                 raise CoreStopped()
@@ -223,7 +257,9 @@ class CoreGroup:
             taken.add(core)
             if len(taken) == len(participants):
                 del self._slots[slot_key], self._taken[slot_key]
-            return values
+        if turn:
+            self._take_turn(core)
+        return values
 
     def _judge(self) -> None:
         """Called with the lock held whenever a core starts waiting or finishes: if no core can move again,
