@@ -42,6 +42,39 @@ def test_both_cores_zero_the_output_before_either_stores() -> None:
 
 
 @nki.jit
+def read_what_the_other_core_wrote(a, core0_fillers: int):
+    """Both cores zero a shared buffer (instruction 2), core 1 stores 7s into it at its instruction 4, and core 0
+    copies it out with its instruction 3 + core0_fillers: a read goes after core 1's write exactly when it is
+    for a later instruction, (5, core 0) > (4, core 1) > (4, core 0)."""
+    shape = a.shape
+    out = nl.ndarray((2,) + shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    raced = nl.ndarray(shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    i = nl.program_id(0)
+    t = nl.ndarray(shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.memset(t, 0)                                  # 1
+    nisa.dma_copy(dst=raced, src=t)                    # 2
+    if i == 1:
+        nisa.memset(t, 7)                              # 3
+        nisa.dma_copy(dst=raced, src=t)                # 4
+    else:
+        for _ in range(core0_fillers):
+            nisa.memset(t, 1)                          # 3, 4, ...
+    r = nl.ndarray(shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=r, src=raced)
+    nisa.dma_copy(dst=out[i], src=r)
+    return out
+
+
+@pytest.mark.parametrize("fillers, seen", [(1, 0.0), (2, 7.0)])
+def test_a_read_sees_the_writes_of_earlier_instructions_only(fillers: int, seen: float) -> None:
+    a = np.zeros((4, 8), np.float32)
+    for _ in range(10):
+        got = read_what_the_other_core_wrote[2](a, fillers)
+        np.testing.assert_array_equal(got[0], seen)
+        np.testing.assert_array_equal(got[1], 7.0)
+
+
+@nki.jit
 def uneven_work(a):
     """Core 0 runs many more instructions than core 1 before its store: the short core finishes and the
     long one goes on alone (a finished core holds nobody back)."""
