@@ -178,6 +178,11 @@ class Launch:
         self.rank, self.rank_count = 0, 1
         self._thread = 0
         self._shared_lock = threading.Lock()
+        # Bumped by every write into this core's SBUF and every SBUF allocation (a fill, or memory a freed tile had):
+        # while it stands, an SBUF view's values are what they were (operands.widened's cache).
+        self.sbuf_epoch = 0
+        self.widened: dict = {}
+        self.widened_epoch = -1
 
     # -- concurrent cores ----------------------------------------------------
     def concurrent(self) -> bool:
@@ -257,6 +262,8 @@ class Launch:
     def allocate_direct(self, shape: tuple, dtype: np.dtype, alloc: Any, name: str = "", par_axis: int = 0,
                         fill: Any = "uninit") -> Storage:
         """A tensor whose logical tiles live where ``alloc`` (an nki.compiler DirectAllocation) places them."""
+        if alloc.memory is sbuf:
+            self.sbuf_epoch += 1
         if getattr(self.func, "_nki_force_auto_alloc", False):
             return self.allocate(shape, dtype, alloc.memory, name, par_axis, fill=fill)
         shape = tuple(int(s) for s in shape)
@@ -288,6 +295,8 @@ class Launch:
         """A tensor at an address the kernel states (``nl.ndarray(address=...)``): unlike an allocation
         function, the address is evaluated on every call, so the same address is the same memory and another
         address other memory, wherever the call is made."""
+        if alloc.memory is sbuf:
+            self.sbuf_epoch += 1
         if getattr(self.func, "_nki_force_auto_alloc", False):
             return self.allocate(shape, dtype, alloc.memory, name, par_axis, fill=fill)
         # The tiles returned here carry flags of their own (below): the arena's, which only allocate_direct's
@@ -395,6 +404,8 @@ class Launch:
         """A new tensor. ``adopt``: an on-chip tile's values, freshly computed and referenced nowhere else,
         become its memory as they are (no copy). ``constant``: a shared_hbm constant (nl.shared_constant),
         which the compiler embeds in the binary, so it may be made anywhere, loops included."""
+        if buffer is sbuf:
+            self.sbuf_epoch += 1
         shape = tuple(int(s) for s in shape)
         if shape and min(shape) < 0:
             fail("err_invalid_shape", f"negative dimension in shape {shape}")

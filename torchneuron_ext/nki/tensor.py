@@ -18,7 +18,7 @@ from . import indirection as _ti
 from .access_pattern import Indirection, Layout
 from .errors import NKIUnsupportedError, fail
 from .indexing import DynSlice, IndexExpr, TileIndex
-from .memory import Buffer, shared_hbm
+from .memory import Buffer, sbuf, shared_hbm
 from .rules import control_flow as _control_flow
 from .rules import dependencies as _deps
 
@@ -980,7 +980,10 @@ def _schedule_access(storage: Any, arr: np.ndarray, writing: bool) -> None:
     launch = runtime.current_or_none()
     if launch is None:
         return
-    if launch.cores is not None and storage.buffer is shared_hbm:
+    buffer = storage.buffer
+    if writing and buffer is sbuf:
+        launch.sbuf_epoch += 1
+    elif launch.cores is not None and buffer is shared_hbm:
         # A read is for the instruction counted next (its values are consumed after the count).
         launch.cores.sync(launch._thread, launch.costs.clock + (not writing))
     launch.costs.scheduler.access(storage, arr, writing)

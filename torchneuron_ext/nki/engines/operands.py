@@ -13,6 +13,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from .. import dtypes, float_bits, runtime
+from ..data_address import data_address
 from ..errors import NKIError, fail
 from ..memory import Buffer, psum, sbuf
 from ..tensor import _mask_to, _schedule_access, NKITensor
@@ -109,6 +110,30 @@ def fp32(v: Any) -> Any:
     if isinstance(v, np.generic):
         return np.float32(v)
     return v
+
+
+# A core keeps this many widened SBUF operands (a (128, 512) bf16 view is 256 KiB widened).
+_WIDENED_KEPT = 16
+
+
+def widened(t: NKITensor, values: np.ndarray) -> np.ndarray:
+    """``fp32(values)`` for ``values``, what ``t.read()`` returned. A plain view of an SBUF tile is widened once
+    while the core's SBUF is unchanged (Launch.sbuf_epoch): AWS's MoE kernels multiply one moving tile by each
+    stationary tile in turn, and widening it again was a fifth of their launches. Do not write into it."""
+    if values.dtype == np.float32 or t.index is not None or t.storage.buffer is not sbuf:
+        return fp32(values)
+    launch = runtime.current()
+    cache = launch.widened
+    if launch.widened_epoch != launch.sbuf_epoch:
+        cache.clear()
+        launch.widened_epoch = launch.sbuf_epoch
+    key = (data_address(values), values.shape, values.strides, values.dtype)
+    wide = cache.get(key)
+    if wide is None:
+        wide = fp32(values)
+        if len(cache) < _WIDENED_KEPT:
+            cache[key] = wide
+    return wide
 
 
 _SCRATCH = threading.local()

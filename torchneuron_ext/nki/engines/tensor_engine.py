@@ -14,7 +14,7 @@ from ..rules import instructions as _instr
 from ..indexing import as_mask
 from ..memory import psum, sbuf
 from ..tensor import NKITensor
-from .operands import charge, check_tile, fp32, free_size, mask_for, new_tile, result_dtype, store_into
+from .operands import charge, check_tile, fp32, free_size, mask_for, new_tile, result_dtype, store_into, widened
 
 # Products of at least this many multiply-adds (about 90 us of single-thread sgemm on the development VM; a
 # (128, 128) x (128, 256) bf16 matmul) are long enough to lend to the other LNC=2 core (CoreGroup.announce).
@@ -127,8 +127,8 @@ def matmul(stationary: NKITensor, moving: NKITensor, *, dst: Optional[NKITensor]
     # a few tokens wide, ran 15% slower with every matmul announced).
     if k * rows * m * n >= OVERLAP_MIN_MACS:
         launch.announce_next()
-    a = fp32(a).reshape(k * rows, m)
-    b = fp32(b).reshape(k * rows, n)
+    a = widened(stationary, a).reshape(k * rows, m)
+    b = widened(moving, b).reshape(k * rows, n)
     result = a.T @ b
     launch.costs.matmul(api, k * rows, m, n, stationary.dtype in f32)
     if dst is None:
