@@ -182,7 +182,8 @@ class Launch:
         # while it stands, an SBUF view's values are what they were (operands.widened's cache).
         self.sbuf_epoch = 0
         self.widened: dict = {}
-        self.widened_epoch = -1
+        self.widened_seen: set = set()
+        self.widened_epoch, self.widened_bytes = -1, 0
 
     # -- concurrent cores ----------------------------------------------------
     def concurrent(self) -> bool:
