@@ -22,11 +22,21 @@ def _product(w: np.ndarray, x: np.ndarray) -> np.ndarray:
     return w.astype(np.float32).T @ x.astype(np.float32)
 
 
+def _store_products(accs: list, width: int):
+    """The PSUM products, copied out through SBUF into a new (len(accs), 128, width) output (allocated after
+    the products, so no SBUF allocation comes between them)."""
+    out = nl.ndarray((len(accs), 128, width), dtype=nl.float32, buffer=nl.shared_hbm)
+    res = nl.ndarray((len(accs), 128, width), dtype=nl.float32, buffer=nl.sbuf)
+    for step, acc in enumerate(accs):
+        nisa.tensor_copy(dst=res[step], src=acc)
+        nisa.dma_copy(dst=out[step], src=res[step])
+    return out
+
+
 @nki.jit
 def one_moving_tile_changed_between_products(w, x):
     """out[0] = w0.T @ x, out[1] = w1.T @ x (x widened once), then x doubled in place by the Vector engine,
     out[2] = w0.T @ (2x)."""
-    out = nl.ndarray((3, 128, x.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm)
     xs = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=xs, src=x)
     ws = nl.ndarray((128, 2, 128), dtype=w.dtype, buffer=nl.sbuf)
@@ -36,11 +46,7 @@ def one_moving_tile_changed_between_products(w, x):
         if scale is not None:  # the one SBUF change between the second product and the third
             nisa.tensor_scalar(dst=xs, data=xs, op0=nl.multiply, operand0=scale)
         nisa.nc_matmul(dst=accs[step], stationary=ws[:, i, :], moving=xs)
-    res = nl.ndarray((3, 128, x.shape[1]), dtype=nl.float32, buffer=nl.sbuf)
-    for step in range(3):
-        nisa.tensor_copy(dst=res[step], src=accs[step])
-        nisa.dma_copy(dst=out[step], src=res[step])
-    return out
+    return _store_products(accs, x.shape[1])
 
 
 def test_a_moving_tile_written_in_place_is_widened_again() -> None:
@@ -55,7 +61,6 @@ def test_a_moving_tile_written_in_place_is_widened_again() -> None:
 def product_through_an_alias(w, x, y):
     """x placed at an address, multiplied; y stored over the same bytes through another tensor at that address;
     the first tensor multiplied again: it holds y now."""
-    out = nl.ndarray((2, 128, x.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm)
     ws = nl.ndarray(w.shape, dtype=w.dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=ws, src=w)
     xs = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf, address=(0, 65536))
@@ -66,11 +71,7 @@ def product_through_an_alias(w, x, y):
         if step == 1:  # the one SBUF change between the products
             nisa.dma_copy(dst=alias, src=y)
         nisa.nc_matmul(dst=accs[step], stationary=ws, moving=xs)
-    res = nl.ndarray((2, 128, x.shape[1]), dtype=nl.float32, buffer=nl.sbuf)
-    for step in range(2):
-        nisa.tensor_copy(dst=res[step], src=accs[step])
-        nisa.dma_copy(dst=out[step], src=res[step])
-    return out
+    return _store_products(accs, x.shape[1])
 
 
 def test_a_write_through_another_tensor_on_the_same_bytes_is_seen() -> None:
