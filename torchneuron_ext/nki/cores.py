@@ -31,8 +31,8 @@ One core runs at a time: a core holds the group's turn while it runs and gives i
 :meth:`sync`, at a meeting point, at its end). The GIL would serialise the cores' Python anyway, and threads
 that all want it hand it over at every numpy call that releases it (thousands of context switches a second,
 each refilling the caches with another core's SBUF); a core that waits for the turn sleeps on a lock of its
-own. A 2-core mixture-of-experts launch took 1.46x the wall time of the same instructions on one core with
-free-running threads, 1.15x with the turn (bench/nki_simulator.py, ``--only lnc2``).
+own. A 2-core mixture-of-experts launch took 1.35-1.50x the wall time of the same instructions on one core
+with free-running threads, 1.15-1.43x with the turn (bench/nki_simulator.py, ``--only lnc2``).
 
 A core may announce its next instruction before it has started it (:meth:`CoreGroup.announce`) while it
 computes something of its own that needs no lock (nc_matmul's product, GIL-free in BLAS): it lends the turn
