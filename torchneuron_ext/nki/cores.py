@@ -36,10 +36,10 @@ with free-running threads, 1.15-1.43x with the turn (bench/nki_simulator.py, ``-
 
 A core may announce its next instruction before it has started it (:meth:`CoreGroup.announce`) while it
 computes something of its own that needs no lock (nc_matmul's product, GIL-free in BLAS): it lends the turn
-meanwhile, so the other core runs beside the product, and a core waiting in :meth:`sync` for it may go on. It pays only with a CPU to spare; on a loaded machine the woken
-core queues behind the computing one (docs/nki.md), so :class:`Headroom` allows it only while other processes
-leave most of a CPU free (``TORCHNEURON_EXT_NKI_CORE_OVERLAP``: ``auto``, the default; ``0`` never, ``1``
-always).
+meanwhile, so the other core runs beside the product, and a core waiting in :meth:`sync` for it may go on. It
+pays only with a CPU to spare; on a loaded machine the woken core queues behind the computing one
+(docs/nki.md), so :class:`Headroom` allows it only while other processes leave most of a CPU free
+(``TORCHNEURON_EXT_NKI_CORE_OVERLAP``: ``auto``, the default; ``0`` never, ``1`` always).
 """
 from __future__ import annotations
 

@@ -178,8 +178,8 @@ class Launch:
         self.rank, self.rank_count = 0, 1
         self._thread = 0
         self._shared_lock = threading.Lock()
-        # Bumped by every write into this core's SBUF and every SBUF allocation (a fill, or memory a freed tile had):
-        # while it stands, an SBUF view's values are what they were (operands.widened's cache).
+        # Bumped by every write into this core's SBUF and every SBUF allocation (a fill, or memory a freed tile
+        # had): while it stands, an SBUF view's values are what they were (operands.widened's cache).
         self.sbuf_epoch = 0
         self.widened: dict = {}
         self.widened_seen: set = set()

@@ -115,15 +115,16 @@ def fp32(v: Any) -> Any:
 # How many bytes of widened SBUF operands a core keeps (a (128, 512) bf16 view is 256 KiB widened); when
 # full, the cache starts over. AWS's MoE kernels come back to each of the 24 moving tiles of an H=3072 block
 # once per stationary column tile. Only a view widened a second time is kept: holding on to views used once
-# (most stationary tiles) kept fresh arrays out of the allocator's warm memory, and launches ran up to 10% slower.
+# (most stationary tiles) kept fresh arrays out of the allocator's warm memory: launches ran up to 10% slower.
 _WIDENED_BYTES = 64 << 20
 _WIDENED_SEEN = 4096
 
 
 def widened(t: NKITensor, values: np.ndarray) -> np.ndarray:
-    """``fp32(values)`` for ``values``, what ``t.read()`` returned. A plain view of an SBUF tile is widened once
-    while the core's SBUF is unchanged (Launch.sbuf_epoch): AWS's MoE kernels multiply one moving tile by each
-    stationary tile in turn, and widening it again was a fifth of their launches. Do not write into it."""
+    """``fp32(values)`` for ``values``, what ``t.read()`` returned. A plain view of an SBUF tile widened a second
+    time while the core's SBUF is unchanged (Launch.sbuf_epoch) is kept until that changes: AWS's MoE kernels
+    multiply one moving tile by each stationary tile in turn, and widening it again was a fifth of their
+    launches. Do not write into the result."""
     if values.dtype == np.float32 or t.index is not None or t.storage.buffer is not sbuf:
         return fp32(values)
     launch = runtime.current()
