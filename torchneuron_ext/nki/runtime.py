@@ -181,9 +181,7 @@ class Launch:
         # Bumped by every write into this core's SBUF and every SBUF allocation (a fill, or memory a freed tile
         # had): while it stands, an SBUF view's values are what they were (operands.widened's cache).
         self.sbuf_epoch = 0
-        self.widened: dict = {}
-        self.widened_seen: set = set()
-        self.widened_epoch, self.widened_bytes = -1, 0
+        self.widened: Any = None  # operands._Widened, made by the first matmul that widens an SBUF operand
 
     # -- concurrent cores ----------------------------------------------------
     def concurrent(self) -> bool:
@@ -263,10 +261,10 @@ class Launch:
     def allocate_direct(self, shape: tuple, dtype: np.dtype, alloc: Any, name: str = "", par_axis: int = 0,
                         fill: Any = "uninit") -> Storage:
         """A tensor whose logical tiles live where ``alloc`` (an nki.compiler DirectAllocation) places them."""
-        if alloc.memory is sbuf:
-            self.sbuf_epoch += 1
         if getattr(self.func, "_nki_force_auto_alloc", False):
             return self.allocate(shape, dtype, alloc.memory, name, par_axis, fill=fill)
+        if alloc.memory is sbuf:
+            self.sbuf_epoch += 1
         shape = tuple(int(s) for s in shape)
         # The toolchain traces a loop body once, so a direct allocation inside a loop is one allocation at
         # the address its first evaluation gave, however the Python around it (a `cur_addr += size` in the
@@ -296,10 +294,10 @@ class Launch:
         """A tensor at an address the kernel states (``nl.ndarray(address=...)``): unlike an allocation
         function, the address is evaluated on every call, so the same address is the same memory and another
         address other memory, wherever the call is made."""
-        if alloc.memory is sbuf:
-            self.sbuf_epoch += 1
         if getattr(self.func, "_nki_force_auto_alloc", False):
             return self.allocate(shape, dtype, alloc.memory, name, par_axis, fill=fill)
+        if alloc.memory is sbuf:
+            self.sbuf_epoch += 1
         # The tiles returned here carry flags of their own (below): the arena's, which only allocate_direct's
         # tiles read, need resetting once such a tile exists (two strided passes per allocation otherwise,
         # a third of an attention kernel's launch).
@@ -728,7 +726,8 @@ def _fill_value(array: np.ndarray, value: Any) -> None:
     array.view(bits).fill(pattern)
 
 
-_FILL_PATTERNS: dict = {}  # (dtype, a float's bits) or (dtype, int or bool, value) -> the fill's bit pattern (_fill_value)
+# (dtype, a float's bits) or (dtype, int or bool, value) -> the fill's bit pattern (_fill_value)
+_FILL_PATTERNS: dict = {}
 
 
 def run_ranks(launches: "list[Launch]", calls: "list[tuple[tuple, dict]]", func: Callable) -> list:

@@ -120,6 +120,36 @@ _WIDENED_BYTES = 64 << 20
 _WIDENED_SEEN = 4096
 
 
+class _Widened:
+    """One core's widened SBUF operands (widened): kept ones by view, views widened once, for one SBUF state."""
+    __slots__ = ("epoch", "kept", "seen", "bytes")
+
+    def __init__(self) -> None:
+        self.epoch, self.kept, self.seen, self.bytes = -1, {}, set(), 0
+
+    def get(self, values: np.ndarray, epoch: int) -> np.ndarray:
+        if self.epoch != epoch:
+            self.kept.clear()
+            self.seen.clear()
+            self.epoch, self.bytes = epoch, 0
+        key = (data_address(values), values.shape, values.strides, values.dtype)
+        wide = self.kept.get(key)
+        if wide is not None:
+            return wide
+        wide = fp32(values)
+        if key not in self.seen:
+            if len(self.seen) >= _WIDENED_SEEN:
+                self.seen.clear()
+            self.seen.add(key)
+            return wide
+        if self.bytes + wide.nbytes > _WIDENED_BYTES:
+            self.kept.clear()
+            self.bytes = 0
+        self.kept[key] = wide
+        self.bytes += wide.nbytes
+        return wide
+
+
 def widened(t: NKITensor, values: np.ndarray) -> np.ndarray:
     """``fp32(values)`` for ``values``, what ``t.read()`` returned. A plain view of an SBUF tile widened a second
     time while the core's SBUF is unchanged (Launch.sbuf_epoch) is kept until that changes: AWS's MoE kernels
@@ -128,27 +158,9 @@ def widened(t: NKITensor, values: np.ndarray) -> np.ndarray:
     if values.dtype == np.float32 or t.index is not None or t.storage.buffer is not sbuf:
         return fp32(values)
     launch = runtime.current()
-    cache = launch.widened
-    seen = launch.widened_seen
-    if launch.widened_epoch != launch.sbuf_epoch:
-        cache.clear()
-        seen.clear()
-        launch.widened_epoch, launch.widened_bytes = launch.sbuf_epoch, 0
-    key = (data_address(values), values.shape, values.strides, values.dtype)
-    wide = cache.get(key)
-    if wide is None:
-        wide = fp32(values)
-        if key not in seen:
-            if len(seen) >= _WIDENED_SEEN:
-                seen.clear()
-            seen.add(key)
-            return wide
-        if launch.widened_bytes + wide.nbytes > _WIDENED_BYTES:
-            cache.clear()
-            launch.widened_bytes = 0
-        cache[key] = wide
-        launch.widened_bytes += wide.nbytes
-    return wide
+    if launch.widened is None:
+        launch.widened = _Widened()
+    return launch.widened.get(values, launch.sbuf_epoch)
 
 
 _SCRATCH = threading.local()
