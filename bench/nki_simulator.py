@@ -41,7 +41,8 @@ as ``kernel[2]``: each of the two cores takes every other expert (bf16 up projec
 accumulated in PSUM) and stores each expert's result into the shared output, so the cores run their own
 instructions between shared-HBM accesses. Its baseline is the same kernel on one core (``kernel(...)``, every
 expert, the same instructions in all); the ratio of the two wall times is what running two cores side by side
-costs or gains (under 1: the cores overlap; over 1: keeping them in step costs more than that).
+costs or gains (under 1: the cores overlap; over 1: keeping them in step costs more than that). torch eager runs
+the same math (fp32 einsums, the activations rounded to bf16 as the kernel stores them), timed in the same rounds.
 
 A last case, SMALL_OPS additions of (128, 8) tiles against as many in-place torch adds, measures the
 fixed cost of one instruction (torch: of one eager op), where the math itself is negligible.
@@ -295,25 +296,28 @@ def lnc2(rounds: int, h: int = 512, inner: int = 512, tokens: int = 128) -> None
     x = torch.randn(h, tokens).bfloat16()
     w_up = (torch.randn(LNC2_EXPERTS, h, inner) / h ** 0.5).bfloat16()
     w_down = (torch.randn(LNC2_EXPERTS, inner, h) / inner ** 0.5).bfloat16()
-    one, two = [], []
+    def eager() -> torch.Tensor:  # the same math in torch eager, as the kernel rounds it (bf16 activations)
+        act = torch.nn.functional.silu(torch.einsum("ehi,ht->eit", w_up.float(), x.float())).bfloat16().float()
+        return torch.einsum("eih,eit->eht", w_down.float(), act)
+
+    one, two, ref = [], [], []
     lnc2_experts(x, w_up, w_down)  # warm up
+    eager()
     for _ in range(max(1, min(rounds, 5))):
         one.append(_seconds(lambda: lnc2_experts(x, w_up, w_down)))
         r1 = lnc2_experts.last_result
         two.append(_seconds(lambda: lnc2_experts[2](x, w_up, w_down)))
         r2 = lnc2_experts.last_result
-    got = lnc2_experts[2](x, w_up, w_down).float()
-    xf, uf, df = x.float(), w_up.float(), w_down.float()
-    act = torch.nn.functional.silu(torch.einsum("ehi,ht->eit", uf, xf)).bfloat16().float()
-    want = torch.einsum("eih,eit->eht", df, act)
-    err = (got - want).abs().max().item()
-    s1, s2 = statistics.median(one), statistics.median(two)
+        ref.append(_seconds(eager))
+    err = (lnc2_experts[2](x, w_up, w_down).float() - eager()).abs().max().item()
+    s1, s2, sr = statistics.median(one), statistics.median(two), statistics.median(ref)
     print(f"LNC=2 mixture of experts: {LNC2_EXPERTS} experts, H {h}, I {inner}, {tokens} tokens, bf16 "
           f"({len(one)} rounds, medians)")
     print(f"  one core   {s1:6.2f} s  {r1.instructions} instructions, {s1 / r1.instructions * 1e6:5.1f} us each; "
           f"device estimate {r1.estimated_latency_us:8.1f} us")
     print(f"  two cores  {s2:6.2f} s  {r2.instructions} instructions, {s2 / r2.instructions * 1e6:5.1f} us each; "
           f"device estimate {r2.estimated_latency_us:8.1f} us")
+    print(f"  torch eager {sr * 1e3:6.1f} ms: one core {s1 / sr:.0f}x, two cores {s2 / sr:.0f}x")
     print(f"  two cores / one core: {s2 / s1:.2f}x wall; max |simulator - torch| = {err:.4f}\n")
 
 
