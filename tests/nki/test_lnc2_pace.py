@@ -15,6 +15,7 @@ import torchneuron_ext.nki as nki
 import torchneuron_ext.nki.isa as nisa
 import torchneuron_ext.nki.language as nl
 from torchneuron_ext.nki import cores, runtime
+from torchneuron_ext.nki.engines import products
 from torchneuron_ext.nki.cores import CoreGroup, Headroom
 
 
@@ -267,6 +268,7 @@ def test_matmuls_give_the_same_bits_with_and_without_announcing(monkeypatch: pyt
 
 def test_only_products_worth_a_hand_off_are_announced(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(cores.OVERLAP_ENV, "1")
+    monkeypatch.setenv(products.ENV, "0")  # products computed on the core's own thread
     announced = []
     real = runtime.Launch.announce_next
     monkeypatch.setattr(runtime.Launch, "announce_next", lambda self: (announced.append(1), real(self))[1])
@@ -278,6 +280,10 @@ def test_only_products_worth_a_hand_off_are_announced(monkeypatch: pytest.Monkey
     announced.clear()
     matmuls_between_shared_stores[2](w, x, block=128)  # 2 Mi: over before the other core would run
     assert not announced
+    monkeypatch.setenv(products.ENV, "1")
+    if products.enabled():  # queued products leave the core's thread free: none is announced
+        matmuls_between_shared_stores[2](w, x, block=512)
+        assert not announced
 
 
 def test_overlap_setting_is_checked() -> None:

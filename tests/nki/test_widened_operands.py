@@ -83,14 +83,14 @@ def test_a_write_through_another_tensor_on_the_same_bytes_is_seen() -> None:
 
 def test_a_widened_operand_is_kept_while_sbuf_is_unchanged(monkeypatch) -> None:
     widened: list = []
-    real = operands.fp32
+    real = operands._widen
 
-    def counting(v):
+    def counting(v, out=None):
         if isinstance(v, np.ndarray) and v.dtype == BF16:
             widened.append(v.shape)
-        return real(v)
+        return real(v, out)
 
-    monkeypatch.setattr(operands, "fp32", counting)
+    monkeypatch.setattr(operands, "_widen", counting)
 
     @nki.jit
     def k(w, x):

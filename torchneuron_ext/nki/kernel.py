@@ -221,7 +221,10 @@ def _launch(kernel: Kernel, grid: tuple, args: tuple, kwargs: dict) -> Any:
             for index, pid in enumerate(() if state.concurrent() else
                                         _deps.grid_instances(iter_grid(grid), math.prod(grid), kernel.dialect)):
                 state.begin_instance(tuple(int(p) for p in pid), index)
-                value = kernel.func(*cargs, **ckwargs)
+                try:
+                    value = kernel.func(*cargs, **ckwargs)
+                finally:
+                    state.close_products()
                 state.check_live_ranges()
                 if index == 0:
                     result = value

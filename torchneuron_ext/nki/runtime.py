@@ -182,6 +182,15 @@ class Launch:
         # had): while it stands, an SBUF view's values are what they were (operands.widened's cache).
         self.sbuf_epoch = 0
         self.widened: Any = None  # operands._Widened, made by the first matmul that widens an SBUF operand
+        self.products: Any = None  # engines/products.Products: this core's queued matmul products
+
+    # -- matmul products off the core's thread (engines/products.py) ----------
+    def close_products(self) -> None:
+        """Drain the queue and stop its thread: before a kernel instance's results are read, and when it
+        fails (a product still queued writes memory the caller may reuse)."""
+        products, self.products = self.products, None
+        if products is not None:
+            products.drain()
 
     # -- concurrent cores ----------------------------------------------------
     def concurrent(self) -> bool:
@@ -744,7 +753,10 @@ def run_ranks(launches: "list[Launch]", calls: "list[tuple[tuple, dict]]", func:
         args, kwargs = calls[core.rank]
         with active(core), np.errstate(all="ignore"):  # numpy's error state is per thread
             core.begin_instance((core.core_index,) if core.grid else (), core.core_index)
-            value = func(*args, **kwargs)
+            try:
+                value = func(*args, **kwargs)
+            finally:
+                core.close_products()
             core.check_live_ranges()
             return value
 

@@ -18,7 +18,7 @@ from . import indirection as _ti
 from .access_pattern import Indirection, Layout
 from .errors import NKIUnsupportedError, fail
 from .indexing import DynSlice, IndexExpr, TileIndex
-from .memory import Buffer, sbuf, shared_hbm
+from .memory import Buffer, psum, sbuf, shared_hbm
 from .rules import control_flow as _control_flow
 from .rules import dependencies as _deps
 
@@ -368,6 +368,20 @@ class NKITensor:
             return self.arr[slices]
         return self.arr[self._checked_index(mask)[0]]
 
+    def note_write(self, mask: Optional[np.ndarray] = None, defined: bool = False) -> None:
+        """What a write does besides storing the values (the schedule, dependency and live-range records, PSUM's
+        flags): for an engine that stores into ``self.arr`` itself, later (engines/products.py)."""
+        self.storage.written = True
+        if self._dyn is not None:
+            self._refresh()
+        if _deps.active:
+            _deps.note_access(self, True, mask)
+        if self.storage.live is not None:
+            self._touch(reading=False)
+        _schedule_access(self.storage, self.arr, True)
+        if self.storage.psum_defined is not None and not defined:
+            self._mark_defined(mask)
+
     def read_valid(self, mask: Optional[np.ndarray] = None, skip: bool = False) -> "tuple[np.ndarray, Any]":
         """The values and which of them were read (None: all): out-of-bounds positions are skipped, not
         errors, with ``skip``."""
@@ -387,16 +401,7 @@ class NKITensor:
         becomes ``rmw(memory, values)`` (computed in fp32), each occurrence of a repeated index in turn, as
         the DMA engine's read-modify-write does. ``defined``: the caller knows every PSUM position written is
         already marked written (a matmul accumulating into started positions), so the flags are left alone."""
-        self.storage.written = True
-        if self._dyn is not None:
-            self._refresh()
-        if _deps.active:
-            _deps.note_access(self, True, mask)
-        if self.storage.live is not None:
-            self._touch(reading=False)
-        _schedule_access(self.storage, self.arr, True)
-        if self.storage.psum_defined is not None and not defined:
-            self._mark_defined(mask)
+        self.note_write(mask, defined)
         values = _fit(values, self._shape)
         if self.index is None or self._fast_slices() is not None:
             target = self.arr if self.index is None else self.arr[self._slices]
@@ -983,6 +988,10 @@ def _schedule_access(storage: Any, arr: np.ndarray, writing: bool) -> None:
     buffer = storage.buffer
     if writing and buffer is sbuf:
         launch.sbuf_epoch += 1
+    elif buffer is psum:
+        products = launch.products
+        if products is not None and products.pending and not products.own_access:
+            products.drain()  # a product still queued may write what this instruction reads or writes
     elif launch.cores is not None and buffer is shared_hbm:
         # A read is for the instruction counted next (its values are consumed after the count).
         launch.cores.sync(launch._thread, launch.costs.clock + (not writing))

@@ -14,7 +14,9 @@ from ..rules import instructions as _instr
 from ..indexing import as_mask
 from ..memory import psum, sbuf
 from ..tensor import NKITensor
-from .operands import charge, check_tile, fp32, free_size, mask_for, new_tile, result_dtype, store_into, widened
+from . import products as _products
+from .operands import (charge, check_tile, fp32, free_size, mask_for, new_tile, result_dtype, scratch, store_into,
+                       widened)
 
 # Products of at least this many multiply-adds (about 90 us of single-thread sgemm on the development VM; a
 # (128, 128) x (128, 256) bf16 matmul) are long enough to lend to the other LNC=2 core (CoreGroup.announce).
@@ -121,15 +123,23 @@ def matmul(stationary: NKITensor, moving: NKITensor, *, dst: Optional[NKITensor]
              f"'{api}' cannot mix fp32 with {dtypes.name(other)}: cast both operands to the same precision class")
     a, b = np.asarray(stationary.read()), np.asarray(moving.read())
     launch = runtime.current()
-    # The widening and the product touch only this core's arrays and release the GIL: the other core of an
-    # LNC=2 launch may run its turn meanwhile (the product is a third of a bf16 matmul's time). A small product
-    # is over before the other core has its turn, which then only adds a hand-off of the GIL (AWS's moe_tkg,
-    # a few tokens wide, ran 15% slower with every matmul announced).
-    if k * rows * m * n >= OVERLAP_MIN_MACS:
-        launch.announce_next()
-    a = widened(stationary, a).reshape(k * rows, m)
-    b = widened(moving, b).reshape(k * rows, n)
-    result = a.T @ b
+    queue = _queue(launch) if dst is not None and mask is None and m > 1 and n > 1 else None
+    if queue is None:
+        # The widening and the product touch only this core's arrays and release the GIL: the other core of
+        # an LNC=2 launch may run its turn meanwhile (the product is a third of a bf16 matmul's time). A small
+        # product is over before the other core has its turn, which then only adds a hand-off of the GIL
+        # (AWS's moe_tkg, a few tokens wide, ran 15% slower with every matmul announced).
+        if k * rows * m * n >= OVERLAP_MIN_MACS:
+            launch.announce_next()
+        a = widened(stationary, a, "stationary").reshape(k * rows, m)
+        b = widened(moving, b, "moving").reshape(k * rows, n)
+        result = _product(a, b)
+    else:
+        # Widened into arrays the queue keeps until the product is done; the product itself comes at the end
+        # (queued, or here when the store cannot be queued).
+        a = widened(stationary, a, "stationary", out=queue.slot("stationary", a.shape)).reshape(k * rows, m)
+        b = widened(moving, b, "moving", out=queue.slot("moving", b.shape)).reshape(k * rows, n)
+        result = None
     launch.costs.matmul(api, k * rows, m, n, stationary.dtype in f32)
     if dst is None:
         out = new_tile((m, n), dtypes.float32, psum)
@@ -146,7 +156,6 @@ def matmul(stationary: NKITensor, moving: NKITensor, *, dst: Optional[NKITensor]
              f"'{dst.buffer.name}' instead: the Tensor engine writes only to PSUM")
     if dst.shape[0] != m or free_size(dst.shape) != n or dst.ndim - 1 > max(max_free_dims, 1):
         fail("err_shape_mismatch", f"'{api}' produces ({m}, {n}) but dst is {dst.shape}")
-    result = result.reshape(dst.shape)
     bit_accurate = is_transpose and target.generation >= 3 and dst.dtype == stationary.dtype
     if dst.dtype != dtypes.float32 and not (target.psum_bf16 and dst.dtype == dtypes.bfloat16) and not bit_accurate:
         fail("err_unsupported_dtype", f"'{api}' writes fp32 to PSUM; dst has dtype {dtypes.name(dst.dtype)}")
@@ -169,6 +178,26 @@ def matmul(stationary: NKITensor, moving: NKITensor, *, dst: Optional[NKITensor]
                 storage.started_views.add(view)
         elif not flags.any():
             accumulate = False
+    rows_out = None
+    if result is None:
+        rows_out = _queued_target(dst, m, n) if accumulate is not None and not _same_data(a, b) else None
+        if rows_out is None:
+            result = _product(a, b)
+    if rows_out is not None:
+        # The records of the read and the write below, in the same order; the values come from the queue,
+        # behind every product queued before into this PSUM.
+        queue.own_access = True
+        try:
+            if accumulate:
+                dst.read()
+            dst.note_write(defined=all_started)
+        finally:
+            queue.own_access = False
+        queue.submit(a, b, rows_out, accumulate)
+        if not all_started:
+            (started if started is not None else storage.started_flags(dst))[...] = True
+        return None
+    result = result.reshape(dst.shape)
     if accumulate is None:
         new = np.where(flags, fp32(np.asarray(dst.read())) + result, result)
     elif accumulate:
@@ -183,6 +212,38 @@ def matmul(stationary: NKITensor, moving: NKITensor, *, dst: Optional[NKITensor]
     if not all_started:
         (started if started is not None else storage.started_flags(dst))[...] = True
     return None
+
+
+def _product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a.T @ b`` into this core's scratch array: every use copies the product out (into PSUM or a tile)."""
+    return np.matmul(a.T, b, out=scratch("product", (a.shape[1], b.shape[1]), np.float32))
+
+
+def _same_data(a: np.ndarray, b: np.ndarray) -> bool:
+    # numpy multiplies an array by its own transpose with syrk, not gemm (other roundings): leave it to numpy.
+    return data_address(a) == data_address(b)
+
+
+def _queue(launch: Any) -> Optional[_products.Products]:
+    """This core's queue of products (engines/products.py), made at its first matmul; None when disabled."""
+    queue = launch.products
+    if queue is None and _products.enabled():
+        queue = launch.products = _products.Products()
+    return queue
+
+
+def _queued_target(dst: NKITensor, m: int, n: int) -> Optional[np.ndarray]:
+    """dst's fp32 PSUM elements as (m, n) rows the product queue writes, or None (the product is then computed
+    here): a dynamic or indexed view, or another dtype."""
+    if dst._dyn is not None or dst.dtype != dtypes.float32:
+        return None
+    if dst.index is None:
+        arr = dst.arr
+    elif dst._fast_slices() is not None:
+        arr = dst.arr[dst._slices]
+    else:
+        return None
+    return _products.target_rows(arr, m, n)
 
 
 def _view_key(t: NKITensor) -> Optional[tuple]:
