@@ -10,6 +10,8 @@
 
 #include <pybind11/pybind11.h>
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -23,6 +25,9 @@ namespace py = pybind11;
 
 namespace torchneuron::nki {
 namespace {
+
+constexpr std::chrono::microseconds kSpin{100};      // the worker's wait for the next product
+constexpr std::chrono::microseconds kWaitSpin{300};  // a waiter's for the running one
 
 // CBLAS's enums (cblas.h): the ABI every CBLAS shares.
 constexpr int kRowMajor = 101;
@@ -54,6 +59,7 @@ class ProductQueue {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
     }
+    stop_atomic_.store(true);
     work_cv_.notify_one();
     if (thread_.joinable()) thread_.join();
   }
@@ -70,6 +76,7 @@ class ProductQueue {
       queue_.push_back(Product{reinterpret_cast<const float*>(a), reinterpret_cast<const float*>(b),
                                reinterpret_cast<float*>(target), k, m, n, ld, accumulate});
       ticket = ++submitted_;
+      submitted_atomic_.store(ticket, std::memory_order_release);
       wake = idle_;
       idle_ = false;
     }
@@ -78,10 +85,32 @@ class ProductQueue {
     return ticket;
   }
 
-  // Until the product of `ticket` (and every one before it) is done.
+  // Until the product of `ticket` (and every one before it) is done. A product nobody has started is run
+  // here rather than waited for: a kernel that reads PSUM right after each matmul would otherwise pay a
+  // wake-up of the worker and one of itself per product.
   void wait(uint64_t ticket) {
+    const auto until = std::chrono::steady_clock::now() + kWaitSpin;
+    while (completed_atomic_.load(std::memory_order_acquire) < ticket && running_atomic_.load()) {
+      pause();  // the worker is on it: a product is over in tens to hundreds of microseconds, a futex sleep
+      if (std::chrono::steady_clock::now() > until) break;  // and wake-up costs about as much
+    }
+    static thread_local std::vector<float> scratch;
     std::unique_lock<std::mutex> lock(mu_);
-    done_cv_.wait(lock, [&] { return completed_ >= ticket; });
+    while (completed_ < ticket) {
+      if (running_ || queue_.empty()) {
+        done_cv_.wait(lock);
+        continue;
+      }
+      const Product p = start_next();
+      lock.unlock();
+      compute_reporting(p, scratch);
+      lock.lock();
+      finish_one();
+    }
+    if (idle_ && !queue_.empty()) {  // products after `ticket`, for the sleeping worker
+      idle_ = false;
+      work_cv_.notify_one();
+    }
     if (!error_.empty()) throw std::runtime_error("an nc_matmul product failed on its worker thread: " + error_);
   }
 
@@ -96,32 +125,86 @@ class ProductQueue {
   }
 
  private:
+  // With mu_ held: a product is ready when queued and nobody (worker or waiter) is running one, since the
+  // products into one PSUM tile must run one after the other, in order.
+  bool ready() const { return !queue_.empty() && !running_; }
+
+  Product start_next() {
+    running_ = true;
+    running_atomic_.store(true);
+    return queue_.front();
+  }
+
+  void finish_one() {
+    queue_.pop_front();
+    ++completed_;
+    completed_atomic_.store(completed_, std::memory_order_release);
+    running_ = false;
+    running_atomic_.store(false);
+    done_cv_.notify_all();
+  }
+
   void run() {
     std::vector<float> scratch;
+    std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
-      Product p;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        if (queue_.empty()) {
-          idle_ = true;
-          work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-          if (queue_.empty()) return;  // stopped, nothing left
-        }
-        p = queue_.front();
+      if (!ready() && !stop_) {
+        lock.unlock();
+        spin_for_work();
+        lock.lock();
       }
-      try {
-        compute(p, scratch);
-      } catch (const std::exception& e) {  // out of memory for the scratch: reported by the next wait()
-        std::lock_guard<std::mutex> lock(mu_);
-        if (error_.empty()) error_ = e.what();
+      while (!ready()) {
+        if (stop_ && queue_.empty()) return;
+        idle_ = true;
+        work_cv_.wait(lock);
       }
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        queue_.pop_front();
-        ++completed_;
-      }
-      done_cv_.notify_all();
+      idle_ = false;
+      const Product p = start_next();
+      lock.unlock();
+      compute_reporting(p, scratch);
+      lock.lock();
+      finish_one();
     }
+  }
+
+  void compute_reporting(const Product& p, std::vector<float>& scratch) {
+    try {
+      compute(p, scratch);
+    } catch (const std::exception& e) {  // out of memory for the scratch: reported by the next wait()
+      std::lock_guard<std::mutex> lock(mu_);
+      if (error_.empty()) error_ = e.what();
+    }
+  }
+
+  // A core issues its next product a few tens of microseconds after the last one ended, and waking a sleeping
+  // thread costs the issuing core about 17 us here (a futex wake across the VM's vCPUs): the worker waits a
+  // while on its own first. One worker in the process at a time, so that waiting workers never take both
+  // vCPUs from the cores' own threads.
+  void spin_for_work() {
+    if (spinning_workers().fetch_add(1) != 0) {
+      spinning_workers().fetch_sub(1);
+      return;
+    }
+    const auto until = std::chrono::steady_clock::now() + kSpin;
+    while (!stop_atomic_.load()) {
+      if (submitted_atomic_.load(std::memory_order_acquire) > completed_atomic_.load(std::memory_order_acquire) &&
+          !running_atomic_.load())
+        break;
+      pause();
+      if (std::chrono::steady_clock::now() > until) break;
+    }
+    spinning_workers().fetch_sub(1);
+  }
+
+  static std::atomic<int>& spinning_workers() {
+    static std::atomic<int> count{0};
+    return count;
+  }
+
+  static void pause() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
   }
 
   void gemm(const Product& p, float* c, int64_t ldc) const {
@@ -159,6 +242,10 @@ class ProductQueue {
   uint64_t submitted_ = 0, completed_ = 0;
   bool idle_ = true;
   bool stop_ = false;
+  bool running_ = false;  // a product is being computed (by the worker or a waiter)
+  // Copies of submitted_, completed_, running_ and stop_ for the spinning worker and waiters, read without the lock.
+  std::atomic<uint64_t> submitted_atomic_{0}, completed_atomic_{0};
+  std::atomic<bool> running_atomic_{false}, stop_atomic_{false};
   std::string error_;
   std::thread thread_;
 };

@@ -254,3 +254,25 @@ def test_narrowing_call_sites_use_the_vectorised_cast(monkeypatch: pytest.Monkey
     calls.clear()
     elements, _ = mx.quantize(x, e4m3fn)
     assert calls == [e4m3fn] and elements.dtype == e4m3fn
+
+
+def test_from_float32_float16_is_numpys_bit_for_bit() -> None:
+    # Large arrays go through torch (F16C): every float16 value, its float32 neighbours and the midpoints
+    # between float16 values (ties to even), random float32 bits (overflow, subnormals), a strided view, and
+    # arrays with quiet and signalling NaNs (numpy's own path: F16C would quiet the signalling ones).
+    h = np.arange(65536, dtype=np.uint16).view(np.float16)
+    h = h[np.isfinite(h)].astype(np.float32)
+    mids = (h[:-1] + h[1:]) / 2
+    values = np.concatenate([h, np.nextafter(h, np.inf), np.nextafter(h, -np.inf), mids[np.isfinite(mids)]])
+    bits = np.random.default_rng(1).integers(0, 2**32, size=200_000, dtype=np.uint64).astype(np.uint32)
+    rand = bits.view(np.float32)
+    rand = rand[~np.isnan(rand)]
+    nans = np.random.default_rng(2).standard_normal(8192).astype(np.float32)
+    nans.view(np.uint32)[:4] = (0x7F800001, 0xFF800123, 0x7FC00000, 0x7FA00000)
+    strided = np.random.default_rng(3).standard_normal((128, 256)).astype(np.float32)[:, ::2] * 7e4
+    for x in (values, rand, nans, strided):
+        with np.errstate(all="ignore"):
+            expected = x.astype(np.float16)
+            got = from_float32(x, np.dtype(np.float16))
+        assert got.dtype == np.float16 and got.shape == x.shape
+        np.testing.assert_array_equal(got.view(np.uint16), expected.view(np.uint16))

@@ -161,7 +161,7 @@ def _widen(values: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
             return float_bits.to_float32(values)
         return np.left_shift(values.view(np.uint16), 16, out=out.view(np.uint32), dtype=np.uint32).view(np.float32)
     if dtype == np.float16 and values.flags.writeable and all(st >= 0 and st % 2 == 0 for st in values.strides):
-        torch = _torch()
+        torch = float_bits._torch()
         if torch is not None:
             if out is None:
                 out = np.empty(values.shape, np.float32)
@@ -170,19 +170,6 @@ def _widen(values: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
     return fp32(values)
 
 
-_torch_module: Any = None
-
-
-def _torch() -> Any:
-    """torch, or None: the simulator's core runs with numpy alone (tests/nki/test_numpy_only.py)."""
-    global _torch_module
-    if _torch_module is None:
-        try:
-            import torch
-            _torch_module = torch
-        except ImportError:
-            _torch_module = False
-    return _torch_module or None
 
 
 def widened(t: NKITensor, values: np.ndarray, role: str, out: Optional[np.ndarray] = None) -> np.ndarray:
