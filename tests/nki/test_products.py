@@ -151,6 +151,15 @@ def test_an_operand_array_is_reused_only_once_its_product_is_done(lazy: list) ->
 
 # -- kernels ---------------------------------------------------------------------------------------------------
 
+def _copied_out(acc):  # noqa: ANN001, ANN202
+    """A PSUM tile copied out through SBUF into a new HBM tensor."""
+    res = nl.ndarray(acc.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=res, src=acc)
+    out = nl.ndarray(acc.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=res)
+    return out
+
+
 @nki.jit
 def k_tiles_then_copy(w, x):
     """out = sum over K tiles t of w[:, t].T @ x[:, t], accumulated in PSUM, then copied out."""
@@ -162,11 +171,7 @@ def k_tiles_then_copy(w, x):
     acc = nl.ndarray((128, x.shape[2]), dtype=nl.float32, buffer=nl.psum)
     for t in nl.sequential_range(kt):
         nisa.nc_matmul(dst=acc, stationary=ws[:, t, :], moving=xs[:, t, :])
-    res = nl.ndarray(acc.shape, dtype=nl.float32, buffer=nl.sbuf)
-    nisa.tensor_copy(dst=res, src=acc)
-    out = nl.ndarray(acc.shape, dtype=nl.float32, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=res)
-    return out
+    return _copied_out(acc)
 
 
 def test_psum_is_read_only_after_its_products(lazy: list) -> None:
@@ -280,11 +285,7 @@ def psum_read_through_another_tile_at_its_address(w, x):
     first = nl.ndarray((128, x.shape[1]), dtype=nl.float32, buffer=nl.psum, address=(0, 0))
     nisa.nc_matmul(dst=first, stationary=ws, moving=xs)
     again = nl.ndarray((128, x.shape[1]), dtype=nl.float32, buffer=nl.psum, address=(0, 0))
-    res = nl.ndarray(again.shape, dtype=nl.float32, buffer=nl.sbuf)
-    nisa.tensor_copy(dst=res, src=again)
-    out = nl.ndarray(again.shape, dtype=nl.float32, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=res)
-    return out
+    return _copied_out(again)
 
 
 def test_psum_read_through_another_tile_waits_for_the_products_into_it(lazy: list) -> None:
