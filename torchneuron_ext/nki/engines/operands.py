@@ -170,8 +170,6 @@ def _widen(values: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
     return fp32(values)
 
 
-
-
 def widened(t: NKITensor, values: np.ndarray, role: str, out: Optional[np.ndarray] = None) -> np.ndarray:
     """``fp32(values)`` for ``values``, what ``t.read()`` returned, as nc_matmul's operand ``role``. A plain view
     of an SBUF tile widened a second time while the core's SBUF is unchanged (Launch.sbuf_epoch) is kept until
