@@ -10,9 +10,11 @@ What keeps the values right:
 - the operands are float32 arrays nobody writes while the product is queued: a widened copy the core keeps
   (operands._Widened) or one of ``SLOTS`` operand arrays per role, reused only once the product that last used
   it is done (``slot``);
-- the PSUM a queued product writes is read or written by nothing else before the queue is drained: every access
-  to PSUM (tensor._schedule_access) and every PSUM allocation drains this core's queue, except the matmul's own
-  bookkeeping of its destination (``own_access``), which comes after earlier products in the same queue;
+- the PSUM a queued product writes is read or written by nothing else before the queue is drained: every read
+  and write of PSUM (tensor._schedule_access) drains this core's queue, except the matmul's own records of its
+  destination (``own_access``), which queue behind the earlier products into it. Allocations need no wait: a
+  new PSUM tile is fresh memory (the queue keeps the old one alive), or memory the kernel placed it at, which
+  is never filled (uninitialised memory keeps its values);
 - every instance of a kernel drains its queue before the kernel's results are read (Launch.close_products).
 The products are the synchronous path's bit for bit: the same BLAS function with numpy's arguments for
 ``a.T @ b`` (tests/nki/test_products.py compares them). ``TORCHNEURON_EXT_NKI_ASYNC_PRODUCTS=0`` computes
