@@ -257,7 +257,7 @@ def test_narrowing_call_sites_use_the_vectorised_cast(monkeypatch: pytest.Monkey
 
 
 def test_from_float32_float16_is_numpys_bit_for_bit() -> None:
-    # Large arrays go through torch (F16C): every float16 value, its float32 neighbours and the midpoints
+    # Large arrays go through torch (F16C), registered by the torch integration: every float16 value, its float32 neighbours and the midpoints
     # between float16 values (ties to even), random float32 bits (overflow, subnormals), a strided view, and
     # arrays with quiet and signalling NaNs (numpy's own path: F16C would quiet the signalling ones).
     h = np.arange(65536, dtype=np.uint16).view(np.float16)
@@ -270,6 +270,7 @@ def test_from_float32_float16_is_numpys_bit_for_bit() -> None:
     nans = np.random.default_rng(2).standard_normal(8192).astype(np.float32)
     nans.view(np.uint32)[:4] = (0x7F800001, 0xFF800123, 0x7FC00000, 0x7FA00000)
     strided = np.random.default_rng(3).standard_normal((128, 256)).astype(np.float32)[:, ::2] * 7e4
+    assert float_bits._f16_narrow is not None and float_bits.f16_widen is not None
     for x in (values, rand, nans, strided):
         with np.errstate(all="ignore"):
             expected = x.astype(np.float16)

@@ -95,47 +95,28 @@ def from_float32(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
             table = _narrow_table(_F32, target)
             narrow = functools.partial(_f32_to_byte_bits if source == _F32 else _f64_to_byte_bits, table=table)
         return _in_blocks(values, np.uint8, narrow).view(target)
-    if target == _F16 and source == _F32 and values.size >= _F16_VIA_TORCH_MIN:
-        narrowed = _f32_to_f16_torch(values)
+    if target == _F16 and source == _F32 and values.size >= _F16_ACCELERATED_MIN and _f16_narrow is not None:
+        narrowed = _f16_narrow(values)
         if narrowed is not None:
             return narrowed
     return values.astype(target)
 
 
-# numpy narrows float32 to float16 one element at a time (45 us for a (128, 128) tile here, a twentieth of
-# AWS's fp16 moe_tkg launch); torch's conversion uses the CPU's F16C (26 us with the NaN check below). Under
-# this size the call overhead wins.
-_F16_VIA_TORCH_MIN = 4096
+# numpy converts between float32 and float16 one element at a time (45 us to narrow a (128, 128) tile here; in
+# AWS's fp16 moe_tkg the narrowing was a twentieth of the launch, the matmul operands' widening a seventh). The
+# CPU's F16C does it in vectors: torch's conversions use it, and the torch integration registers them here
+# (nki/torch/float16.py); the core itself stays numpy-only. Under this size the call overhead wins.
+_F16_ACCELERATED_MIN = 4096
+_f16_narrow: "Callable[[np.ndarray], np.ndarray | None] | None" = None
+f16_widen: "Callable[[np.ndarray, np.ndarray | None], np.ndarray | None] | None" = None
 
 
-def _f32_to_f16_torch(values: np.ndarray) -> "np.ndarray | None":
-    """``values.astype(float16)`` by torch, or None when torch cannot take the array or the result holds a NaN:
-    F16C quiets a signalling NaN where numpy keeps it signalling, so arrays with NaNs stay numpy's. Rounding
-    (to nearest even, overflow to infinity, subnormals) is IEEE's in both (tests/nki/test_float_bits.py)."""
-    torch = _torch()
-    if torch is None or not values.flags.writeable or any(st < 0 or st % 4 for st in values.strides):
-        return None
-    out = np.empty(values.shape, np.float16)
-    narrowed = torch.from_numpy(out)
-    narrowed.copy_(torch.from_numpy(values))
-    if bool(narrowed.isnan().any()):
-        return None
-    return out
-
-
-_torch_module = None
-
-
-def _torch():  # noqa: ANN202
-    """torch, or None: the simulator's core runs with numpy alone (tests/nki/test_numpy_only.py)."""
-    global _torch_module
-    if _torch_module is None:
-        try:
-            import torch
-            _torch_module = torch
-        except ImportError:
-            _torch_module = False
-    return _torch_module or None
+def register_float16_conversions(narrow: Callable, widen: Callable) -> None:
+    """``narrow(float32 array)``: its float16 values with numpy's bits, or None where the converter cannot give
+    them (from_float32 then uses numpy's); ``widen(float16 array, out or None)``: float32 values for a matmul
+    operand (a signalling NaN may come out quiet, which the product's arithmetic does anyway), or None."""
+    global _f16_narrow, f16_widen
+    _f16_narrow, f16_widen = narrow, widen
 
 
 def _in_blocks(values: np.ndarray, bits: type, narrow: Callable[[np.ndarray, np.ndarray], None]) -> np.ndarray:
