@@ -118,16 +118,19 @@ def build_profile(trace: Union[dict, ClassifiedTrace], name: str, source: str = 
     # Rows: the nesting depth within a lane. Parents first (earlier start, then longer), and a span
     # opens a new row only while an enclosing one is still open, so within a row spans never overlap
     # and are sorted by start and by end: the page binary-searches them.
-    by_start = np.lexsort((-end, start, lane_rank))
+    # In whole nanoseconds, the columns' own values: the float microseconds of a trace with an epoch origin
+    # (about 1.7e15 us) carry a quarter of a microsecond, so spans 1 ns apart could share a row and overlap.
+    start_ns, end_ns = spans.start_ns, np.maximum(spans.end_ns, spans.start_ns)
+    by_start = np.lexsort((-end_ns, start_ns, lane_rank))
     depth = np.empty(n, dtype=np.int64)
-    depth_sorted = _depths(lane_rank[by_start].tolist(), start[by_start].tolist(), end[by_start].tolist())
+    depth_sorted = _depths(lane_rank[by_start].tolist(), start_ns[by_start].tolist(), end_ns[by_start].tolist())
     depth[by_start] = depth_sorted
     rows_of_lane = np.zeros(len(keys), dtype=np.int64)
     if n:
         np.maximum.at(rows_of_lane, lane_rank, depth + 1)
     rows_of_lane = np.maximum(rows_of_lane, 1)
     first_row = np.concatenate(([0], np.cumsum(rows_of_lane)[:-1])).astype(np.int64)
-    final = np.lexsort((start, depth, lane_rank))  # lane, then row, then start
+    final = np.lexsort((start_ns, depth, lane_rank))  # lane, then row, then start
     row_id = first_row[lane_rank] + depth
     row_starts = np.zeros(int(rows_of_lane.sum()) + 1, dtype=np.uint32)
     if n:
