@@ -104,8 +104,30 @@ def test_lanes_follow_the_system_timeline(real_trace):
             assert p["lanes"][c["lane"][i]]["group"] == cat_group[cat]
 
 
+def _assert_rows_never_overlap(p):
+    c = columns(p)
+    rs = c["rowStart"]
+    for lane in p["lanes"]:
+        for row in range(lane["firstRow"], lane["firstRow"] + lane["rows"]):
+            start = c["start"][rs[row]:rs[row + 1]]
+            end = start + c["dur"][rs[row]:rs[row + 1]]
+            assert (start[1:] >= end[:-1] - 1e-6).all(), "overlapping spans in one row"
+
+
+def test_spans_a_nanosecond_apart_keep_apart_at_an_epoch_origin():
+    # Kineto's times are microseconds since the epoch: as floats they step by a quarter of a microsecond, so
+    # the second span (starting 50 ns before the first ends) looked as if it started after the first ended.
+    t0 = 1_733_000_000_000_000.0
+    events = [{"ph": "X", "name": name, "cat": "cpu_op", "pid": 1, "tid": 1, "ts": t0 + start, "dur": dur}
+              for name, start, dur in (("first", 0.0, 0.3), ("second", 0.25, 0.1))]
+    p = build_profile({"traceEvents": events}, "epoch")
+    _assert_rows_never_overlap(p)
+    assert p["lanes"][0]["rows"] == 2
+
+
 def test_rows_are_sorted_and_never_overlap(real_trace):
     p = build_profile(real_trace, "real")
+    _assert_rows_never_overlap(p)
     c = columns(p)
     rs = c["rowStart"]
     assert rs[0] == 0 and rs[-1] == p["events"] and len(rs) == sum(lane["rows"] for lane in p["lanes"]) + 1
