@@ -64,7 +64,7 @@ class ProductQueue {
     if (thread_.joinable()) thread_.join();
   }
 
-  // Queue a product; its ticket (1, 2, ...), which wait() and done() speak of.
+  // Queue a product; its ticket (1, 2, ...), which wait() and completed() speak of.
   uint64_t submit(uintptr_t a, uintptr_t b, uintptr_t target, int64_t k, int64_t m, int64_t n, int64_t ld,
                   bool accumulate) {
     if (k <= 0 || m <= 0 || n <= 0 || ld < n)
