@@ -59,7 +59,6 @@ class ProductQueue {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
     }
-    stop_atomic_.store(true);
     work_cv_.notify_one();
     if (thread_.joinable()) thread_.join();
   }
@@ -76,7 +75,6 @@ class ProductQueue {
       queue_.push_back(Product{reinterpret_cast<const float*>(a), reinterpret_cast<const float*>(b),
                                reinterpret_cast<float*>(target), k, m, n, ld, accumulate});
       ticket = ++submitted_;
-      submitted_atomic_.store(ticket, std::memory_order_release);
       wake = idle_;
       idle_ = false;
     }
@@ -90,7 +88,7 @@ class ProductQueue {
   // wake-up of the worker and one of itself per product.
   void wait(uint64_t ticket) {
     const auto until = std::chrono::steady_clock::now() + kWaitSpin;
-    while (completed_atomic_.load(std::memory_order_acquire) < ticket && running_atomic_.load()) {
+    while (completed_ < ticket && running_) {
       pause();  // the worker is on it: a product is over in tens to hundreds of microseconds, a futex sleep
       if (std::chrono::steady_clock::now() > until) break;  // and wake-up costs about as much
     }
@@ -114,15 +112,7 @@ class ProductQueue {
     if (!error_.empty()) throw std::runtime_error("an nc_matmul product failed on its worker thread: " + error_);
   }
 
-  uint64_t completed() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return completed_;
-  }
-
-  uint64_t submitted() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return submitted_;
-  }
+  uint64_t completed() const { return completed_; }
 
  private:
   // With mu_ held: a product is ready when queued and nobody (worker or waiter) is running one, since the
@@ -131,16 +121,13 @@ class ProductQueue {
 
   Product start_next() {
     running_ = true;
-    running_atomic_.store(true);
     return queue_.front();
   }
 
   void finish_one() {
     queue_.pop_front();
     ++completed_;
-    completed_atomic_.store(completed_, std::memory_order_release);
     running_ = false;
-    running_atomic_.store(false);
     done_cv_.notify_all();
   }
 
@@ -186,10 +173,8 @@ class ProductQueue {
       return;
     }
     const auto until = std::chrono::steady_clock::now() + kSpin;
-    while (!stop_atomic_.load()) {
-      if (submitted_atomic_.load(std::memory_order_acquire) > completed_atomic_.load(std::memory_order_acquire) &&
-          !running_atomic_.load())
-        break;
+    while (!stop_) {
+      if (submitted_ > completed_ && !running_) break;
       pause();
       if (std::chrono::steady_clock::now() > until) break;
     }
@@ -239,13 +224,12 @@ class ProductQueue {
   std::mutex mu_;
   std::condition_variable work_cv_, done_cv_;
   std::deque<Product> queue_;
-  uint64_t submitted_ = 0, completed_ = 0;
-  bool idle_ = true;
-  bool stop_ = false;
-  bool running_ = false;  // a product is being computed (by the worker or a waiter)
-  // Copies of submitted_, completed_, running_ and stop_ for the spinning worker and waiters, read without the lock.
-  std::atomic<uint64_t> submitted_atomic_{0}, completed_atomic_{0};
-  std::atomic<bool> running_atomic_{false}, stop_atomic_{false};
+  bool idle_ = true;  // the worker sleeps on work_cv_
+  // Changed only with mu_ held (the condition variables' predicates); atomic, so that the waiting worker and
+  // waiters may watch them without it.
+  std::atomic<uint64_t> submitted_{0}, completed_{0};
+  std::atomic<bool> running_{false};  // a product is being computed (by the worker or a waiter)
+  std::atomic<bool> stop_{false};
   std::string error_;
   std::thread thread_;
 };
@@ -259,8 +243,7 @@ void init_bindings(py::module& m) {
       .def("submit", &ProductQueue::submit, py::arg("a"), py::arg("b"), py::arg("target"), py::arg("k"),
            py::arg("m"), py::arg("n"), py::arg("ld"), py::arg("accumulate"))
       .def("wait", &ProductQueue::wait, py::arg("ticket"), py::call_guard<py::gil_scoped_release>())
-      .def("completed", &ProductQueue::completed)
-      .def("submitted", &ProductQueue::submitted);
+      .def("completed", &ProductQueue::completed);
 }
 
 }  // namespace torchneuron::nki

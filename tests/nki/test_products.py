@@ -52,9 +52,6 @@ class LazyQueue:
     def completed(self) -> int:
         return self.completed_count
 
-    def submitted(self) -> int:
-        return len(self.queued)
-
 
 @pytest.fixture
 def lazy(monkeypatch: pytest.MonkeyPatch) -> list:

@@ -134,8 +134,8 @@ class Products:
                                           target.strides[0] // 4, accumulate)
         self._held.append((self._issued, a, b, target))
         if len(self._held) > 4 * SLOTS:
-            self._done = max(self._done, self._queue.completed())
-            while self._held and self._held[0][0] <= self._done:
+            done = self._completed()
+            while self._held and self._held[0][0] <= done:
                 self._held.popleft()
 
     def drain(self) -> None:
@@ -146,11 +146,14 @@ class Products:
         self._held.clear()
 
     def _wait(self, ticket: int) -> None:
-        if ticket > self._done:
-            self._done = max(self._done, self._queue.completed())
-            if ticket > self._done:
-                self._queue.wait(ticket)
-                self._done = ticket
+        if ticket > self._done and ticket > self._completed():
+            self._queue.wait(ticket)
+            self._done = ticket
+
+    def _completed(self) -> int:
+        """The last ticket done, asking the queue."""
+        self._done = max(self._done, self._queue.completed())
+        return self._done
 
 
 def target_rows(target: np.ndarray, m: int, n: int) -> Optional[np.ndarray]:

@@ -234,8 +234,8 @@ def _queue(launch: Any) -> Optional[_products.Products]:
 
 def _queued_target(dst: NKITensor, m: int, n: int) -> Optional[np.ndarray]:
     """dst's fp32 PSUM elements as (m, n) rows the product queue writes, or None (the product is then computed
-    here): a dynamic or indexed view, or another dtype."""
-    if dst._dyn is not None or dst.dtype != dtypes.float32:
+    here): a dynamic or indexed view, or another dtype (products.target_rows)."""
+    if dst._dyn is not None:
         return None
     if dst.index is None:
         arr = dst.arr
