@@ -18,6 +18,7 @@
 #include "instrumentation/activity.h"
 #include "instrumentation/trace_schema.h"
 #include "distributed/bindings.h"
+#include "nki/float_conversions.h"
 #include "nki/product_queue.h"
 #include "profiler/kineto_plugin.h"
 #include "runtime/stream.h"
@@ -396,4 +397,5 @@ PYBIND11_MODULE(_C, m) {
   });
   distributed::init_bindings(m);
   nki::init_bindings(m);
+  nki::init_float_conversion_bindings(m);
 }

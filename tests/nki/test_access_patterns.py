@@ -524,6 +524,82 @@ def test_vector_offset_out_of_bounds_rows() -> None:
         "[err_tensor_access_out_of_bound]")
 
 
+# Vector offsets whose rows lie inside an HBM tensor are read and written as rows of a window over it
+# (access_pattern.row_window); element numbers remain for masks, read-modify-writes and rows out of bounds.
+
+def _flat_rows(a: np.ndarray, starts: list, pattern: list) -> np.ndarray:
+    """The elements of ``a`` each row of a vector-offset access reads: flat numbers start + the inner pattern."""
+    flat = a.reshape(-1)
+    inner = [np.arange(n) * s for s, n in pattern[1:]]
+    offsets = sum(np.ix_(*inner)) if len(inner) > 1 else inner[0]
+    return np.stack([flat[st + offsets] for st in starts])
+
+
+def test_vector_offset_rows_may_overlap_and_have_inner_strides() -> None:
+    rows, pattern = [3, 0, 4, 3, 1], [[2, 5], [3, 2], [1, 4]]  # rows of 2 x 4 elements, 2 apart: they overlap
+
+    @nki.jit
+    def k(a):
+        return _copy_out(a.ap(pattern=pattern, offset=0, vector_offset=_index_tile(rows), indirect_dim=0))
+
+    a = f32(8, 2)  # 16 elements; a row spans 7 of them, so row 4 (elements 8 to 14) is the last that fits
+    np.testing.assert_array_equal(k(a), _flat_rows(a, [2 * r for r in rows], pattern))
+
+
+def test_vector_offset_overlapping_rows_written_in_order() -> None:
+    rows, pattern = [1, 2, 0], [[2, 3], [1, 4]]  # rows of 4 elements starting 2 apart: the later row wins
+
+    @nki.jit
+    def k(a, src):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=a)
+        nisa.dma_copy(dst=out.ap(pattern=pattern, vector_offset=_index_tile(rows), indirect_dim=0), src=load(src))
+        return out
+
+    a, src = f32(5, 2), f32(3, 4) + 10
+    ref = a.copy().reshape(-1)
+    for r, values in zip(rows, src):
+        ref[2 * r:2 * r + 4] = values
+    np.testing.assert_array_equal(k(a, src), ref.reshape(a.shape))
+
+
+def test_vector_offset_accumulates_repeated_rows() -> None:
+    rows = [2, 0, 2]
+
+    @nki.jit
+    def k(a, src):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=a)
+        dst = out.ap(pattern=[[4, 3], [1, 4]], vector_offset=_index_tile(rows), indirect_dim=0)
+        nisa.dma_copy(dst=dst, src=load(src), dst_rmw_op=nl.add)
+        return out
+
+    a, src = f32(4, 4), f32(3, 4) + 10
+    ref = a.copy()
+    for r, values in zip(rows, src):
+        ref[r] += values
+    np.testing.assert_allclose(k(a, src), ref, rtol=1e-6)
+
+
+def test_vector_offset_rows_in_bounds_gather_whole_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-bounds rows never become element numbers (what made AWS's MoE gathers slow); the last row a tensor
+    can hold still counts as inside."""
+    from torchneuron_ext.nki import access_pattern
+
+    rows = [7, 0, 3]
+
+    @nki.jit
+    def k(a):
+        return _copy_out(a.ap(pattern=[[12, 3], [1, 12]], offset=0, vector_offset=_index_tile(rows), indirect_dim=0))
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("element numbers for an in-bounds vector offset")
+
+    monkeypatch.setattr(access_pattern, "flat_elements", refuse)
+    a = f32(8, 12)
+    np.testing.assert_array_equal(k(a), a[rows])
+
+
 def test_integer_indexing_follows_nkitensor() -> None:
     seen = {}
 

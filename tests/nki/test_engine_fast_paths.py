@@ -217,3 +217,37 @@ def test_scratch_arrays_are_reused_per_thread() -> None:
     t.start()
     t.join()
     assert other[0] is not a and other[0].shape == (4, 8)
+
+
+@pytest.mark.parametrize("with_nan", [False, True])
+def test_bf16_transpose_into_bf16_moves_the_bits(with_nan: bool) -> None:
+    """nc_transpose of a bf16 tile into a bf16 destination keeps each value's bits (they move as they are
+    unless the tile holds a NaN); a NaN comes out canonical with its sign, as through fp32."""
+    import ml_dtypes
+
+    import torchneuron_ext.nki as nki
+    import torchneuron_ext.nki.isa as nisa
+    import torchneuron_ext.nki.language as nl
+
+    from .kernel_io import load
+
+    @nki.jit
+    def k(a):
+        t = load(a)
+        tp = nl.ndarray((a.shape[1], a.shape[0]), dtype=a.dtype, buffer=nl.psum)
+        nisa.nc_transpose(data=t, dst=tp)
+        s = nl.ndarray(tp.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=s, src=tp)
+        out = nl.ndarray(tp.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=s)
+        return out
+
+    bits = np.random.default_rng(0).integers(0, 1 << 16, size=(32, 48), dtype=np.uint32).astype(np.uint16)
+    bits[(bits & 0x7FFF) > 0x7F80] = 0x3F80  # no NaN unless placed
+    if with_nan:
+        bits[3, 5], bits[7, 9] = 0x7F81, 0xFFC3
+    a = bits.view(ml_dtypes.bfloat16)
+    expected = bits.T.copy()
+    if with_nan:
+        expected[5, 3], expected[9, 7] = 0x7FC0, 0xFFC0
+    np.testing.assert_array_equal(k(a).view(np.uint16), expected)

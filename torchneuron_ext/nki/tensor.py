@@ -284,7 +284,10 @@ class NKITensor:
 
     def _checked_index(self, mask: Optional[np.ndarray], skip: bool = False) -> "tuple[tuple, Any]":
         """Index arrays with masked-out positions made safe, and the positions accessed (None: all).
-        Unmasked out-of-bounds positions raise, or with ``skip`` (DMA's oob_mode=skip) are left out."""
+        Unmasked out-of-bounds positions raise, or with ``skip`` (DMA's oob_mode=skip) are left out. With a
+        mask, ``self.arr`` may change (read it after the call)."""
+        if mask is not None:
+            self._elementwise_index()
         lead = np.broadcast_shapes(*(a.shape for a in self.index))
         valid = None if mask is None else _mask_to(mask, lead)
         dims = self.arr.shape
@@ -346,6 +349,15 @@ class NKITensor:
         else:
             flags[self._checked_index(None, skip=True)[0]] = True
 
+    def _elementwise_index(self) -> None:
+        """A dynamic view resolved as rows of a window (access_pattern.row_window) made element numbers: for a
+        mask (over elements, where a partial index masks whole rows) or a read-modify-write."""
+        if self._dyn is not None and self.index is not None and len(self.index) < self.arr.ndim:
+            layout, indirection, dtype = self._dyn
+            self.arr, self.index = _ap.resolve(self.storage.array, self.buffer.on_chip, dtype, layout, indirection,
+                                               per_element=True)
+            self._slices = None
+
     def _refresh(self) -> None:
         """A dynamic view: find its elements from the offsets' current values."""
         layout, indirection, dtype = self._dyn
@@ -366,7 +378,8 @@ class NKITensor:
         slices = self._fast_slices()
         if slices is not None:
             return self.arr[slices]
-        return self.arr[self._checked_index(mask)[0]]
+        index = self._checked_index(mask)[0]
+        return self.arr[index]
 
     def note_write(self, mask: Optional[np.ndarray] = None, defined: bool = False) -> None:
         """What a write does besides storing the values (the schedule, dependency and live-range records, PSUM's
@@ -402,6 +415,8 @@ class NKITensor:
         the DMA engine's read-modify-write does. ``defined``: the caller knows every PSUM position written is
         already marked written (a matmul accumulating into started positions), so the flags are left alone."""
         self.note_write(mask, defined)
+        if rmw is not None:
+            self._elementwise_index()
         values = _fit(values, self._shape)
         if self.index is None or self._fast_slices() is not None:
             target = self.arr if self.index is None else self.arr[self._slices]

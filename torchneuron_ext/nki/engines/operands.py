@@ -159,6 +159,8 @@ def _widen(values: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
     if dtype == dtypes.bfloat16:
         if out is None:
             return float_bits.to_float32(values)
+        if float_bits.bf16_widen is not None and float_bits.bf16_widen(values, out):
+            return out
         return np.left_shift(values.view(np.uint16), 16, out=out.view(np.uint32), dtype=np.uint32).view(np.float32)
     if dtype == np.float16 and float_bits.f16_widen is not None:
         wide = float_bits.f16_widen(values, out)

@@ -6,7 +6,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from .. import dtypes, runtime
+from .. import dtypes, float_bits, runtime
 from ..data_address import data_address
 from ..errors import fail, NKIUnsupportedError
 from ..rules import allocation as _alloc_rules
@@ -288,5 +288,10 @@ def transpose(data: NKITensor, *, engine: str = "tensor", dst: Optional[NKITenso
             out._valid = valid
         out.write(dtypes.cast(fp32(vals), out.dtype))
         return out
+    if dst.dtype == vals.dtype == dtypes.bfloat16 and not float_bits.has_nan(vals):
+        # Widening then narrowing gives the same bits but for a NaN's payload (made canonical): the bits move as
+        # they are, half the bytes of the fp32 detour and none of its conversions (a sixth of AWS's MoE shard-on-H).
+        store_into(dst, vals, api)
+        return None
     store_into(dst, fp32(vals), api)
     return None

@@ -251,6 +251,8 @@ class _Elements:
 
 def _elements(tensor: Any, base: np.ndarray, mask: Any) -> Optional[_Elements]:
     """What ``tensor``'s access touches, or None when it touches nothing or cannot be told."""
+    if tensor.index is not None:
+        tensor._elementwise_index()  # rows of a window: the rules judge element numbers
     arr = tensor.arr
     if tensor.index is not None:
         slices = tensor._fast_slices()

@@ -1,0 +1,68 @@
+"""float32 <-> bfloat16 of whole tiles through the extension's native loops (csrc/nki/float_conversions.cpp),
+registered with the core's float_bits, which stays numpy-only and keeps its own numpy passes for layouts these
+do not take."""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from .. import float_bits
+from ..data_address import data_address
+
+try:
+    from ... import _C
+except ImportError:  # the package without its extension built: float_bits keeps numpy's passes
+    _C = None
+
+
+def _rows(arr: np.ndarray) -> Optional[tuple]:
+    """``arr`` as (rows, cols, ld): rows of ``cols`` contiguous elements ``ld`` elements apart, or None."""
+    itemsize = arr.itemsize
+    if arr.flags.c_contiguous:
+        return 1, arr.size, arr.size
+    cols = arr.shape[-1]
+    if cols > 1 and arr.strides[-1] != itemsize:
+        return None
+    try:
+        rows = arr.reshape((-1, cols), copy=False)
+    except (ValueError, TypeError):  # a copy would be needed (TypeError: numpy before 2.1)
+        return None
+    ld, rem = divmod(rows.strides[0], itemsize)
+    if rem or ld < cols:
+        return None
+    return rows.shape[0], cols, ld
+
+
+def _convert(native, src: np.ndarray, dst: np.ndarray) -> bool:
+    if src.shape != dst.shape or src.size == 0:
+        return src.shape == dst.shape
+    a, b = _rows(src), _rows(dst)
+    if a is None or b is None or a[:2] != b[:2]:
+        if a is None or b is None or a[0] * a[1] != b[0] * b[1]:
+            return False
+        # Both whole rows of one shape but grouped differently (a contiguous side seen as one row): per the
+        # strided side's rows, the contiguous one's ld is its cols.
+        if a[0] == 1:
+            a = (b[0], b[1], b[1])
+        elif b[0] == 1:
+            b = (a[0], a[1], a[1])
+        else:
+            return False
+    native(data_address(src), a[2], data_address(dst), b[2], a[0], a[1])
+    return True
+
+
+def narrow(values: np.ndarray, out: np.ndarray) -> bool:
+    """float32 ``values`` -> ml_dtypes' bfloat16 bit patterns in the uint16 ``out``, or False."""
+    return values.dtype == np.float32 and out.dtype == np.uint16 and _convert(_C._nki_bf16_narrow, values, out)
+
+
+def widen(values: np.ndarray, out: np.ndarray) -> bool:
+    """bfloat16 ``values`` -> float32 ``out``, exactly, or False."""
+    return (values.dtype == float_bits._BF16 and out.dtype == np.float32 and out.flags.writeable
+            and _convert(_C._nki_bf16_widen, values, out))
+
+
+if _C is not None and hasattr(_C, "_nki_bf16_narrow"):
+    float_bits.register_bfloat16_conversions(narrow, widen)
