@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import _env
 from ..trainium.targets import GENERATION_NAMES
-from . import arguments, blas_threads, runtime
+from . import arguments, blas_threads, host_memory, runtime
 from . import schedule as _schedule
 from .cost_model import Costs
 from .errors import NKIUnsupportedError, fail
@@ -195,6 +195,7 @@ def launch(kernel: Kernel, grid: tuple, args: tuple, kwargs: dict) -> Any:
             fail("err_nested_kernel_with_spmd_grid",
                  "a kernel with an SPMD grid cannot be launched from inside another kernel")
         return kernel.func(*args, **kwargs)
+    host_memory.keep_freed_memory()
     with launch_clock.timing():
         return _launch(kernel, grid, args, kwargs)
 
@@ -252,6 +253,7 @@ def launch_ranks(kernel: Any, inputs: Sequence[Any]) -> list:
     if _trace_handler is not None and _trace_handler.is_traced():
         raise NKIUnsupportedError("launch_ranks under tracing (torch.compile, fake tensors) is not supported; "
                                   "call it eagerly")
+    host_memory.keep_freed_memory()
     with launch_clock.timing():
         return _launch_ranks(kernel, grid, inputs)
 
