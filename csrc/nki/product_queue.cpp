@@ -75,10 +75,13 @@ class ProductQueue {
       queue_.push_back(Product{reinterpret_cast<const float*>(a), reinterpret_cast<const float*>(b),
                                reinterpret_cast<float*>(target), k, m, n, ld, accumulate});
       ticket = ++submitted_;
-      wake = idle_;
-      idle_ = false;
+      // A sleeping worker is woken only for a second product waiting behind another: waking it costs this
+      // thread a futex call across the VM's vCPUs (17-40 us), more than a product it would run before the
+      // core reads it back (AWS's shard-on-H kernel reads each one at once), and a lone product left
+      // unstarted is run by whoever waits for it. A worker still busy, or watching for work, needs none.
+      wake = idle_ && queue_.size() >= 2;
+      if (wake) idle_ = false;
     }
-    // A worker still busy with the queue needs no wake-up (a futex call across the VM's vCPUs).
     if (wake) work_cv_.notify_one();
     return ticket;
   }
