@@ -67,7 +67,7 @@ def to_float32(values: np.ndarray) -> np.ndarray:
         # One pass: the shift widens as it goes (astype then << made two arrays, a third of a matmul's cast).
         return np.left_shift(values.view(np.uint16), 16, dtype=np.uint32).view(np.float32)
     if dtype in _BYTE_FLOATS:
-        return np.take(_fp8_table(dtype), values.view(np.uint8))
+        return _lookup(_fp8_table(dtype), values)
     if dtype == _F16 and values.ndim:
         return np.take(_fp16_table(), values.view(np.uint16))
     return values.astype(np.float32, copy=False)
@@ -94,7 +94,7 @@ def from_float32(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     target = np.dtype(dtype)
     source = values.dtype
     if source in _BYTE_FLOATS and values.ndim and target.names is None:
-        return np.take(_fp8_table(source, target), values.view(np.uint8))
+        return _lookup(_fp8_table(source, target), values)
     if values.ndim == 0:
         return values.astype(target)
     if target == _BF16 and source in (_F32, _F64):
@@ -136,7 +136,7 @@ def register_float16_conversions(narrow: Callable, widen: Callable) -> None:
 
 
 # numpy narrows a float32 tile into bfloat16 in seven passes (42 us for a (128, 512) tile here): the torch
-# integration registers a one-pass native loop with the same bits (nki/torch/bfloat16.py, 6-9 us), and one for
+# integration registers a one-pass native loop with the same bits (nki/torch/native_casts.py, 6-9 us), and one for
 # widening (12 -> 5 us). Each takes the source and a destination array of the same shape and says whether it
 # could (the layout must be rows of contiguous elements).
 _bf16_narrow: "Callable[[np.ndarray, np.ndarray], bool] | None" = None
@@ -149,6 +149,28 @@ def register_bfloat16_conversions(narrow: Callable, widen: Callable) -> None:
     cannot (from_float32 and to_float32 then use numpy's passes)."""
     global _bf16_narrow, bf16_widen
     _bf16_narrow, bf16_widen = narrow, widen
+
+
+# numpy's take of a 256-entry table by an 8-bit float's bytes: 53 us for a (128, 512) fp8 tile into bfloat16
+# here (AWS's quantized MoE dequantizes its weights this way); registered by the torch integration, a native
+# loop over rows of bytes (nki/torch/native_casts.py). It returns False where it cannot (numpy's take then).
+_byte_lookup: "Callable[[np.ndarray, np.ndarray, np.ndarray], bool] | None" = None
+
+
+def register_byte_lookup(lookup: Callable) -> None:
+    """``lookup(table, values, out)``: ``out[...] = table[values.view(uint8)]`` for a table of 256 entries of
+    2 or 4 bytes and ``out`` of the table's dtype and the values' shape, or False, storing nothing."""
+    global _byte_lookup
+    _byte_lookup = lookup
+
+
+def _lookup(table: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """The table's entries for an 8-bit float array's bytes, in an array of the values' shape."""
+    if _byte_lookup is not None and values.ndim and table.itemsize in (2, 4):
+        out = np.empty(values.shape, table.dtype)
+        if _byte_lookup(table, values, out):
+            return out
+    return np.take(table, values.view(np.uint8))
 
 
 def _in_blocks(values: np.ndarray, bits: type, narrow: Callable[[np.ndarray, np.ndarray], None]) -> np.ndarray:

@@ -8,7 +8,8 @@ which eager-only users need not pay for.
 
 - interop.py: zero-copy views between torch tensors and numpy arrays, dtype maps.
 - float16.py: float32 <-> float16 conversions through the CPU's F16C, for the core's float_bits.
-- bfloat16.py: float32 <-> bfloat16 conversions through the extension's native loops, for the same.
+- native_casts.py: float32 <-> bfloat16 and 8-bit float lookups through the extension's native loops, for the
+  same.
 - launch.py: the torch kind of kernel arguments and the launch's profiler and device-activity records.
 - tracing.py: the one "under tracing?" predicate and the one code digest.
 - ops.py: ``nki_op``, ``wrap_nki``, and the operators a traced launch becomes.
@@ -22,7 +23,7 @@ from typing import Any
 from .. import arguments as _arguments
 from .. import dtypes as _dtypes
 from .. import kernel as _kernel
-from . import bfloat16 as _bfloat16  # noqa: F401  (registers the bfloat16 conversions)
+from . import native_casts as _native_casts  # noqa: F401  (registers the bfloat16 and 8-bit float casts)
 from . import float16 as _float16  # noqa: F401  (registers the float16 conversions)
 from . import interop as _interop
 from . import launch as _launch

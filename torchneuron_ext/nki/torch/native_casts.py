@@ -1,6 +1,6 @@
-"""float32 <-> bfloat16 of whole tiles through the extension's native loops (csrc/nki/float_conversions.cpp),
-registered with the core's float_bits, which stays numpy-only and keeps its own numpy passes for layouts these
-do not take."""
+"""float32 <-> bfloat16 of whole tiles, and 8-bit floats through their tables, by the extension's native loops
+(csrc/nki/float_conversions.cpp), registered with the core's float_bits, which stays numpy-only and keeps its
+own numpy passes for layouts these do not take."""
 from __future__ import annotations
 
 from typing import Optional
@@ -64,5 +64,15 @@ def widen(values: np.ndarray, out: np.ndarray) -> bool:
             and _convert(_C._nki_bf16_widen, values, out))
 
 
-if _C is not None and hasattr(_C, "_nki_bf16_narrow"):
+def byte_lookup(table: np.ndarray, values: np.ndarray, out: np.ndarray) -> bool:
+    """``out[...] = table[values' bytes]`` for a 256-entry table of 2- or 4-byte results, or False."""
+    if table.shape != (256,) or not table.flags.c_contiguous or table.itemsize not in (2, 4) \
+            or values.itemsize != 1 or out.dtype != table.dtype or not out.flags.writeable:
+        return False
+    return _convert(lambda src, src_ld, dst, dst_ld, rows, cols: _C._nki_byte_lookup(
+        data_address(table), table.itemsize, src, src_ld, dst, dst_ld, rows, cols), values, out)
+
+
+if _C is not None and hasattr(_C, "_nki_byte_lookup"):
     float_bits.register_bfloat16_conversions(narrow, widen)
+    float_bits.register_byte_lookup(byte_lookup)

@@ -1,4 +1,4 @@
-"""The native float32 <-> bfloat16 loops (csrc/nki/float_conversions.cpp, registered by nki/torch/bfloat16.py)
+"""The native float32 <-> bfloat16 loops (csrc/nki/float_conversions.cpp, registered by nki/torch/native_casts.py)
 give ml_dtypes' bits, and the core's float_bits uses them for the layouts they take."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from torchneuron_ext.nki import float_bits
-from torchneuron_ext.nki.torch import bfloat16 as native
+from torchneuron_ext.nki.torch import native_casts as native
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
@@ -82,3 +82,30 @@ def test_has_nan_by_the_bits() -> None:
         one = finite.copy()
         one[7, 3] = patterns[i]
         assert float_bits.has_nan(one) and float_bits.has_nan(one.T)
+
+
+BYTE_FLOATS = [ml_dtypes.float8_e4m3, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2, ml_dtypes.float8_e8m0fnu,
+               ml_dtypes.float4_e2m1fn]
+
+
+@pytest.mark.parametrize("source", BYTE_FLOATS, ids=lambda d: np.dtype(d).name)
+def test_8_bit_floats_through_the_native_lookup_are_astype(source: type) -> None:
+    assert float_bits._byte_lookup is native.byte_lookup
+    patterns = np.arange(256, dtype=np.uint8).view(source).reshape(16, 16)
+    for target in (np.float32, ml_dtypes.bfloat16, np.float16):
+        table = float_bits._fp8_table(np.dtype(source), np.dtype(target))
+        for values in (patterns, patterns[:, 3:], patterns[::2], np.tile(patterns, (3, 5))[1:, 2:]):
+            with np.errstate(all="ignore"):
+                expected = values.astype(target)
+            out = np.empty(values.shape, table.dtype)
+            assert native.byte_lookup(table, values, out)
+            np.testing.assert_array_equal(out.view(np.uint8), np.ascontiguousarray(expected).view(np.uint8))
+            got = float_bits.from_float32(values, np.dtype(target))
+            np.testing.assert_array_equal(np.ascontiguousarray(got).view(np.uint8),
+                                          np.ascontiguousarray(expected).view(np.uint8))
+        # columns are not rows of contiguous bytes: numpy's take, the same values
+        assert not native.byte_lookup(table, patterns.T, np.empty((16, 16), table.dtype))
+        with np.errstate(all="ignore"):
+            np.testing.assert_array_equal(
+                np.ascontiguousarray(float_bits.from_float32(patterns.T, np.dtype(target))).view(np.uint8),
+                np.ascontiguousarray(patterns.T.astype(target)).view(np.uint8))
