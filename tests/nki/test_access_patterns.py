@@ -260,21 +260,25 @@ def test_vector_offset_gathers_rows() -> None:
     np.testing.assert_array_equal(k(a), a[rows])
 
 
-def test_vector_offset_scatters_rows() -> None:
-    rows = [6, 1, 3]
-
+def _scatter_rows(a: np.ndarray, src: np.ndarray, rows: list, pattern: list, **dma_kwargs) -> np.ndarray:
+    """``a`` with ``src``'s rows DMA'd into it through ``.ap(pattern, vector_offset=rows)``."""
     @nki.jit
     def k(a, src):
         out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
         nisa.dma_copy(dst=out, src=a)
-        idx = _index_tile(rows)
-        nisa.dma_copy(dst=out.ap(pattern=[[4, 3], [1, 4]], vector_offset=idx, indirect_dim=0), src=load(src))
+        dst = out.ap(pattern=pattern, vector_offset=_index_tile(rows), indirect_dim=0)
+        nisa.dma_copy(dst=dst, src=load(src), **dma_kwargs)
         return out
 
+    return k(a, src)
+
+
+def test_vector_offset_scatters_rows() -> None:
+    rows = [6, 1, 3]
     a, src = f32(8, 4), f32(3, 4) + 10
     ref = a.copy()
     ref[rows] = src
-    np.testing.assert_array_equal(k(a, src), ref)
+    np.testing.assert_array_equal(_scatter_rows(a, src, rows, [[4, 3], [1, 4]]), ref)
 
 
 def test_select_and_vector_select_with_tiles() -> None:
@@ -547,38 +551,21 @@ def test_vector_offset_rows_may_overlap_and_have_inner_strides() -> None:
 
 
 def test_vector_offset_overlapping_rows_written_in_order() -> None:
-    rows, pattern = [1, 2, 0], [[2, 3], [1, 4]]  # rows of 4 elements starting 2 apart: the later row wins
-
-    @nki.jit
-    def k(a, src):
-        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-        nisa.dma_copy(dst=out, src=a)
-        nisa.dma_copy(dst=out.ap(pattern=pattern, vector_offset=_index_tile(rows), indirect_dim=0), src=load(src))
-        return out
-
+    rows = [1, 2, 0]  # rows of 4 elements starting 2 apart: the later row wins
     a, src = f32(5, 2), f32(3, 4) + 10
     ref = a.copy().reshape(-1)
     for r, values in zip(rows, src):
         ref[2 * r:2 * r + 4] = values
-    np.testing.assert_array_equal(k(a, src), ref.reshape(a.shape))
+    np.testing.assert_array_equal(_scatter_rows(a, src, rows, [[2, 3], [1, 4]]), ref.reshape(a.shape))
 
 
 def test_vector_offset_accumulates_repeated_rows() -> None:
     rows = [2, 0, 2]
-
-    @nki.jit
-    def k(a, src):
-        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-        nisa.dma_copy(dst=out, src=a)
-        dst = out.ap(pattern=[[4, 3], [1, 4]], vector_offset=_index_tile(rows), indirect_dim=0)
-        nisa.dma_copy(dst=dst, src=load(src), dst_rmw_op=nl.add)
-        return out
-
     a, src = f32(4, 4), f32(3, 4) + 10
     ref = a.copy()
     for r, values in zip(rows, src):
         ref[r] += values
-    np.testing.assert_allclose(k(a, src), ref, rtol=1e-6)
+    np.testing.assert_allclose(_scatter_rows(a, src, rows, [[4, 3], [1, 4]], dst_rmw_op=nl.add), ref, rtol=1e-6)
 
 
 def test_vector_offset_rows_in_bounds_gather_whole_rows(monkeypatch: pytest.MonkeyPatch) -> None:
