@@ -1,9 +1,9 @@
-// float32 <-> bfloat16, and 8-bit floats to wider types, over the rows of a tile, bit for bit as ml_dtypes' astype (and the numpy code of
-// torchneuron_ext/nki/float_bits.py, which the NKI simulator uses without this extension): narrowing rounds to
-// nearest even, overflows to infinity, and turns a NaN into the canonical quiet NaN with its sign; widening is
-// exact. numpy needed seven passes over a tile to narrow it; one loop here, which the compiler vectorises,
-// does it at memory speed. The Python side passes raw addresses of arrays it holds, laid out as `rows` rows
-// of `cols` contiguous elements, `ld` elements apart.
+// float32 <-> bfloat16, and 8-bit floats to wider types, over the rows of a tile, bit for bit as ml_dtypes'
+// astype (and the numpy code of torchneuron_ext/nki/float_bits.py, which the NKI simulator uses without this
+// extension): narrowing rounds to nearest even, overflows to infinity, and turns a NaN into the canonical quiet
+// NaN with its sign; widening is exact. numpy needed seven passes over a tile to narrow it; one loop here, which
+// the compiler vectorises, does it at memory speed. The Python side passes raw addresses of arrays it holds,
+// laid out as `rows` rows of `cols` contiguous elements, `ld` elements apart.
 #include "nki/float_conversions.h"
 
 #include <cstdint>
@@ -46,7 +46,7 @@ void lookup_row(const Out* table, const uint8_t* src, Out* dst, int64_t n) {
 
 void check(int64_t rows, int64_t cols, int64_t src_ld, int64_t dst_ld) {
   if (rows < 0 || cols < 0 || (rows > 1 && (src_ld < cols || dst_ld < cols)))
-    throw std::invalid_argument("bfloat16 conversion: bad layout (rows, cols, src_ld, dst_ld)");
+    throw std::invalid_argument("NKI native cast: bad layout (rows, cols, src_ld, dst_ld)");
 }
 
 void narrow(uintptr_t src, int64_t src_ld, uintptr_t dst, int64_t dst_ld, int64_t rows, int64_t cols) {

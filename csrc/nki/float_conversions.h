@@ -1,4 +1,5 @@
-// The NKI simulator's float32 <-> bfloat16 conversions of whole tiles (torchneuron_ext._C).
+// The NKI simulator's float32 <-> bfloat16 conversions and 8-bit float lookups of whole tiles
+// (torchneuron_ext._C).
 #pragma once
 
 #include <pybind11/pybind11.h>
