@@ -157,11 +157,7 @@ def _widen(values: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
     NaN, which the product's arithmetic does anyway, so only operands of nc_matmul may be widened here."""
     dtype = values.dtype
     if dtype == dtypes.bfloat16:
-        if out is None:
-            return float_bits.to_float32(values)
-        if float_bits.bf16_widen is not None and float_bits.bf16_widen(values, out):
-            return out
-        return np.left_shift(values.view(np.uint16), 16, out=out.view(np.uint32), dtype=np.uint32).view(np.float32)
+        return float_bits.bf16_to_float32(values, out)
     if dtype == np.float16 and float_bits.f16_widen is not None:
         wide = float_bits.f16_widen(values, out)
         if wide is not None:

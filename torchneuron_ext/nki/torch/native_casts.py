@@ -17,38 +17,33 @@ except ImportError:  # the package without its extension built: float_bits keeps
 
 
 def _rows(arr: np.ndarray) -> Optional[tuple]:
-    """``arr`` as (rows, cols, ld): rows of ``cols`` contiguous elements ``ld`` elements apart, or None."""
-    itemsize = arr.itemsize
-    if arr.flags.c_contiguous:
-        return 1, arr.size, arr.size
+    """``arr`` as (rows, cols, ld): its last axis's rows of ``cols`` contiguous elements, ``ld`` elements apart,
+    or None."""
     cols = arr.shape[-1]
-    if cols > 1 and arr.strides[-1] != itemsize:
+    if cols > 1 and arr.strides[-1] != arr.itemsize:
         return None
     try:
         rows = arr.reshape((-1, cols), copy=False)
     except (ValueError, TypeError):  # a copy would be needed (TypeError: numpy before 2.1)
         return None
-    ld, rem = divmod(rows.strides[0], itemsize)
+    ld, rem = divmod(rows.strides[0], arr.itemsize)
     if rem or ld < cols:
         return None
     return rows.shape[0], cols, ld
 
 
 def _convert(native, src: np.ndarray, dst: np.ndarray) -> bool:
+    """``native`` over ``src`` into ``dst`` of the same shape: one row when both are contiguous, else the rows
+    of their last axis; False where either is not rows of contiguous elements."""
     if src.shape != dst.shape or src.size == 0:
         return src.shape == dst.shape
+    if src.flags.c_contiguous and dst.flags.c_contiguous:
+        n = src.size
+        native(data_address(src), n, data_address(dst), n, 1, n)
+        return True
     a, b = _rows(src), _rows(dst)
-    if a is None or b is None or a[:2] != b[:2]:
-        if a is None or b is None or a[0] * a[1] != b[0] * b[1]:
-            return False
-        # Both whole rows of one shape but grouped differently (a contiguous side seen as one row): per the
-        # strided side's rows, the contiguous one's ld is its cols.
-        if a[0] == 1:
-            a = (b[0], b[1], b[1])
-        elif b[0] == 1:
-            b = (a[0], a[1], a[1])
-        else:
-            return False
+    if a is None or b is None:
+        return False
     native(data_address(src), a[2], data_address(dst), b[2], a[0], a[1])
     return True
 
