@@ -430,6 +430,7 @@ def test_runner_counts_outcomes_per_folder_on_a_fake_checkout(tmp_path: Path) ->
         ["| alpha", "1", "1", "0", "0", "2"], ["| core/beta", "2", "0", "0", "1", "3"],
         ["| core/gamma", "0", "0", "1", "0", "1"], ["| total", "3", "1", "1", "1", "6"]]
     assert lines[6].startswith("wall time ") and lines[7].startswith("slowest 2 (wall; then the simulator's")
+    assert lines[10] == "no test took over the 30 s budget"  # the default budget, after the slowest
     cases = {o.nodeid: o for o in runner.read_junit(str(junit), str(tmp_path))}
     outcomes = {nodeid: o.outcome for nodeid, o in cases.items()}
     assert outcomes["test/integration/nkilib/core/gamma/test_broken.py"] == "error"
@@ -596,6 +597,48 @@ skipped, by folder and reason:
 | experimental/eps | Skipping slow simulation test | 1 |
 | experimental/eps | got empty parameter set for (n) | 1 |
 """)
+
+
+class TestBudget(TestCase):
+    """Tests over the time budget are listed by what bounds them."""
+
+    @staticmethod
+    def _case(name: str, seconds: float, simulator: "float | None", cpu: "float | None") -> runner.Outcome:
+        return runner.Outcome(f"test/integration/nkilib/core/moe/test_m.py::{name}", "test/integration/nkilib/core/"
+                              "moe/test_m.py", "passed", seconds, simulator_seconds=simulator,
+                              simulator_cpu_seconds=simulator, cpu_seconds=cpu)
+
+    def test_each_test_over_the_budget_is_put_with_its_bound(self) -> None:
+        outcomes = [self._case("harness_bound", 79.0, 15.0, 85.0),   # 64 s outside the launches
+                    self._case("cpu_bound", 45.0, 28.0, 69.5),       # 69.5 s CPU on 2 CPUs: 34.75 s at best
+                    self._case("simulator_bound", 41.0, 28.0, 47.5),  # 23.75 s on 2 CPUs: the simulator decides
+                    self._case("unsplit", 31.0, None, None),
+                    self._case("fast", 29.0, 20.0, 60.0)]
+        groups = runner.over_budget(outcomes, 30.0, cpus=2)
+        self.assertEqual({k: [o.nodeid.split("::")[1] for o in v] for k, v in groups.items()},
+                         {"harness": ["harness_bound"], "cpu": ["cpu_bound"], "simulator": ["simulator_bound"],
+                          "unsplit": ["unsplit"]})
+        # on 4 CPUs the same CPU time no longer rules the second test out
+        self.assertEqual([o.nodeid.split("::")[1] for o in runner.over_budget(outcomes, 30.0, cpus=4)["simulator"]],
+                         ["cpu_bound", "simulator_bound"])
+        text = runner.format_report(outcomes, 1.0, slowest=0, budget=30.0, cpus=2)
+        self.assertExpectedInline(text[text.index("over the"):], """\
+over the 30 s budget: 4 of 5 tests
+      1  AWS's harness alone took longer (the test's time outside the simulator's launches):
+            79.00 s  simulator   15.0 /  15.0 s  harness   64.0 s  cpu   85.0 s  test/integration/nkilib/core/moe/test_m.py::harness_bound
+      1  the test's CPU time over the 2 CPU(s) this process may use is longer (even with every CPU busy throughout):
+            45.00 s  simulator   28.0 /  28.0 s  harness   17.0 s  cpu   69.5 s  test/integration/nkilib/core/moe/test_m.py::cpu_bound
+      1  the simulator's launches make the difference:
+            41.00 s  simulator   28.0 /  28.0 s  harness   13.0 s  cpu   47.5 s  test/integration/nkilib/core/moe/test_m.py::simulator_bound
+      1  no split recorded (the plugin was not loaded, or the test never started):
+            31.00 s  (no split recorded)                                        test/integration/nkilib/core/moe/test_m.py::unsplit
+""")
+
+    def test_no_test_over_the_budget_and_no_budget(self) -> None:
+        outcomes = [self._case("fast", 29.0, 20.0, 60.0)]
+        self.assertEqual(runner.format_budget(outcomes, 30.0, cpus=2), ["no test took over the 30 s budget"])
+        self.assertNotIn("budget", runner.format_report(outcomes, 1.0, slowest=1, budget=0))
+        self.assertNotIn("budget", runner.format_report(outcomes, 1.0, slowest=1))
 
 
 def test_folder_of() -> None:

@@ -9,6 +9,11 @@ report gives passed/failed/errors/skipped per folder (``core/attention``, ``expe
 total time, the slowest tests and the skips counted per folder and reason (the reason the harness gave, so
 each can be traced to the condition in AWS's harness that produced it). The exit status is pytest's.
 
+Each test over a time budget (``--budget``, default 30 s) is put with what bounds it: AWS's harness alone
+(the test's time outside the simulator's launches) over the budget; else the test's CPU time spread over
+every CPU the process may use still over it (no scheduling of the same work brings it under); else the
+simulator's launches, the only part a faster simulator changes.
+
 Before the run, every Python file of the selection and of the library's ``src`` is parsed with this
 interpreter: a file that does not parse makes every test importing it a collection error, so the report
 names each such file, its line and error, and says whether this Python meets the checkout's
@@ -32,7 +37,7 @@ import xml.etree.ElementTree as ET
 from typing import Optional, Sequence
 
 __all__ = ["Outcome", "FolderCounts", "SourceProblem", "build_command", "folder_of", "read_junit",
-           "count_by_folder", "skips_by_reason", "format_report", "source_problems", "requires_python", "format_source_problems",
+           "count_by_folder", "skips_by_reason", "over_budget", "format_report", "source_problems", "requires_python", "format_source_problems",
            "MissingModule", "missing_modules", "format_missing_modules", "run", "main"]
 
 PLUGIN = "torchneuron_ext.compat.nki_library"
@@ -166,8 +171,63 @@ def skips_by_reason(outcomes: Sequence[Outcome], depth: int = 2) -> dict:
     return dict(sorted(counts.items(), key=lambda kv: (kv[0][0], -kv[1], kv[0][1])))
 
 
+# What bounds a test over the budget (over_budget's keys, in the report's order, with how it says them).
+BOUNDS = (("harness", "AWS's harness alone took longer (the test's time outside the simulator's launches)"),
+          ("cpu", "the test's CPU time over the {cpus} CPU(s) this process may use is longer (even with every "
+                  "CPU busy throughout)"),
+          ("simulator", "the simulator's launches make the difference"),
+          ("unsplit", "no split recorded (the plugin was not loaded, or the test never started)"))
+DEFAULT_BUDGET_S = 30.0  # issue 29's goal for each test of the library's fast selection
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity, else the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def over_budget(outcomes: Sequence[Outcome], budget: float, cpus: int) -> dict:
+    """The tests whose wall time is over ``budget`` seconds, slowest first, by what bounds them (BOUNDS' keys):
+    ``harness`` when the time outside the simulator's launches alone is over it, else ``cpu`` when the test's
+    CPU time over ``cpus`` CPUs is (a floor on its wall time however the work were spread), else
+    ``simulator``; ``unsplit`` when the plugin recorded no split."""
+    groups: dict = {key: [] for key, _ in BOUNDS}
+    for o in sorted(outcomes, key=lambda o: o.seconds, reverse=True):
+        if o.seconds <= budget:
+            break
+        if o.simulator_seconds is None:
+            key = "unsplit"
+        elif o.harness_seconds > budget:
+            key = "harness"
+        elif o.cpu_seconds is not None and o.cpu_seconds / cpus > budget:
+            key = "cpu"
+        else:
+            key = "simulator"
+        groups[key].append(o)
+    return groups
+
+
+def format_budget(outcomes: Sequence[Outcome], budget: float, cpus: int) -> list:
+    """The report's lines on the tests over ``budget`` seconds (over_budget), each listed under its bound."""
+    groups = over_budget(outcomes, budget, cpus)
+    over = sum(len(g) for g in groups.values())
+    if not over:
+        return [f"no test took over the {budget:g} s budget"]
+    lines = [f"over the {budget:g} s budget: {over} of {len(outcomes)} tests"]
+    for key, text in BOUNDS:
+        if groups[key]:
+            lines.append(f"  {len(groups[key]):5}  {text.format(cpus=cpus)}:")
+            lines += [f"         {o.seconds:8.2f} s  {_split(o)}  {o.nodeid}" for o in groups[key]]
+    return lines
+
+
 def format_report(outcomes: Sequence[Outcome], wall_seconds: float, *, depth: int = 2, slowest: int = 10,
-                  markdown: bool = False) -> str:
+                  markdown: bool = False, budget: Optional[float] = None, cpus: Optional[int] = None) -> str:
+    """The report: counts per folder, the wall time, the ``slowest`` tests, with ``budget`` (seconds) the tests
+    over it by what bounds them (``cpus``: the CPUs the tests could use, default this process's), and the
+    skips by folder and reason."""
     counts = count_by_folder(outcomes, depth)
     total = FolderCounts()
     for o in outcomes:
@@ -192,6 +252,8 @@ def format_report(outcomes: Sequence[Outcome], wall_seconds: float, *, depth: in
         lines.append(f"slowest {len(ranked)} (wall; then the simulator's launches, wall / CPU, and the rest, "
                      f"AWS's harness, wall; the whole test's CPU):")
         lines += [f"  {o.seconds:8.2f} s  {_split(o)}  {o.outcome:7}  {o.nodeid}" for o in ranked]
+    if budget:
+        lines += format_budget(outcomes, budget, cpus or usable_cpus())
     skips = skips_by_reason(outcomes, depth)
     if skips and markdown:
         lines += ["", "| folder | skip reason | skipped |", "|---|---|---|"]
@@ -390,7 +452,8 @@ def build_command(checkout: str, junit_xml: str, select: Sequence[str] = (), ext
 
 
 def run(checkout: str, select: Sequence[str] = (), extra: Sequence[str] = (), *, junit_xml: Optional[str] = None,
-        depth: int = 2, slowest: int = 10, markdown: bool = False, out=None) -> int:
+        depth: int = 2, slowest: int = 10, markdown: bool = False, budget: Optional[float] = DEFAULT_BUDGET_S,
+        out=None) -> int:
     """Run the suite and print the report to ``out`` (stdout); pytest's exit status."""
     out = out or sys.stdout
     if not os.path.isdir(os.path.join(checkout, INTEGRATION)):
@@ -412,7 +475,8 @@ def run(checkout: str, select: Sequence[str] = (), extra: Sequence[str] = (), *,
                   f"(see its output above)", file=sys.stderr)
             return status or 1
         outcomes = read_junit(report, checkout)
-    print(format_report(outcomes, wall, depth=depth, slowest=slowest, markdown=markdown), end="", file=out)
+    print(format_report(outcomes, wall, depth=depth, slowest=slowest, markdown=markdown, budget=budget), end="",
+          file=out)
     print(problems, end="", file=out)
     return status
 
@@ -426,6 +490,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "count by (default 2: core/attention)")
     parser.add_argument("--slowest", type=int, default=10, help="how many of the slowest tests to list")
     parser.add_argument("--markdown", action="store_true", help="print the counts as a Markdown table")
+    parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S, metavar="SECONDS",
+                        help="list the tests over this wall time by what bounds them: AWS's harness, the test's "
+                        "CPU time over this host's CPUs, or the simulator (default %(default)g; 0: no list)")
     parser.epilog = ("Arguments after -- go to pytest, after the defaults --test-mode simulation -m fast, so "
                      "they override them (e.g. -- -m 'fast or not fast' -k rmsnorm; -- --single-launch-collectives runs "
                      "multi-rank collective tests as AWS's public harness does, in one launch).")
@@ -442,7 +509,7 @@ def split_pytest_args(argv: Sequence[str]) -> tuple:
 
 def run_from_arguments(args: argparse.Namespace, pytest_args: Sequence[str] = ()) -> int:
     return run(args.checkout, args.select, pytest_args, junit_xml=args.junit_xml, depth=args.depth,
-               slowest=args.slowest, markdown=args.markdown)
+               slowest=args.slowest, markdown=args.markdown, budget=args.budget)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
