@@ -648,6 +648,15 @@ def test_folder_of() -> None:
     assert runner.folder_of("test/integration/nkilib/core/moe/moe_cte/test_x.py", depth=3) == "core/moe/moe_cte"
 
 
+@pytest.mark.parametrize("budget", ["-1", "soon", "nan", "inf"])
+def test_a_budget_that_is_no_duration_is_refused_by_name(budget: str, capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        runner.main(["a-checkout", "--budget", budget])
+    assert exit_.value.code == 2
+    assert f"argument --budget: {budget!r} is not a number of seconds (0 or more; 0 leaves the list out)" in \
+        capsys.readouterr().err
+
+
 def test_runner_refuses_a_folder_that_is_no_checkout(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert runner.main([str(tmp_path)]) == 2
     assert "is not a checkout of AWS's NKI Library (it has no test/integration folder)" in capsys.readouterr().err

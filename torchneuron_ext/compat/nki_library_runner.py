@@ -37,8 +37,9 @@ import xml.etree.ElementTree as ET
 from typing import Optional, Sequence
 
 __all__ = ["Outcome", "FolderCounts", "SourceProblem", "build_command", "folder_of", "read_junit",
-           "count_by_folder", "skips_by_reason", "over_budget", "format_report", "source_problems", "requires_python", "format_source_problems",
-           "MissingModule", "missing_modules", "format_missing_modules", "run", "main"]
+           "count_by_folder", "skips_by_reason", "over_budget", "format_budget", "format_report", "source_problems",
+           "requires_python", "format_source_problems", "MissingModule", "missing_modules", "format_missing_modules",
+           "run", "main"]
 
 PLUGIN = "torchneuron_ext.compat.nki_library"
 # The JUnit properties the plugin (compat/nki_library.py) writes per test and the report reads back.
@@ -481,6 +482,17 @@ def run(checkout: str, select: Sequence[str] = (), extra: Sequence[str] = (), *,
     return status
 
 
+def _budget_seconds(text: str) -> float:
+    """``--budget``'s value: seconds, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (0 or more; 0 leaves the list out)")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("checkout", help="a checkout of AWS's NKI Library (has test/integration and src)")
     parser.add_argument("--select", action="append", default=[], metavar="PATH",
@@ -490,7 +502,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "count by (default 2: core/attention)")
     parser.add_argument("--slowest", type=int, default=10, help="how many of the slowest tests to list")
     parser.add_argument("--markdown", action="store_true", help="print the counts as a Markdown table")
-    parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S, metavar="SECONDS",
+    parser.add_argument("--budget", type=_budget_seconds, default=DEFAULT_BUDGET_S, metavar="SECONDS",
                         help="list the tests over this wall time by what bounds them: AWS's harness, the test's "
                         "CPU time over this host's CPUs, or the simulator (default %(default)g; 0: no list)")
     parser.epilog = ("Arguments after -- go to pytest, after the defaults --test-mode simulation -m fast, so "
