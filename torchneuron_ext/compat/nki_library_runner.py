@@ -20,7 +20,9 @@ names each such file, its line and error, and says whether this Python meets the
 ``requires-python`` (then the file itself is at fault, not the Python version). Likewise every import of the
 library's own packages (those under ``src``) is resolved against the checkout: a module the tree lacks (a
 test importing a kernel from a folder it was moved out of) is named with the importing file and line, and
-with where a file of that name is, if anywhere.
+with where a file of that name is, if anywhere. And the third-party packages the harness and the selected
+tests import that this environment lacks are named, with one ``pip install`` line (compat/nki_library_packages.py):
+when a conftest needs one, the runner stops there (exit status 2) rather than start pytest.
 """
 from __future__ import annotations
 
@@ -35,6 +37,8 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 from typing import Optional, Sequence
+
+from .nki_library_packages import format_missing_packages, missing_packages, pip_names
 
 __all__ = ["Outcome", "FolderCounts", "SourceProblem", "build_command", "folder_of", "read_junit",
            "count_by_folder", "skips_by_reason", "over_budget", "format_budget", "format_report", "source_problems",
@@ -467,6 +471,12 @@ def run(checkout: str, select: Sequence[str] = (), extra: Sequence[str] = (), *,
         problems = format_source_problems(source_problems(checkout, select, scanned), requires_python(checkout))
         problems += format_missing_modules(missing_modules(checkout, select, scanned))
         del scanned
+        packages = missing_packages(checkout, select or [INTEGRATION])
+        if any(p.in_conftest for p in packages):  # pytest would stop at the conftest and write no report
+            print(f"torchneuron-ext nki-library: {format_missing_packages(packages, pip_names(checkout))}", end="",
+                  file=sys.stderr)
+            return 2
+        problems += format_missing_packages(packages, pip_names(checkout))
         argv, env = build_command(checkout, os.path.abspath(report), select, extra)
         start = time.perf_counter()
         status = subprocess.call(argv, cwd=checkout, env=env)
@@ -506,8 +516,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="list the tests over this wall time by what bounds them: AWS's harness, the test's "
                         "CPU time over this host's CPUs, or the simulator (default %(default)g; 0: no list)")
     parser.epilog = ("Arguments after -- go to pytest, after the defaults --test-mode simulation -m fast, so "
-                     "they override them (e.g. -- -m 'fast or not fast' -k rmsnorm; -- --single-launch-collectives runs "
-                     "multi-rank collective tests as AWS's public harness does, in one launch).")
+                     "they override them (e.g. -- -m 'fast or not fast' -k rmsnorm; -- --single-launch-collectives "
+                     "runs multi-rank collective tests as AWS's public harness does, in one launch).")
 
 
 def split_pytest_args(argv: Sequence[str]) -> tuple:
