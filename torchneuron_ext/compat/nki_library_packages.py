@@ -28,7 +28,7 @@ from typing import Iterator, Optional, Sequence
 
 from .aliases import _TOP_LEVEL as SUPPLIED
 
-__all__ = ["MissingPackage", "missing_packages", "pip_names", "format_missing_packages"]
+__all__ = ["MissingPackage", "missing_packages", "pip_names", "format_missing_packages", "from_module"]
 
 # Handlers that make a try block's imports optional.
 _OPTIONAL_IMPORT_HANDLERS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
@@ -83,23 +83,25 @@ def _import_time_statements(body: Sequence[ast.stmt]) -> Iterator[ast.stmt]:
             yield from _import_time_statements(node.orelse)
 
 
+def from_module(node: ast.ImportFrom, package: Sequence[str]) -> Optional[str]:
+    """The absolute dotted module of ``from ... import``, its dots resolved against ``package`` (the importing
+    file's package); None where they climb above the top or name nothing."""
+    if not node.level:
+        return node.module
+    if node.level - 1 > len(package):
+        return None
+    base = list(package[:len(package) - (node.level - 1)])
+    return ".".join(base + ([node.module] if node.module else [])) or None
+
+
 def _imports(tree: ast.Module, package: Sequence[str]) -> Iterator[tuple]:
     """(line, module, names imported from it) of each import-time import; relative ones resolved."""
     for node in _import_time_statements(tree.body):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield node.lineno, alias.name, ()
-        elif isinstance(node, ast.ImportFrom):
-            names = tuple(a.name for a in node.names if a.name != "*")
-            if node.level:
-                if node.level - 1 > len(package):
-                    continue
-                base = list(package[:len(package) - (node.level - 1)])
-                module = ".".join(base + ([node.module] if node.module else []))
-                if module:
-                    yield node.lineno, module, names
-            elif node.module:
-                yield node.lineno, node.module, names
+        elif isinstance(node, ast.ImportFrom) and (module := from_module(node, package)):
+            yield node.lineno, module, tuple(a.name for a in node.names if a.name != "*")
 
 
 class _Checkout:

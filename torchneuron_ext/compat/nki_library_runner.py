@@ -38,7 +38,7 @@ import time
 import xml.etree.ElementTree as ET
 from typing import Optional, Sequence
 
-from .nki_library_packages import format_missing_packages, missing_packages, pip_names
+from .nki_library_packages import format_missing_packages, from_module, missing_packages, pip_names
 
 __all__ = ["Outcome", "FolderCounts", "SourceProblem", "build_command", "folder_of", "read_junit",
            "count_by_folder", "skips_by_reason", "over_budget", "format_budget", "format_report", "source_problems",
@@ -348,14 +348,8 @@ def _imported_modules(tree: ast.AST, package: Sequence[str]) -> list:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                if node.level - 1 > len(package):
-                    continue
-                base = list(package[:len(package) - (node.level - 1)])
-                found.append((node.lineno, ".".join(base + ([node.module] if node.module else []))))
-            elif node.module:
-                found.append((node.lineno, node.module))
+        elif isinstance(node, ast.ImportFrom) and (module := from_module(node, package)):
+            found.append((node.lineno, module))
     return found
 
 
