@@ -6,6 +6,7 @@ import io
 import subprocess
 import textwrap
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from expecttest import TestCase
@@ -27,6 +28,13 @@ _CHECKOUT = {
         import pytest
         import zz_tne_html.extras
         from .utils.helpers import helper
+
+        def pytest_zz_tne_node(node):             # a hook a plugin declares, not pytest
+            pass
+
+        @pytest.hookimpl(optionalhook=True)
+        def pytest_zz_opt_node(node):             # pytest takes it without its plugin
+            pass
     """,
     "test/utils/__init__.py": "",
     "test/utils/helpers.py": """
@@ -67,6 +75,9 @@ _CHECKOUT = {
     "src/nkilib_src/nkilib/kernels.py": "from . import shared\nimport zz_tne_kernel_side\n",
     "src/nkilib_src/nkilib/shared.py": "import zz_tne_shared\n",
 }
+# Plugins that declare the hooks named pytest_zz_tne_* and pytest_zz_opt_*, as xdist declares pytest_configure_node.
+_PLUGIN = {"zz_tne_plugin": ("zz-tne-plugin", ("pytest_zz_tne_",)),
+           "zz_tne_opt_plugin": ("zz-tne-opt-plugin", ("pytest_zz_opt_",))}
 
 
 def _write(root: Path, files: dict) -> None:
@@ -82,6 +93,9 @@ class TestMissingPackages(TestCase):
         self._dir = tempfile.TemporaryDirectory()
         self.root = Path(self._dir.name)
         _write(self.root, _CHECKOUT)
+        hooks = mock.patch.dict(packages.PLUGIN_HOOKS, _PLUGIN)
+        hooks.start()
+        self.addCleanup(hooks.stop)
 
     def tearDown(self) -> None:
         self._dir.cleanup()
@@ -92,6 +106,7 @@ class TestMissingPackages(TestCase):
             ("zz_tne_html", "test/conftest.py", 4, True),
             ("zz_tne_metrics", "test/utils/helpers.py", 5, True),
             ("zz_tne_class_body", "test/utils/helpers.py", 17, True),
+            ("zz_tne_plugin", "test/conftest.py", 7, True),  # its hook, after the conftest's imports
             ("zz_tne_shared", "src/nkilib_src/nkilib/shared.py", 1, False),
             ("zz_tne_kernel_side", "src/nkilib_src/nkilib/kernels.py", 2, False),
             ("zz_tne_reference", "test/integration/alpha/test_a.py", 6, False)])
@@ -104,15 +119,18 @@ class TestMissingPackages(TestCase):
 
     def test_the_report_names_each_package_with_one_pip_line(self) -> None:
         found = packages.missing_packages(str(self.root), ["test/integration/alpha"])
+        self.assertEqual([(m.hook, m.requirement) for m in found if m.module == "zz_tne_plugin"],
+                         [("pytest_zz_tne_node", "zz-tne-plugin")])
         self.assertExpectedInline(packages.format_missing_packages(found, packages.pip_names(str(self.root))), """\
-AWS's NKI Library tests import 6 package(s) this environment lacks:
+AWS's NKI Library tests need 7 package(s) this environment lacks:
   zz_tne_html         test/conftest.py:4 (a conftest: no test can be collected without it)
   zz_tne_metrics      test/utils/helpers.py:5 (a conftest: no test can be collected without it)
   zz_tne_class_body   test/utils/helpers.py:17 (a conftest: no test can be collected without it)
+  zz_tne_plugin       test/conftest.py:7 (a conftest implements its hook pytest_zz_tne_node: pytest refuses the conftest without it)
   zz_tne_shared       src/nkilib_src/nkilib/shared.py:1 (tests importing it are collection errors)
   zz_tne_kernel_side  src/nkilib_src/nkilib/kernels.py:2 (tests importing it are collection errors)
   zz_tne_reference    test/integration/alpha/test_a.py:6 (tests importing it are collection errors)
-install them: pip install Zz-Tne-Html zz_tne_metrics zz_tne_class_body zz_tne_shared zz_tne_kernel_side zz_tne_reference  (zz_tne_class_body, zz_tne_shared, zz_tne_kernel_side, zz_tne_reference: the import name; AWS's pyproject.toml lists no package of that name)
+install them: pip install Zz-Tne-Html zz_tne_metrics zz_tne_class_body zz-tne-plugin zz_tne_shared zz_tne_kernel_side zz_tne_reference  (zz_tne_class_body, zz_tne_shared, zz_tne_kernel_side, zz_tne_reference: the import name; AWS's pyproject.toml lists no package of that name)
 """)
 
     def test_nothing_missing_says_nothing(self) -> None:
@@ -136,9 +154,11 @@ def test_the_runner_stops_before_pytest_when_a_conftest_needs_a_missing_package(
         raise AssertionError("pytest was started although the conftest cannot be imported")
 
     monkeypatch.setattr(subprocess, "call", no_pytest)
+    monkeypatch.setattr(packages, "PLUGIN_HOOKS", {**packages.PLUGIN_HOOKS, **_PLUGIN})
     assert runner.run(str(tmp_path), out=io.StringIO()) == 2
     err = capsys.readouterr().err
-    assert err.startswith("torchneuron-ext nki-library: AWS's NKI Library tests import 7 package(s) this "
+    assert err.startswith("torchneuron-ext nki-library: AWS's NKI Library tests need 8 package(s) this "
                           "environment lacks:\n  zz_tne_html"), err
     assert "zz_tne_only_in_beta  test/integration/beta/test_b.py:1 (tests importing it are collection errors)" in err
     assert "install them: pip install Zz-Tne-Html zz_tne_metrics " in err
+    assert "  zz_tne_plugin        test/conftest.py:7 (a conftest implements its hook pytest_zz_tne_node" in err

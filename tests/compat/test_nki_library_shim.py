@@ -432,7 +432,7 @@ def test_runner_counts_outcomes_per_folder_on_a_fake_checkout(tmp_path: Path) ->
     assert lines[6].startswith("wall time ") and lines[7].startswith("slowest 2 (wall; then the simulator's")
     assert lines[10] == "no test took over the 30 s budget"  # the default budget, after the slowest
     # the package the broken module imports is named at the end (compat/nki_library_packages.py)
-    assert lines[-3:-1] == ["AWS's NKI Library tests import 1 package(s) this environment lacks:",
+    assert lines[-3:-1] == ["AWS's NKI Library tests need 1 package(s) this environment lacks:",
                             "  a_module_that_does_not_exist  test/integration/nkilib/core/gamma/test_broken.py:1 "
                             "(tests importing it are collection errors)"]
     cases = {o.nodeid: o for o in runner.read_junit(str(junit), str(tmp_path))}

@@ -2,19 +2,20 @@
 
 AWS's harness (``test/conftest.py`` and ``test/utils``) and its tests import packages that neither
 torchneuron_ext nor the Neuron SDK brings: at the 2026-04-13 release ``pytest_html``, ``boto3``,
-``aws_embedded_metrics``, ``fabric2``, ``allpairspy`` and ``plotext`` from the conftest, ``scipy`` from one test
-file. The library's ``pyproject.toml`` lists most of them as its ``test`` extra, which cannot be installed here
-as a whole (the package itself requires ``neuronx-cc`` and ``nki``, AWS's compiler packages). Without them
-pytest stops at the conftest with a ModuleNotFoundError for the first one and writes no report; one missing at a
-time is a slow way to learn the list. So before the run, the runner follows the imports that run when the
-conftest files and the selected tests are imported, and names every package this interpreter cannot find, with
-where it is imported and one ``pip install`` line for all of them.
+``aws_embedded_metrics``, ``fabric2``, ``allpairspy`` and ``plotext`` (and ``botocore`` and ``paramiko``, which
+come with two of them) from the conftest, ``scipy`` from one test file. The library's ``pyproject.toml`` lists
+most of them as its ``test`` extra, which cannot be installed here as a whole (the package itself requires
+``neuronx-cc`` and ``nki``, AWS's compiler packages). Without them pytest stops at the conftest with a
+ModuleNotFoundError for the first one and writes no report; one missing at a time is a slow way to learn the
+list. So before the run, the runner follows the imports that run when the conftest files and the selected tests
+are imported, and names every package this interpreter cannot find, with where it is imported and one ``pip
+install`` line for all of them.
 
-Only imports that run at import time count (module level, class bodies, ``if``, ``with``, loop and ``try`` blocks): not
-those inside functions, under ``if TYPE_CHECKING:``, or in a ``try`` whose handler catches the ImportError
-(the harness's optional imports). Imports of the checkout's own modules (``test.*``, ``nkilib_src.*``)
-are followed into their files; the standard library and the names the plugin supplies (``nki``,
-``nki_cpu_simulator``, ``neuron_dtypes``, ``neuronxcc``, ``torch_neuronx``) are never reported.
+Only imports that run at import time count (module level, class bodies, ``if``, ``with``, loop and ``try``
+blocks): not those inside functions, under ``if TYPE_CHECKING:``, or in a ``try`` whose handler catches the
+ImportError (the harness's optional imports). Imports of the checkout's own modules (``test.*``,
+``nkilib_src.*``) are followed into their files; the standard library and the names the plugin supplies
+(``nki``, ``nki_cpu_simulator``, ``neuron_dtypes``, ``neuronxcc``, ``torch_neuronx``) are never reported.
 """
 from __future__ import annotations
 
@@ -28,7 +29,19 @@ from typing import Iterator, Optional, Sequence
 
 from .aliases import _TOP_LEVEL as SUPPLIED
 
-__all__ = ["MissingPackage", "missing_packages", "pip_names", "format_missing_packages", "from_module"]
+__all__ = ["MissingPackage", "PLUGIN_HOOKS", "missing_packages", "pip_names", "format_missing_packages", "from_module",
+           "import_time_imports", "plugin_hooks", "package_of", "python_files"]
+
+# Hooks a conftest may implement that a pytest plugin declares, not pytest itself: pytest refuses a conftest that
+# implements a hook nobody declares ("unknown hook"), so the plugin is needed although nothing imports it (AWS's
+# conftest implements xdist's pytest_configure_node). Import name -> (requirement, hook names; a name ending in
+# "_" is a prefix).
+PLUGIN_HOOKS = {
+    "xdist": ("pytest-xdist", ("pytest_configure_node", "pytest_testnodeready", "pytest_testnodedown",
+                               "pytest_handlecrashitem", "pytest_xdist_")),
+    "pytest_html": ("pytest-html", ("pytest_html_",)),
+    "pytest_metadata": ("pytest-metadata", ("pytest_metadata",)),
+}
 
 # Handlers that make a try block's imports optional.
 _OPTIONAL_IMPORT_HANDLERS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
@@ -42,6 +55,8 @@ class MissingPackage:
     file: str              # the first importing file found, relative to the checkout
     line: int
     in_conftest: bool      # imported (directly or through the checkout's modules) by a conftest.py
+    hook: str = ""         # for a plugin nothing imports: the conftest's hook that needs it (PLUGIN_HOOKS)
+    requirement: str = ""  # the package to install, where known (PLUGIN_HOOKS)
 
 
 def _is_optional(handler: ast.ExceptHandler) -> bool:
@@ -83,6 +98,25 @@ def _import_time_statements(body: Sequence[ast.stmt]) -> Iterator[ast.stmt]:
             yield from _import_time_statements(node.orelse)
 
 
+def _is_optional_hook(node: ast.FunctionDef) -> bool:
+    # @pytest.hookimpl(optionalhook=True): pytest accepts the hook although nothing declares it.
+    return any(isinstance(d, ast.Call) and any(k.arg == "optionalhook" and isinstance(k.value, ast.Constant) and
+                                               k.value.value for k in d.keywords) for d in node.decorator_list)
+
+
+def plugin_hooks(tree: ast.Module) -> list:
+    """(line, hook, plugin's import name) of each module-level hook function of a conftest that a plugin of
+    PLUGIN_HOOKS declares and is not marked optional."""
+    found = []
+    for node in tree.body:
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or _is_optional_hook(node):
+            continue
+        for plugin, (_, hooks) in PLUGIN_HOOKS.items():
+            if any(node.name == h or h.endswith("_") and node.name.startswith(h) for h in hooks):
+                found.append((node.lineno, node.name, plugin))
+    return found
+
+
 def from_module(node: ast.ImportFrom, package: Sequence[str]) -> Optional[str]:
     """The absolute dotted module of ``from ... import``, its dots resolved against ``package`` (the importing
     file's package); None where they climb above the top or name nothing."""
@@ -94,14 +128,40 @@ def from_module(node: ast.ImportFrom, package: Sequence[str]) -> Optional[str]:
     return ".".join(base + ([node.module] if node.module else [])) or None
 
 
-def _imports(tree: ast.Module, package: Sequence[str]) -> Iterator[tuple]:
-    """(line, module, names imported from it) of each import-time import; relative ones resolved."""
+def import_time_imports(tree: ast.Module, package: Sequence[str]) -> list:
+    """(line, module, names imported from it) of each import-time import; relative ones resolved against
+    ``package`` (package_of's)."""
+    found = []
     for node in _import_time_statements(tree.body):
         if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield node.lineno, alias.name, ()
+            found += [(node.lineno, alias.name, ()) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and (module := from_module(node, package)):
-            yield node.lineno, module, tuple(a.name for a in node.names if a.name != "*")
+            found.append((node.lineno, module, tuple(a.name for a in node.names if a.name != "*")))
+    return found
+
+
+def package_of(checkout: str, path: str) -> list:
+    """The dotted package of a file of the checkout, relative to the path entry that holds it: ``src`` for the
+    library's kernels, else the checkout (``test.utils``)."""
+    root = os.path.abspath(checkout)
+    for base in (os.path.join(root, "src"), root):
+        rel = os.path.relpath(path, base)
+        if not rel.startswith(".."):
+            return rel.split(os.sep)[:-1]
+    return []
+
+
+def python_files(checkout: str, paths: Sequence[str]) -> list:
+    """The Python files under ``paths`` (relative to the checkout; a node id, file.py::Class::test[...], selects
+    its file), sorted, absolute."""
+    files: set = set()
+    for p in paths:
+        target = os.path.join(checkout, p.split("::", 1)[0])
+        if os.path.isfile(target) and target.endswith(".py"):
+            files.add(os.path.abspath(target))
+        for dirpath, _, names in os.walk(target):
+            files.update(os.path.abspath(os.path.join(dirpath, n)) for n in names if n.endswith(".py"))
+    return sorted(files)
 
 
 class _Checkout:
@@ -133,15 +193,6 @@ class _Checkout:
         chain += [self.module_file(f"{module}.{name}") for name in names]
         return [f for f in chain if f is not None]
 
-    def package_of(self, path: str) -> list:
-        """The dotted package of a file, relative to the root that holds it (``src`` before the checkout)."""
-        for root in reversed(self.roots):
-            rel = os.path.relpath(path, root)
-            if not rel.startswith(".."):
-                parts = rel.split(os.sep)
-                return parts[:-1]
-        return []
-
 
 def _conftest_chain(checkout: str, select: Sequence[str]) -> list:
     """The conftest.py files pytest loads for the selection: those of the directories from the checkout down to
@@ -165,19 +216,6 @@ def _conftest_chain(checkout: str, select: Sequence[str]) -> list:
     return sorted(found)
 
 
-def _test_files(checkout: str, select: Sequence[str]) -> list:
-    root = os.path.abspath(checkout)
-    found = set()
-    for path in select:
-        target = os.path.join(root, path.split("::", 1)[0])
-        if os.path.isfile(target) and target.endswith(".py"):
-            found.add(os.path.abspath(target))
-        for dirpath, _, names in os.walk(target):
-            found.update(os.path.abspath(os.path.join(dirpath, n)) for n in names
-                         if n.endswith(".py") and n != "conftest.py")
-    return sorted(found)
-
-
 def _findable(top: str) -> bool:
     try:
         return importlib.util.find_spec(top) is not None
@@ -185,10 +223,12 @@ def _findable(top: str) -> bool:
         return False
 
 
-def missing_packages(checkout: str, select: Sequence[str]) -> list:
+def missing_packages(checkout: str, select: Sequence[str], parsed: Optional[dict] = None) -> list:
     """The top-level modules that importing the conftest files and the selected tests (``select``: paths or
     node ids relative to the checkout) would import and this interpreter cannot find, each with the first
-    importing file found, in the order the imports run: those a conftest needs first."""
+    importing file found, in the order the imports run: those a conftest needs first. ``parsed``: absolute path
+    -> import_time_imports of the files the caller has parsed already (the runner's scan_sources), so that no
+    file is parsed twice."""
     tree_of = _Checkout(checkout)
     missing: dict = {}
     seen: set = set()
@@ -197,12 +237,18 @@ def missing_packages(checkout: str, select: Sequence[str]) -> list:
         # Depth first at each import, as Python executes them: the first package reported for a file is the
         # one its import would fail on first.
         seen.add(path)
-        try:
-            with open(path, "rb") as f:
-                tree = ast.parse(f.read(), path)
-        except (OSError, SyntaxError, ValueError):  # the runner's source_problems names these
-            return
-        for line, module, names in _imports(tree, tree_of.package_of(path)):
+        conftest = os.path.basename(path) == "conftest.py"  # parsed here also for its hooks
+        if parsed is not None and path in parsed and not conftest:
+            imports, hooks = parsed[path], []
+        else:
+            try:
+                with open(path, "rb") as f:
+                    tree = ast.parse(f.read(), path)
+            except (OSError, SyntaxError, ValueError):  # the runner's source_problems names these
+                return
+            imports = import_time_imports(tree, package_of(checkout, path))
+            hooks = plugin_hooks(tree) if conftest else []
+        for line, module, names in imports:
             top = module.split(".")[0]
             if tree_of.is_local(top):
                 for f in tree_of.files(module, names):
@@ -211,12 +257,16 @@ def missing_packages(checkout: str, select: Sequence[str]) -> list:
             elif not (top in sys.stdlib_module_names or top in SUPPLIED or top == "torchneuron_ext" or
                       top in missing or _findable(top)):
                 missing[top] = MissingPackage(top, os.path.relpath(path, tree_of.root), line, in_conftest)
+        for line, hook, plugin in hooks:
+            if plugin not in missing and not _findable(plugin):
+                missing[plugin] = MissingPackage(plugin, os.path.relpath(path, tree_of.root), line, in_conftest, hook,
+                                                 PLUGIN_HOOKS[plugin][0])
 
     for path in _conftest_chain(checkout, select):
         if path not in seen:
             walk(path, True)
-    for path in _test_files(checkout, select):
-        if path not in seen:
+    for path in python_files(checkout, select):
+        if path not in seen and os.path.basename(path) != "conftest.py":
             walk(path, False)
     return list(missing.values())
 
@@ -251,14 +301,16 @@ def format_missing_packages(missing: Sequence[MissingPackage], names: Optional[d
     if not missing:
         return ""
     names = names or {}
-    lines = [f"AWS's NKI Library tests import {len(missing)} package(s) this environment lacks:"]
+    lines = [f"AWS's NKI Library tests need {len(missing)} package(s) this environment lacks:"]
     width = max(len(m.module) for m in missing)
     for m in missing:
-        where = "a conftest: no test can be collected without it" if m.in_conftest else \
+        where = f"a conftest implements its hook {m.hook}: pytest refuses the conftest without it" if m.hook else \
+            "a conftest: no test can be collected without it" if m.in_conftest else \
             "tests importing it are collection errors"
         lines.append(f"  {m.module:{width}}  {m.file}:{m.line} ({where})")
-    unlisted = [m.module for m in missing if _canonical(m.module) not in names]
-    lines.append("install them: pip install " + " ".join(names.get(_canonical(m.module), m.module) for m in missing)
+    unlisted = [m.module for m in missing if not m.requirement and _canonical(m.module) not in names]
+    lines.append("install them: pip install " + " ".join(m.requirement or names.get(_canonical(m.module), m.module)
+                                                         for m in missing)
                  + (f"  ({', '.join(unlisted)}: the import name; AWS's pyproject.toml lists no package of that name)"
                     if unlisted else ""))
     return "\n".join(lines) + "\n"

@@ -38,7 +38,8 @@ import time
 import xml.etree.ElementTree as ET
 from typing import Optional, Sequence
 
-from .nki_library_packages import format_missing_packages, from_module, missing_packages, pip_names
+from .nki_library_packages import (format_missing_packages, from_module, import_time_imports, missing_packages,
+                                   package_of, pip_names, python_files)
 
 __all__ = ["Outcome", "FolderCounts", "SourceProblem", "build_command", "folder_of", "read_junit",
            "count_by_folder", "skips_by_reason", "over_budget", "format_budget", "format_report", "source_problems",
@@ -291,31 +292,31 @@ class SourceProblem:
 def source_problems(checkout: str, select: Sequence[str] = (), scanned: Optional[list] = None) -> list:
     """The files under the selected paths (default test/integration) and the library's src that do not parse
     with this interpreter's grammar. ``scanned``: scan_sources' result, when the caller has it."""
-    return [problem for _, problem, _ in (scan_sources(checkout, select) if scanned is None else scanned)
+    return [problem for _, problem, _, _ in (scan_sources(checkout, select) if scanned is None else scanned)
             if problem is not None]
 
 
 def scan_sources(checkout: str, select: Sequence[str] = ()) -> list:
-    """Each selected file and each file of the library's src parsed once, for source_problems and
-    missing_modules: (path, SourceProblem or None, its imports as _imported_modules gives them, [] where it
-    does not parse). Both checks parsed every file in turn (one test's selection of AWS's 2026-04-13 tree, 175
-    files: 1.5-1.7 s CPU here, 1.0 s parsed once); only the imports are kept, not the trees."""
-    src = os.path.join(os.path.abspath(checkout), "src")
+    """Each selected file and each file of the library's src parsed once, for source_problems, missing_modules
+    and missing_packages: (path, SourceProblem or None, its imports as _imported_modules gives them, its
+    import-time imports as import_time_imports gives them; [] where it does not parse). The checks parsed every
+    file in turn (one test's selection of AWS's 2026-04-13 tree, 175 files: 1.5-1.7 s CPU here, 1.0 s parsed
+    once); only the imports are kept, not the trees."""
     scanned = []
-    for path in _selected_files(checkout, select):
+    for path in python_files(checkout, [*(select or [INTEGRATION]), "src"]):
         try:
             with open(path, "rb") as f:
                 tree = ast.parse(f.read(), path)
         except SyntaxError as e:
             scanned.append((path, SourceProblem(os.path.relpath(path, checkout), e.lineno or 0,
-                                                f"{type(e).__name__}: {e.msg}"), []))
+                                                f"{type(e).__name__}: {e.msg}"), [], []))
             continue
         except (OSError, ValueError) as e:  # unreadable, or NUL bytes in the source
-            scanned.append((path, SourceProblem(os.path.relpath(path, checkout), 0, f"{type(e).__name__}: {e}"), []))
+            scanned.append((path, SourceProblem(os.path.relpath(path, checkout), 0, f"{type(e).__name__}: {e}"), [],
+                            []))
             continue
-        rel = os.path.relpath(path, src)
-        package = rel.split(os.sep)[:-1] if not rel.startswith("..") else []
-        scanned.append((path, None, _imported_modules(tree, package)))
+        package = package_of(checkout, path)
+        scanned.append((path, None, _imported_modules(tree, package), import_time_imports(tree, package)))
     return scanned
 
 
@@ -327,19 +328,6 @@ class MissingModule:
     line: int
     module: str               # dotted, e.g. "nkilib_src.nkilib.experimental.subkernels.topk_reduce"
     elsewhere: tuple = ()     # files of the checkout's src with the module's last name
-
-
-def _selected_files(checkout: str, select: Sequence[str]) -> list:
-    # A node id (file.py::Class::test[...]) selects its file.
-    roots = [os.path.join(checkout, p.split("::", 1)[0]) for p in (select or [INTEGRATION])] + \
-        [os.path.join(checkout, "src")]
-    files: set = set()
-    for root in roots:
-        if os.path.isfile(root) and root.endswith(".py"):
-            files.add(os.path.abspath(root))
-        for dirpath, _, names in os.walk(root):
-            files.update(os.path.abspath(os.path.join(dirpath, n)) for n in names if n.endswith(".py"))
-    return sorted(files)
 
 
 def _imported_modules(tree: ast.AST, package: Sequence[str]) -> list:
@@ -366,7 +354,7 @@ def missing_modules(checkout: str, select: Sequence[str] = (), scanned: Optional
             if n.endswith(".py"):
                 by_name.setdefault(n[:-3], []).append(os.path.relpath(os.path.join(dirpath, n), checkout))
     missing = []
-    for path, _, imports in (scan_sources(checkout, select) if scanned is None else scanned):
+    for path, _, imports, _ in (scan_sources(checkout, select) if scanned is None else scanned):
         for line, module in imports:  # a file that does not parse has none: source_problems names it
             parts = module.split(".")
             if parts[0] not in own:
@@ -464,8 +452,8 @@ def run(checkout: str, select: Sequence[str] = (), extra: Sequence[str] = (), *,
         scanned = scan_sources(checkout, select)
         problems = format_source_problems(source_problems(checkout, select, scanned), requires_python(checkout))
         problems += format_missing_modules(missing_modules(checkout, select, scanned))
+        packages = missing_packages(checkout, select or [INTEGRATION], {p: timed for p, _, _, timed in scanned})
         del scanned
-        packages = missing_packages(checkout, select or [INTEGRATION])
         if any(p.in_conftest for p in packages):  # pytest would stop at the conftest and write no report
             print(f"torchneuron-ext nki-library: {format_missing_packages(packages, pip_names(checkout))}", end="",
                   file=sys.stderr)
